@@ -1,0 +1,155 @@
+/**
+ * The gateway's one error type and its one status map. Every failure is a
+ * `GatewayError` carrying a `kind`; the kind decides the HTTP status and the
+ * `type`/`code` written in the envelope of the request's format.
+ */
+
+/** Envelopes the gateway renders errors in. */
+export type ErrorFormat = "openai" | "anthropic";
+
+interface KindInfo {
+  status: number;
+  type: string;
+  code?: string;
+  /** Anthropic SDK error type for the same condition. */
+  anthropic: string;
+}
+
+/** The single status map. Keys are the kinds callers raise. */
+export const ERROR_KINDS = {
+  invalid_request: { status: 400, type: "invalid_request_error", anthropic: "invalid_request_error" },
+  invalid_api_key: {
+    status: 401,
+    type: "invalid_request_error",
+    code: "invalid_api_key",
+    anthropic: "authentication_error",
+  },
+  unauthorized: {
+    status: 401,
+    type: "unauthorized",
+    code: "unauthorized",
+    anthropic: "authentication_error",
+  },
+  insufficient_credits: {
+    status: 403,
+    type: "insufficient_credits",
+    code: "insufficient_credits",
+    anthropic: "permission_error",
+  },
+  not_found: { status: 404, type: "not_found", code: "not_found", anthropic: "not_found_error" },
+  model_not_found: {
+    status: 404,
+    type: "invalid_request_error",
+    code: "model_not_found",
+    anthropic: "not_found_error",
+  },
+  no_zdr_provider: {
+    status: 404,
+    type: "invalid_request_error",
+    code: "no_zdr_provider",
+    anthropic: "not_found_error",
+  },
+  method_not_allowed: {
+    status: 405,
+    type: "invalid_request_error",
+    code: "method_not_allowed",
+    anthropic: "invalid_request_error",
+  },
+  payload_too_large: {
+    status: 413,
+    type: "invalid_request_error",
+    code: "payload_too_large",
+    anthropic: "request_too_large",
+  },
+  unsupported_media_type: {
+    status: 415,
+    type: "invalid_request_error",
+    code: "unsupported_media_type",
+    anthropic: "invalid_request_error",
+  },
+  rate_limited: {
+    status: 429,
+    type: "rate_limit_error",
+    code: "rate_limit_exceeded",
+    anthropic: "rate_limit_error",
+  },
+  internal: { status: 500, type: "server_error", code: "internal_error", anthropic: "api_error" },
+  upstream_error: {
+    status: 502,
+    type: "upstream_error",
+    code: "upstream_error",
+    anthropic: "api_error",
+  },
+  unavailable: {
+    status: 503,
+    type: "service_unavailable",
+    code: "service_unavailable",
+    anthropic: "overloaded_error",
+  },
+  upstream_verification_failed: {
+    status: 503,
+    type: "upstream_verification_failed",
+    code: "upstream_verification_failed",
+    anthropic: "api_error",
+  },
+  session_not_accepted: {
+    status: 503,
+    type: "session_not_accepted",
+    code: "session_not_accepted",
+    anthropic: "api_error",
+  },
+  upstream_timeout: {
+    status: 504,
+    type: "upstream_error",
+    code: "upstream_timeout",
+    anthropic: "api_error",
+  },
+} as const satisfies Record<string, KindInfo>;
+
+export type ErrorKind = keyof typeof ERROR_KINDS;
+
+export class GatewayError extends Error {
+  readonly kind: ErrorKind;
+  /** The request parameter at fault, when there is one (e.g. `temperature`, `messages[0].role`). */
+  readonly param: string | null;
+  /** Extra response headers (e.g. `Retry-After`). */
+  readonly headers: Record<string, string>;
+
+  constructor(
+    kind: ErrorKind,
+    message: string,
+    opts: { param?: string | null; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.name = "GatewayError";
+    this.kind = kind;
+    this.param = opts.param ?? null;
+    this.headers = opts.headers ?? {};
+  }
+
+  get status(): number {
+    return ERROR_KINDS[this.kind].status;
+  }
+}
+
+/** Shorthand for the most common error: a bad parameter, named. */
+export function badParam(param: string, message: string): GatewayError {
+  return new GatewayError("invalid_request", message, { param });
+}
+
+/** The JSON body of an error in the given format (also used inside SSE error events). */
+export function errorBody(err: GatewayError, format: ErrorFormat): Record<string, unknown> {
+  const info: KindInfo = ERROR_KINDS[err.kind];
+  if (format === "anthropic") {
+    return { type: "error", error: { type: info.anthropic, message: err.message } };
+  }
+  return {
+    error: { message: err.message, type: info.type, code: info.code ?? null, param: err.param },
+  };
+}
+
+/** Anything thrown that is not a GatewayError becomes an opaque 500: never a stack trace. */
+export function asGatewayError(e: unknown): GatewayError {
+  if (e instanceof GatewayError) return e;
+  return new GatewayError("internal", "internal server error");
+}
