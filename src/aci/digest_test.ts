@@ -1,0 +1,30 @@
+import assert from "node:assert/strict";
+import { BodyHasher, sha256, sha256Hex, sha256Prefixed } from "./digest.ts";
+
+const ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+Deno.test("digest: sha256 of string and bytes agree with the FIPS 180 'abc' vector", () => {
+  assert.equal(sha256Hex("abc"), ABC);
+  assert.equal(sha256Hex(new TextEncoder().encode("abc")), ABC);
+  assert.equal(sha256Prefixed("abc"), "sha256:" + ABC);
+  assert.equal(sha256("abc").length, 32);
+});
+
+Deno.test("digest: BodyHasher over chunks equals the hash of the whole body", () => {
+  const body = new TextEncoder().encode('data: {"a":1}\n\ndata: [DONE]\n\n');
+  const h = new BodyHasher();
+  for (let i = 0; i < body.length; i += 5) h.update(body.subarray(i, i + 5));
+  assert.equal(h.byteCount, body.length);
+  assert.equal(h.digest(), sha256Prefixed(body));
+  assert.equal(h.digest(), sha256Prefixed(body), "digest is repeatable");
+  assert.throws(() => h.update(new Uint8Array([1])));
+});
+
+Deno.test("digest: BodyHasher of nothing is the empty-string hash", () => {
+  const h = new BodyHasher();
+  assert.equal(h.byteCount, 0);
+  assert.equal(
+    h.digest(),
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+  );
+});

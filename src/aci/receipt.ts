@@ -1,0 +1,147 @@
+/**
+ * ACI receipts: the signed record binding a request's and response's body
+ * hashes to the attested keyset. `signature = hex(Ed25519(JCS(receipt
+ * without "signature")))` under the keyset's Ed25519 key named by `key_id`.
+ */
+
+import { PREFIXED_DIGEST_RE } from "./digest.ts";
+import { bytesToHex } from "./hex.ts";
+import { jcsBytes } from "./jcs.ts";
+import type { WorkloadKeys } from "./signer.ts";
+
+/** Events that carry the hash of a body exactly as observed at one point. */
+export type BodyHashEventType =
+  | "request.received"
+  | "middleware.forwarded"
+  | "request.forwarded"
+  | "response.received"
+  | "response.returned";
+
+/** A body-hash event; `body_hash` is `sha256:<hex>`. */
+export interface BodyHashEvent {
+  type: BodyHashEventType;
+  body_hash: string;
+}
+
+/** `route.selected`: which configured route served the request. */
+export interface RouteSelectedEvent {
+  type: "route.selected";
+  target_route_id: string;
+}
+
+/** Present when the forwarded / returned bytes differ from the received ones. */
+export interface TransparencyEvent {
+  type: "transparency.request_modified" | "transparency.response_modified";
+  /** Short non-confidential reason code, e.g. "provider_block_stripped". */
+  reason?: string;
+}
+
+/** The upstream was verified inside the TEE before the prompt was sent. */
+export interface UpstreamVerifiedEvent {
+  type: "upstream.verified";
+  result: "verified";
+  required: boolean;
+  model_id: string;
+  /** 64-hex id of the attested session the request was bound to. */
+  session_id: string;
+}
+
+/** Upstream verification was attempted and failed. */
+export interface UpstreamVerificationFailedEvent {
+  type: "upstream.verified";
+  result: "failed";
+  required: boolean;
+  model_id: string;
+  reason: string;
+  upstream_name: string;
+}
+
+/**
+ * Implementation event: the request was refused before any prompt left the
+ * gateway (e.g. a routing constraint could not be met). `reason` is an error
+ * code, never request content. Verifiers ignore event types they do not know.
+ */
+export interface RequestRefusedEvent {
+  type: "request.refused";
+  reason: string;
+}
+
+/** One entry of a receipt's ordered `event_log`. */
+export type ReceiptEvent =
+  | BodyHashEvent
+  | RouteSelectedEvent
+  | TransparencyEvent
+  | UpstreamVerifiedEvent
+  | UpstreamVerificationFailedEvent
+  | RequestRefusedEvent;
+
+/** The receipt served at `GET /v1/aci/receipts/{id}`. */
+export interface Receipt {
+  api_version: "aci/1";
+  receipt_id: string;
+  chat_id: string | null;
+  model: string | null;
+  workload_keyset_digest: string;
+  endpoint: string;
+  method: string;
+  /** Unix seconds. */
+  served_at: number;
+  event_log: ReceiptEvent[];
+  key_id: string;
+  /** Lowercase hex of the 64-byte Ed25519 signature. */
+  signature: string;
+}
+
+/** A receipt before signing; `key_id` is filled from the keys when absent. */
+export type UnsignedReceipt = Omit<Receipt, "signature" | "key_id"> & { key_id?: string };
+
+const RECEIPT_ID_RE = /^rcpt-[0-9a-f]{32}$/;
+
+/** A fresh unguessable receipt id: `rcpt-` + 32 lowercase hex (128 random bits). */
+export function newReceiptId(randomBytes: (n: number) => Uint8Array): string {
+  const bytes = randomBytes(16);
+  if (bytes.length !== 16) throw new Error("randomBytes returned the wrong length");
+  return "rcpt-" + bytesToHex(bytes);
+}
+
+/** Whether `value` has the form of an id made by {@link newReceiptId}. */
+export function isReceiptId(value: string): boolean {
+  return RECEIPT_ID_RE.test(value);
+}
+
+/** The bytes a receipt signature covers: JCS of the receipt without `signature`. */
+export function receiptSigningInput(receipt: Omit<Receipt, "signature">): Uint8Array {
+  return jcsBytes(receipt);
+}
+
+function assertWellFormed(r: Omit<Receipt, "signature">): void {
+  if (!PREFIXED_DIGEST_RE.test(r.workload_keyset_digest)) {
+    throw new Error("receipt workload_keyset_digest is malformed");
+  }
+  if (!Number.isSafeInteger(r.served_at)) {
+    throw new Error("receipt served_at must be integer seconds");
+  }
+  if (r.event_log.length === 0 || r.event_log[0].type !== "request.received") {
+    throw new Error("receipt event_log must start with request.received");
+  }
+  for (const e of r.event_log) {
+    if ("body_hash" in e && !PREFIXED_DIGEST_RE.test(e.body_hash)) {
+      throw new Error(`receipt event ${e.type} has a malformed body_hash`);
+    }
+  }
+}
+
+/**
+ * Signs a receipt with the workload's Ed25519 key. Throws when the receipt
+ * names another key, or breaks an invariant verifiers rely on (first event
+ * `request.received`, well-formed digests, integer `served_at`).
+ */
+export function signReceipt(unsigned: UnsignedReceipt, keys: WorkloadKeys): Receipt {
+  if (unsigned.key_id !== undefined && unsigned.key_id !== keys.ed25519KeyId) {
+    throw new Error("receipt key_id does not name the workload's ed25519 key");
+  }
+  const body: Omit<Receipt, "signature"> = { ...unsigned, key_id: keys.ed25519KeyId };
+  assertWellFormed(body);
+  const signature = bytesToHex(keys.signEd25519(receiptSigningInput(body)));
+  return { ...body, signature };
+}
