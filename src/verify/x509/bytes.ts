@@ -1,0 +1,20 @@
+/**
+ * Byte-array plumbing shared by the verifiers: concatenation, and copies
+ * backed by a plain ArrayBuffer (what WebCrypto's `BufferSource` demands).
+ */
+
+/** Concatenates byte arrays. */
+export function concatBytes(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/** A copy of `b` backed by its own ArrayBuffer. */
+export function ownBytes(b: Uint8Array): Uint8Array<ArrayBuffer> {
+  return new Uint8Array(b);
+}
