@@ -1,0 +1,179 @@
+import assert from "node:assert/strict";
+import { GatewayError } from "../http/errors.ts";
+import { GroupCommitter } from "../store/group_commit.ts";
+import { type AdmissionKv, createAdmitter } from "./admission.ts";
+import { getBalance } from "./credits.ts";
+import { createKey, type KeyRecord } from "./keys.ts";
+import { DEFAULT_TIERS, readRateWindow } from "./rate_limit.ts";
+
+const T0 = 1_700_000_010_000;
+const now = () => T0;
+
+interface Counts {
+  commits: number;
+  reads: number;
+  failFirstCommits: number;
+}
+
+/** Counts reads and commits; can make the first commits fail with a lock error. */
+function instrument(kv: Deno.Kv, counts: Counts): AdmissionKv {
+  return {
+    getMany: ((keys: Deno.KvKey[], o?: { consistency?: Deno.KvConsistencyLevel }) => {
+      counts.reads++;
+      return kv.getMany(keys, o);
+    }) as Deno.Kv["getMany"],
+    atomic() {
+      const a = kv.atomic();
+      const commit = a.commit.bind(a);
+      a.commit = () => {
+        counts.commits++;
+        if (counts.commits <= counts.failFirstCommits) {
+          return Promise.reject(new TypeError("database is locked"));
+        }
+        return commit();
+      };
+      return a;
+    },
+  };
+}
+
+const est = (i: number, costNano = 1n) => ({ tokens: 1, costNano, requestId: `r${i}` });
+
+Deno.test("concurrent admissions of one process share one read round and one commit", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const keys: KeyRecord[] = [];
+  for (let i = 0; i < 3; i++) {
+    keys.push((await createKey(kv, { tier: "pro", creditsNano: 1_000n, now })).record);
+  }
+  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 0 };
+  const admitter = createAdmitter(instrument(kv, counts), { tiers: DEFAULT_TIERS, now });
+  const all = await Promise.all(
+    Array.from({ length: 90 }, (_, i) => admitter.admit(keys[i % 3], est(i, 10n))),
+  );
+  assert.equal(all.length, 90);
+  assert.equal(counts.commits, 1);
+  assert.equal(counts.reads, 2, "3 keys x 5 entries = 2 getMany calls of <= 10 keys");
+  for (const k of keys) {
+    assert.equal(await getBalance(kv, k.key_id), 700n);
+    assert.equal((await readRateWindow(kv, k, DEFAULT_TIERS, T0)).requests, 30);
+  }
+  kv.close();
+});
+
+Deno.test("more keys than one batch holds are split over several commits, still exact", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const keys: KeyRecord[] = [];
+  for (let i = 0; i < 7; i++) {
+    keys.push((await createKey(kv, { tier: "free", creditsNano: 5n, now })).record);
+  }
+  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 0 };
+  const admitter = createAdmitter(instrument(kv, counts), {
+    tiers: DEFAULT_TIERS,
+    now,
+    maxKeysPerBatch: 3,
+  });
+  const results = await Promise.allSettled(
+    Array.from({ length: 70 }, (_, i) => admitter.admit(keys[i % 7], est(i, 1n))),
+  );
+  assert.equal(results.filter((r) => r.status === "fulfilled").length, 35, "5 per key");
+  assert.equal(counts.commits, 3);
+  for (const k of keys) assert.equal(await getBalance(kv, k.key_id), 0n);
+  kv.close();
+});
+
+Deno.test("a lock error during admission is retried with backoff", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const { record } = await createKey(kv, { tier: "free", creditsNano: 100n, now });
+  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 2 };
+  const slept: number[] = [];
+  const admitter = createAdmitter(instrument(kv, counts), {
+    tiers: DEFAULT_TIERS,
+    now,
+    sleep: (ms) => (slept.push(ms), Promise.resolve()),
+    random: () => 0,
+  });
+  const a = await admitter.admit(record, est(1, 40n));
+  assert.equal(a.headers["X-RateLimit-Remaining"], "59");
+  assert.equal(counts.commits, 3);
+  assert.equal(slept.length, 2);
+  assert.equal(await getBalance(kv, record.key_id), 60n);
+  kv.close();
+});
+
+Deno.test("bad estimates are refused before touching KV", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const { record } = await createKey(kv, { tier: "free", creditsNano: 100n, now });
+  const admitter = createAdmitter(kv, { tiers: DEFAULT_TIERS, now });
+  await assert.rejects(
+    admitter.admit(record, { tokens: -1, costNano: 1n, requestId: "a" }),
+    RangeError,
+  );
+  await assert.rejects(
+    admitter.admit(record, { tokens: 1.5, costNano: 1n, requestId: "b" }),
+    RangeError,
+  );
+  await assert.rejects(
+    admitter.admit(record, { tokens: 1, costNano: -1n, requestId: "c" }),
+    RangeError,
+  );
+  const ok = await admitter.admit(record, est(1));
+  assert.throws(
+    () => ok.settlement({ promptTokens: -1, completionTokens: 0, costNano: 0n }),
+    RangeError,
+  );
+  assert.equal(await getBalance(kv, record.key_id), 99n);
+  kv.close();
+});
+
+Deno.test("two KV handles on one file share one rate limit and one balance exactly", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/accounts.sqlite`;
+  const kv1 = await Deno.openKv(path);
+  const kv2 = await Deno.openKv(path);
+  try {
+    const limited = (await createKey(kv1, { tier: "free", creditsNano: 1_000_000n, now })).record;
+    const funded = (await createKey(kv1, { tier: "pro", creditsNano: 1_000n, now })).record;
+    const a1 = createAdmitter(kv1, { tiers: DEFAULT_TIERS, now });
+    const a2 = createAdmitter(kv2, { tiers: DEFAULT_TIERS, now });
+    // Settle each promise as it is made (rejections arrive while the loop yields).
+    const settle = (p: Promise<unknown>) =>
+      p.then(() => null, (e: unknown) => {
+        assert.ok(e instanceof GatewayError, String(e));
+        assert.ok(["rate_limited", "insufficient_credits"].includes(e.kind));
+        return e;
+      });
+    const limitedJobs: Promise<GatewayError | null>[] = [];
+    const fundedJobs: Promise<GatewayError | null>[] = [];
+    for (let i = 0; i < 100; i++) {
+      const admitter = i % 2 === 0 ? a1 : a2;
+      limitedJobs.push(settle(admitter.admit(limited, est(i))));
+      fundedJobs.push(
+        settle(admitter.admit(funded, { tokens: 1, costNano: 30n, requestId: `f${i}` })),
+      );
+      // Spread arrivals so both handles run many overlapping batches.
+      if (i % 10 === 0) await new Promise((r) => setTimeout(r, 0));
+    }
+    const limitedOk = (await Promise.all(limitedJobs)).filter((e) => e === null).length;
+    const fundedOk = (await Promise.all(fundedJobs)).filter((e) => e === null).length;
+    assert.equal(limitedOk, 60);
+    assert.equal(fundedOk, 33);
+    assert.equal(await getBalance(kv2, funded.key_id), 10n);
+    assert.equal(await getBalance(kv1, limited.key_id), 1_000_000n - 60n);
+
+    // Settlements from both handles land exactly too.
+    const gc1 = new GroupCommitter(kv1), gc2 = new GroupCommitter(kv2);
+    const more = await Promise.all([
+      a1.admit(funded, { tokens: 1, costNano: 5n, requestId: "s1" }),
+      a2.admit(funded, { tokens: 1, costNano: 5n, requestId: "s2" }),
+    ]);
+    await Promise.all([
+      gc1.write(more[0].settlement({ promptTokens: 1, completionTokens: 0, costNano: 1n })),
+      gc2.write(more[1].settlement({ promptTokens: 1, completionTokens: 0, costNano: 2n })),
+    ]);
+    assert.equal(await getBalance(kv1, funded.key_id), 7n);
+  } finally {
+    kv1.close();
+    kv2.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

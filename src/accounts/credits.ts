@@ -1,0 +1,173 @@
+/**
+ * Credit balances in integer nano-credits (1 credit = 1e9 nano), stored as
+ * `Deno.KvU64`.
+ *
+ * Admission reserves a request's estimated cost (a versionstamp-checked
+ * replace of the balance, so racing requests cannot overdraw). Settlement is
+ * blind `sum`s, group-committed with the request's receipt: it refunds
+ * `estimate - actual`, or, when the actual cost is higher, adds the overrun to
+ * a monotonic debt counter, because a blind subtraction could wrap below
+ * zero. The next admission pays pending debt out of the balance first, so the
+ * balance ends up reduced by exactly the actual cost. Only the one request in
+ * flight can take the effective balance below zero (by its own overrun).
+ */
+
+import { GatewayError } from "../http/errors.ts";
+import type { KvWrite } from "../store/group_commit.ts";
+import { isTransientKvError } from "../store/group_commit.ts";
+import {
+  type AccountState,
+  balanceKey,
+  debtKey,
+  keyRecordKey,
+  parseState,
+  settledKey,
+  stateKey,
+  u64,
+  USAGE_FIELDS,
+  type UsageField,
+  usageKey,
+} from "./kv_layout.ts";
+
+export const NANO_PER_CREDIT = 1_000_000_000n;
+/** Balances stay below 2^63 nano (about 9.2e9 credits) so sums never wrap. */
+export const MAX_BALANCE_NANO = (1n << 63n) - 1n;
+/** How long the `["settled", request_id]` marker is kept. */
+export const SETTLED_MARKER_TTL_MS = 7 * 24 * 3600 * 1000;
+
+/** Exact decimal credits → nano-credits. Rejects anything but a plain non-negative decimal. */
+export function parseCredits(text: string): bigint {
+  const m = /^(\d+)(?:\.(\d{1,9}))?$/.exec(text);
+  if (m === null) {
+    throw new RangeError("credits must be a non-negative decimal with at most 9 decimals");
+  }
+  const nano = BigInt(m[1]) * NANO_PER_CREDIT + BigInt((m[2] ?? "").padEnd(9, "0"));
+  if (nano > MAX_BALANCE_NANO) throw new RangeError("credits amount too large");
+  return nano;
+}
+
+/** Nano-credits → exact decimal credits, without trailing zeros. */
+export function formatCredits(nano: bigint): string {
+  const neg = nano < 0n;
+  const abs = neg ? -nano : nano;
+  const whole = abs / NANO_PER_CREDIT;
+  const frac = (abs % NANO_PER_CREDIT).toString().padStart(9, "0").replace(/0+$/, "");
+  return (neg ? "-" : "") + whole.toString() + (frac === "" ? "" : "." + frac);
+}
+
+/** Outcome of paying pending debt out of a balance. */
+export interface DebtFold {
+  balance: bigint;
+  state: AccountState;
+  /** Debt still unpaid after the fold (balance is then 0). */
+  unpaid: bigint;
+}
+
+/** Pays pending overrun debt (`debt - state.debtSeen`) out of the balance. */
+export function foldDebt(state: AccountState, balance: bigint, debt: bigint): DebtFold {
+  const pending = debt > state.debtSeen ? debt - state.debtSeen : 0n;
+  const pay = pending < balance ? pending : balance;
+  return {
+    balance: balance - pay,
+    state: { ...state, debtSeen: state.debtSeen + pay },
+    unpaid: pending - pay,
+  };
+}
+
+export type CreditDecision = { ok: true; balance: bigint } | { ok: false; error: GatewayError };
+
+/** Reserves `costNano` from a balance whose debt has been folded. */
+export function decideCredit(fold: DebtFold, costNano: bigint): CreditDecision {
+  if (fold.unpaid > 0n || fold.balance <= 0n || fold.balance < costNano) {
+    return {
+      ok: false,
+      error: new GatewayError(
+        "insufficient_credits",
+        "Insufficient credits: add credits to this API key to continue.",
+      ),
+    };
+  }
+  return { ok: true, balance: fold.balance - costNano };
+}
+
+/** Blind settlement writes for a request that reserved `reservedNano`. */
+export function creditSettlementWrites(
+  keyId: string,
+  requestId: string,
+  reservedNano: bigint,
+  actual: { promptTokens: number; completionTokens: number; costNano: bigint },
+  settledAt: number,
+): KvWrite[] {
+  const writes: KvWrite[] = [];
+  if (actual.costNano < reservedNano) {
+    writes.push({ op: "sum", key: balanceKey(keyId), value: reservedNano - actual.costNano });
+  } else if (actual.costNano > reservedNano) {
+    writes.push({ op: "sum", key: debtKey(keyId), value: actual.costNano - reservedNano });
+  }
+  writes.push(
+    { op: "sum", key: usageKey(keyId, "requests"), value: 1n },
+    { op: "sum", key: usageKey(keyId, "prompt_tokens"), value: BigInt(actual.promptTokens) },
+    {
+      op: "sum",
+      key: usageKey(keyId, "completion_tokens"),
+      value: BigInt(actual.completionTokens),
+    },
+    { op: "sum", key: usageKey(keyId, "spent_nano"), value: actual.costNano },
+    {
+      op: "set",
+      key: settledKey(requestId),
+      value: { key_id: keyId, settled_at: settledAt },
+      expireIn: SETTLED_MARKER_TTL_MS,
+    },
+  );
+  return writes;
+}
+
+/**
+ * Spendable balance: the stored balance minus unpaid debt. Negative only when
+ * the last request's overrun exceeded what was left.
+ */
+export async function getBalance(kv: Deno.Kv, keyId: string): Promise<bigint> {
+  const [b, d, s] = await kv.getMany([balanceKey(keyId), debtKey(keyId), stateKey(keyId)]);
+  const fold = foldDebt(parseState(s.value), u64(b.value), u64(d.value));
+  return fold.balance - fold.unpaid;
+}
+
+export type Usage = Record<UsageField, bigint>;
+
+/** Usage totals recorded at settlement. */
+export async function getUsage(kv: Deno.Kv, keyId: string): Promise<Usage> {
+  const [r, p, c, s] = await kv.getMany(USAGE_FIELDS.map((f) => usageKey(keyId, f)));
+  return {
+    requests: u64(r.value),
+    prompt_tokens: u64(p.value),
+    completion_tokens: u64(c.value),
+    spent_nano: u64(s.value),
+  };
+}
+
+/**
+ * Adds credits (positive nano amount) to an existing key; returns the new
+ * stored balance. Checked read-modify-write so the balance can never wrap.
+ */
+export async function addCredits(
+  kv: Deno.Kv,
+  keyId: string,
+  amountNano: bigint,
+  sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+): Promise<bigint> {
+  if (amountNano <= 0n) throw new RangeError("credit amount must be positive");
+  for (let attempt = 1;; attempt++) {
+    try {
+      const [k, b] = await kv.getMany([keyRecordKey(keyId), balanceKey(keyId)]);
+      if (k.value === null) throw new GatewayError("not_found", "Unknown key id.");
+      const next = u64(b.value) + amountNano;
+      if (next > MAX_BALANCE_NANO) throw new RangeError("balance would exceed the maximum");
+      const res = await kv.atomic().check(b).set(balanceKey(keyId), new Deno.KvU64(next)).commit();
+      if (res.ok) return next;
+    } catch (e) {
+      if (!isTransientKvError(e) || attempt > 50) throw e;
+      await sleep(1 + Math.random() * 10);
+    }
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The accounts key space in Deno KV, in one place: API key records, the
+ * digest index, balances, usage totals and the per-key admission state.
+ *
+ * Values that settlement changes are `Deno.KvU64` counters so that settlement
+ * can be blind `sum` writes, group-committed with the request's receipt.
+ * Everything admission decides on (request/token window counters and how much
+ * of the settlement counters it has already folded in) sits in one
+ * `AccountState` object per key, overwritten each window, so nothing grows per
+ * minute.
+ */
+
+/** `["keys", key_id]` → `KeyRecord`. */
+export const keyRecordKey = (keyId: string): Deno.KvKey => ["keys", keyId];
+/** `["keys_by_digest", sha256 hex]` → key_id. */
+export const digestIndexKey = (digestHex: string): Deno.KvKey => ["keys_by_digest", digestHex];
+/** Spendable nano-credits (KvU64), reduced by admission, refunded by settlement. */
+export const balanceKey = (keyId: string): Deno.KvKey => ["acct", keyId, "balance"];
+/** Monotonic KvU64: total nano-credits by which actual costs exceeded their estimates. */
+export const debtKey = (keyId: string): Deno.KvKey => ["acct", keyId, "debt"];
+/** Monotonic KvU64: tokens admitted on estimate but not used (same-window refunds). */
+export const tokRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_refund"];
+/** Monotonic KvU64: tokens used beyond their estimate. */
+export const tokOverKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_over"];
+/** `AccountState` object. */
+export const stateKey = (keyId: string): Deno.KvKey => ["acct", keyId, "state"];
+/** Usage totals (KvU64 each). */
+export const USAGE_FIELDS = [
+  "requests",
+  "prompt_tokens",
+  "completion_tokens",
+  "spent_nano",
+] as const;
+export type UsageField = (typeof USAGE_FIELDS)[number];
+export const usageKey = (keyId: string, field: UsageField): Deno.KvKey => [
+  "usage",
+  keyId,
+  field,
+];
+/** Idempotency/audit marker written with a request's settlement. */
+export const settledKey = (requestId: string): Deno.KvKey => ["settled", requestId];
+
+/** Per-key admission state, read and replaced under a versionstamp check. */
+export interface AccountState {
+  /** `floor(now / 60000)` of the counters below. */
+  window: number;
+  /** Requests admitted in `window`. */
+  req: number;
+  /** Estimated tokens admitted in `window`, net of folded refunds/overruns. */
+  tok: number;
+  /** Values of the tok_refund / tok_over / debt counters already folded in. */
+  tokRefundSeen: bigint;
+  tokOverSeen: bigint;
+  debtSeen: bigint;
+}
+
+export const EMPTY_STATE: AccountState = {
+  window: -1,
+  req: 0,
+  tok: 0,
+  tokRefundSeen: 0n,
+  tokOverSeen: 0n,
+  debtSeen: 0n,
+};
+
+/** Narrows a stored state; anything else means the store is corrupt. */
+export function parseState(v: unknown): AccountState {
+  if (v === null || v === undefined) return EMPTY_STATE;
+  if (typeof v !== "object") throw new Error("corrupt account state");
+  const o = v as Record<string, unknown>;
+  const { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen } = o;
+  if (
+    typeof window !== "number" || typeof req !== "number" || typeof tok !== "number" ||
+    typeof tokRefundSeen !== "bigint" || typeof tokOverSeen !== "bigint" ||
+    typeof debtSeen !== "bigint"
+  ) {
+    throw new Error("corrupt account state");
+  }
+  return { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen };
+}
+
+/** A `Deno.KvU64` entry's value, 0 when absent. */
+export function u64(v: unknown): bigint {
+  if (v === null || v === undefined) return 0n;
+  if (v instanceof Deno.KvU64) return v.value;
+  throw new Error("corrupt counter");
+}

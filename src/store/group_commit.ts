@@ -1,0 +1,358 @@
+/**
+ * Group commits for Deno KV: every durable write of the gateway goes through
+ * one `GroupCommitter`, which packs the writes of many requests into few
+ * atomic commits so the hot path never pays one fsync per request.
+ *
+ * Policy (see the performance spec): when no commit is in flight, a write is
+ * committed at once (on the next microtask, so a synchronous burst still
+ * shares it, and nothing waits on a timer); writes that arrive while a commit
+ * is in flight are grouped into the next commit. Batches are split to stay
+ * inside Deno KV's atomic limits, transient SQLite lock errors are retried
+ * with short random backoff, and `write()` resolves only once its ops are
+ * durably committed.
+ *
+ * Negative sums: Deno KV `sum` on a `Deno.KvU64` wraps modulo 2^64, so a
+ * `sum` op with value `-d` is encoded as adding `2^64 - d`, which subtracts
+ * `d`. Callers must only do this when the true result stays >= 0 (for example
+ * refunding part of an amount they added earlier to the same key); otherwise
+ * the stored value wraps to a huge number.
+ */
+
+import { Buffer } from "node:buffer";
+import { serialize } from "node:v8";
+
+/** One durable mutation. */
+export type KvWrite =
+  | { op: "set"; key: Deno.KvKey; value: unknown; expireIn?: number }
+  | {
+    op: "sum";
+    key: Deno.KvKey;
+    /** May be negative: encoded as a wrapping u64 add (see the module doc). */
+    value: bigint;
+  }
+  | { op: "delete"; key: Deno.KvKey };
+
+/** The only part of `Deno.Kv` the committer uses (lets tests wrap it). */
+export type KvAtomicSource = Pick<Deno.Kv, "atomic">;
+
+export interface GroupCommitterOptions {
+  /** Mutations per atomic commit; at most Deno KV's limit (1000). */
+  maxBatchMutations?: number;
+  /** Told about permanent commit failures (never given op values). */
+  onError?: (e: unknown) => void;
+  /** Uniform [0, 1) source for backoff jitter. */
+  random?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+  /** Attempts per commit before a transient error counts as permanent. */
+  maxAttempts?: number;
+}
+
+/**
+ * Deno KV (2.9) atomic limits, measured: 1000 mutations, 819,200 bytes of keys
+ * plus values, 81,920 bytes of keys, 65,536 bytes per value, 2,048 bytes per
+ * key. Batches are cut at about 75% of the totals to leave room for the
+ * estimate's error; single ops are checked against the exact per-op limits.
+ */
+export const KV_LIMITS = {
+  mutations: 1000,
+  totalBytes: 819_200,
+  totalKeyBytes: 81_920,
+  valueBytes: 65_536,
+  keyBytes: 2_048,
+} as const;
+const BATCH_TOTAL_BYTES = 600_000;
+const BATCH_KEY_BYTES = 60_000;
+const DEFAULT_MAX_MUTATIONS = 900;
+const U64_MOD = 1n << 64n;
+
+interface Sized {
+  op: KvWrite;
+  keyBytes: number;
+  bytes: number;
+}
+
+interface Pending {
+  ops: Sized[];
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+/** Errors SQLite raises under write contention; worth retrying. */
+export function isTransientKvError(e: unknown): boolean {
+  const msg = e instanceof Error ? e.message : String(e);
+  return /database is locked|database is busy|SQLITE_BUSY|SQLITE_LOCKED/i.test(msg);
+}
+
+/** Size of a key part in Deno KV's tuple encoding (type byte, NUL-escaped bytes, terminator). */
+function keyPartBytes(part: Deno.KvKeyPart): number {
+  if (typeof part === "string") {
+    const b = Buffer.from(part, "utf8");
+    return b.byteLength + countZeros(b) + 2;
+  }
+  if (part instanceof Uint8Array) return part.byteLength + countZeros(part) + 2;
+  if (typeof part === "number") return 9;
+  if (typeof part === "bigint") return 2 + Math.ceil(part.toString(16).length / 2);
+  return 1;
+}
+
+function countZeros(b: Uint8Array): number {
+  let n = 0;
+  for (const x of b) if (x === 0) n++;
+  return n;
+}
+
+function keyBytes(key: Deno.KvKey): number {
+  let n = 0;
+  for (const p of key) n += keyPartBytes(p);
+  return n;
+}
+
+function valueBytes(value: unknown): number {
+  if (value instanceof Deno.KvU64) return 8;
+  if (value instanceof Uint8Array) return value.byteLength;
+  return serialize(value).byteLength;
+}
+
+/** Sizes one op and rejects it when it can never fit any commit. */
+function sizeOp(op: KvWrite): Sized {
+  const kb = keyBytes(op.key);
+  if (kb > KV_LIMITS.keyBytes) throw new RangeError("KV key too large");
+  let vb = 0;
+  if (op.op === "set") {
+    vb = valueBytes(op.value);
+    if (vb > KV_LIMITS.valueBytes) throw new RangeError("KV value too large");
+    if (op.expireIn !== undefined && (!Number.isInteger(op.expireIn) || op.expireIn <= 0)) {
+      throw new RangeError("expireIn must be a positive integer of milliseconds");
+    }
+  } else if (op.op === "sum") {
+    if (op.value >= U64_MOD || op.value <= -U64_MOD) {
+      throw new RangeError("sum value out of u64 range");
+    }
+    vb = 8;
+  }
+  return { op, keyBytes: kb, bytes: kb + vb };
+}
+
+/** Writers whose ops already failed (a split writer's later parts are skipped). */
+const failed = new WeakSet<Pending>();
+
+function defaultSleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Packs concurrent writers' ops into few atomic Deno KV commits. */
+export class GroupCommitter {
+  readonly #kv: KvAtomicSource;
+  readonly #maxMutations: number;
+  readonly #onError: (e: unknown) => void;
+  readonly #random: () => number;
+  readonly #sleep: (ms: number) => Promise<void>;
+  readonly #maxAttempts: number;
+  #queue: Pending[] = [];
+  #running = false;
+  #closed = false;
+  #idleWaiters: (() => void)[] = [];
+
+  constructor(kv: KvAtomicSource, opts: GroupCommitterOptions = {}) {
+    const max = opts.maxBatchMutations ?? DEFAULT_MAX_MUTATIONS;
+    if (!Number.isInteger(max) || max < 1 || max > KV_LIMITS.mutations) {
+      throw new RangeError(`maxBatchMutations must be an integer in 1..${KV_LIMITS.mutations}`);
+    }
+    const attempts = opts.maxAttempts ?? 50;
+    if (!Number.isInteger(attempts) || attempts < 1) {
+      throw new RangeError("maxAttempts must be a positive integer");
+    }
+    this.#kv = kv;
+    this.#maxMutations = max;
+    this.#onError = opts.onError ?? (() => {});
+    this.#random = opts.random ?? Math.random;
+    this.#sleep = opts.sleep ?? defaultSleep;
+    this.#maxAttempts = attempts;
+  }
+
+  /**
+   * Queues `ops` and resolves once they are durably committed. The ops of one
+   * call land in one atomic commit whenever they fit one commit's limits; a
+   * single call larger than that is split over consecutive commits (and is
+   * then not atomic as a whole).
+   */
+  write(ops: KvWrite[]): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("GroupCommitter is closed"));
+    let sized: Sized[];
+    try {
+      sized = ops.map(sizeOp);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (sized.length === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      this.#queue.push({ ops: sized, resolve, reject });
+      if (!this.#running) {
+        this.#running = true;
+        // A microtask, not a timer: same-tick writers share the commit, and
+        // nobody waits for a clock.
+        queueMicrotask(() => void this.#drain());
+      }
+    });
+  }
+
+  /** Resolves once every write queued before this call has settled. */
+  flush(): Promise<void> {
+    if (!this.#running) return Promise.resolve();
+    return new Promise((r) => this.#idleWaiters.push(r));
+  }
+
+  /** Flushes, then refuses new writes. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.flush();
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const batch = this.#queue;
+      this.#queue = [];
+      for (const chunk of this.#chunks(batch)) await this.#commitChunk(chunk);
+    }
+    this.#running = false;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Cuts a batch into commits within the limits, keeping each writer whole if it fits. */
+  *#chunks(batch: Pending[]): Generator<Chunk> {
+    let cur = new Chunk();
+    for (const p of batch) {
+      const parts = this.#splitWriter(p);
+      for (const part of parts) {
+        if (!cur.fits(part.ops, this.#maxMutations)) {
+          if (!cur.empty) yield cur;
+          cur = new Chunk();
+        }
+        cur.add(part);
+      }
+    }
+    if (!cur.empty) yield cur;
+  }
+
+  /** A writer larger than one commit becomes several parts sharing one promise. */
+  #splitWriter(p: Pending): Part[] {
+    const probe = new Chunk();
+    if (probe.fits(p.ops, this.#maxMutations)) {
+      return [{ ops: p.ops, owner: p, last: true }];
+    }
+    const parts: Part[] = [];
+    let cur: Part = { ops: [], owner: p, last: false };
+    let room = new Chunk();
+    for (const op of p.ops) {
+      if (!room.fits([op], this.#maxMutations)) {
+        parts.push(cur);
+        cur = { ops: [], owner: p, last: false };
+        room = new Chunk();
+      }
+      cur.ops.push(op);
+      room.add({ ops: [op], owner: p, last: false });
+    }
+    cur.last = true;
+    parts.push(cur);
+    return parts;
+  }
+
+  async #commitChunk(chunk: Chunk): Promise<void> {
+    const live = chunk.parts.filter((part) => !failed.has(part.owner));
+    if (live.length === 0) return;
+    try {
+      await this.#commitWithRetry(live.flatMap((part) => part.ops));
+      for (const part of live) if (part.last) part.owner.resolve();
+    } catch (e) {
+      if (live.length === 1 || new Set(live.map((p) => p.owner)).size === 1) {
+        this.#fail(live[0].owner, e);
+        return;
+      }
+      // One bad writer must not sink the others' receipts: the failed commit
+      // wrote nothing, so commit each writer's part alone to isolate it.
+      for (const part of live) {
+        if (failed.has(part.owner)) continue;
+        try {
+          await this.#commitWithRetry(part.ops);
+          if (part.last) part.owner.resolve();
+        } catch (e2) {
+          this.#fail(part.owner, e2);
+        }
+      }
+    }
+  }
+
+  #fail(owner: Pending, e: unknown): void {
+    failed.add(owner);
+    this.#onError(e);
+    owner.reject(e);
+  }
+
+  async #commitWithRetry(ops: Sized[]): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      const atomic = this.#kv.atomic();
+      for (const { op } of ops) {
+        if (op.op === "set") {
+          atomic.set(op.key, op.value, op.expireIn === undefined ? {} : { expireIn: op.expireIn });
+        } else if (op.op === "sum") {
+          atomic.sum(op.key, ((op.value % U64_MOD) + U64_MOD) % U64_MOD);
+        } else {
+          atomic.delete(op.key);
+        }
+      }
+      try {
+        const res = await atomic.commit();
+        if (!res.ok) throw new Error("KV commit was not applied");
+        return;
+      } catch (e) {
+        if (!isTransientKvError(e) || attempt >= this.#maxAttempts) throw e;
+        await this.#sleep(backoffMs(attempt, this.#random));
+      }
+    }
+  }
+}
+
+/** Short random backoff: up to 1, 2, 4 … 32 ms, jittered so two processes desynchronise. */
+export function backoffMs(attempt: number, random: () => number): number {
+  const cap = Math.min(32, 2 ** Math.min(attempt - 1, 5));
+  return 0.5 + random() * cap;
+}
+
+interface Part {
+  ops: Sized[];
+  owner: Pending;
+  /** The owner resolves when its last part commits. */
+  last: boolean;
+}
+
+class Chunk {
+  parts: Part[] = [];
+  mutations = 0;
+  bytes = 0;
+  keyBytes = 0;
+
+  get empty(): boolean {
+    return this.parts.length === 0;
+  }
+
+  fits(ops: Sized[], maxMutations: number): boolean {
+    let m = this.mutations, b = this.bytes, k = this.keyBytes;
+    for (const o of ops) {
+      m++;
+      b += o.bytes;
+      k += o.keyBytes;
+    }
+    return m <= maxMutations && b <= BATCH_TOTAL_BYTES && k <= BATCH_KEY_BYTES;
+  }
+
+  add(part: Part): void {
+    this.parts.push(part);
+    for (const o of part.ops) {
+      this.mutations++;
+      this.bytes += o.bytes;
+      this.keyBytes += o.keyBytes;
+    }
+  }
+}
