@@ -17,7 +17,11 @@ interface KindInfo {
 
 /** The single status map. Keys are the kinds callers raise. */
 export const ERROR_KINDS = {
-  invalid_request: { status: 400, type: "invalid_request_error", anthropic: "invalid_request_error" },
+  invalid_request: {
+    status: 400,
+    type: "invalid_request_error",
+    anthropic: "invalid_request_error",
+  },
   invalid_api_key: {
     status: 401,
     type: "invalid_request_error",

@@ -1,0 +1,194 @@
+/**
+ * Entry point, and the only module that touches the environment: it reads
+ * flags and variables, opens Deno KV, reads the clock, calls the global
+ * fetch, and hands all of that to the gateway as parameters.
+ *
+ *   main.ts serve [--dev] [--config FILE] [--port N]   run the gateway
+ *   main.ts keys <create|list|revoke|credit|show> …     manage API keys (the dashboard)
+ *   main.ts verify …                                    verify receipts and reports offline
+ */
+import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
+import { devConfig } from "./src/config/dev.ts";
+import { assembleGateway } from "./src/app/assemble.ts";
+import { startDemoUpstream } from "./src/demo/upstream.ts";
+import { runKeys } from "./src/cli/keys.ts";
+import { createKey } from "./src/accounts/keys.ts";
+import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
+import { runVerify } from "./src/cli/verify.ts";
+import { randomBytes } from "node:crypto";
+
+const DEFAULT_PORT = 8787;
+const DEV_STORE = ".data/dev.kv";
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(`--${name}`);
+  if (i === -1) return undefined;
+  const v = args[i + 1];
+  if (v === undefined || v.startsWith("--")) fail(`--${name} needs a value`);
+  return v;
+}
+
+function fail(msg: string): never {
+  console.error(msg);
+  Deno.exit(2);
+}
+
+function log(line: Record<string, unknown>): void {
+  console.log(JSON.stringify({ ts: new Date().toISOString(), ...line }));
+}
+
+const bytes = (n: number) => new Uint8Array(randomBytes(n));
+
+async function openStore(path: string): Promise<Deno.Kv> {
+  if (!/^https?:\/\//.test(path) && path !== ":memory:") {
+    const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
+    await Deno.mkdir(dir, { recursive: true });
+  }
+  return await Deno.openKv(path);
+}
+
+async function loadConfigFile(path: string): Promise<GatewayConfig> {
+  try {
+    return parseConfig(await Deno.readTextFile(path));
+  } catch (e) {
+    fail(`${path}: ${(e as Error).message}`);
+  }
+}
+
+async function serve(args: string[]): Promise<void> {
+  const dev = args.includes("--dev");
+  const configPath = flag(args, "config");
+  const portFlag = flag(args, "port") ?? Deno.env.get("PORT");
+  const port = portFlag === undefined ? DEFAULT_PORT : Number(portFlag);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`invalid port: ${portFlag}`);
+  if (dev === (configPath !== undefined)) {
+    fail("usage: main.ts serve --dev | --config FILE [--port N]");
+  }
+
+  const closers: (() => Promise<void>)[] = [];
+  let config: GatewayConfig;
+  if (dev) {
+    const plain = await startDemoUpstream({ name: "plain", now: Date.now });
+    const secure = await startDemoUpstream({ name: "secure", now: Date.now });
+    closers.push(() => plain.close(), () => secure.close());
+    config = devConfig({ plainUrl: plain.url, confidentialUrl: secure.url }, {
+      port,
+      storePath: DEV_STORE,
+    });
+  } else {
+    config = await loadConfigFile(configPath!);
+    if (portFlag !== undefined) config.listen.base.port = port;
+    if (config.development) {
+      fail(`${configPath}: "development": true is reserved for the embedded dev configuration`);
+    }
+  }
+
+  const kv = await openStore(config.store.path);
+  const gateway = assembleGateway(config, {
+    kv,
+    now: Date.now,
+    fetch: (url, init) => fetch(url, init),
+    randomBytes: bytes,
+    log,
+    env: (name) => Deno.env.get(name),
+  });
+
+  const servers: Deno.HttpServer[] = [];
+  const listen = (l: GatewayConfig["listen"]["base"], label: string) =>
+    new Promise<void>((resolve) => {
+      const tls = l.tls_cert_file && l.tls_key_file
+        ? {
+          cert: Deno.readTextFileSync(l.tls_cert_file),
+          key: Deno.readTextFileSync(l.tls_key_file),
+        }
+        : {};
+      const server = Deno.serve({
+        hostname: l.hostname,
+        port: l.port,
+        ...tls,
+        onListen: ({ hostname, port }) => {
+          const scheme = "cert" in tls ? "https" : "http";
+          console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
+          resolve();
+        },
+      }, gateway.handler);
+      servers.push(server);
+    });
+  await listen(config.listen.base, "base");
+  if (config.listen.tee) await listen(config.listen.tee, "tee");
+  console.error(`keyset digest ${gateway.identity.current().digest}`);
+
+  if (dev) {
+    const { key } = await createKey(kv, {
+      tier: "pro",
+      name: "dev",
+      now: Date.now,
+      creditsNano: 100n * NANO_PER_CREDIT,
+    });
+    console.error(
+      `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
+    );
+    console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
+  }
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.error(`${signal}: draining`);
+    const grace = new Promise<void>((r) => setTimeout(r, 10_000));
+    // shutdown() stops accepting and waits for in-flight responses, streams included.
+    await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
+    await gateway.close();
+    for (const c of closers) await c().catch(() => {});
+    kv.close();
+    Deno.exit(0);
+  };
+  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+}
+
+async function keys(args: string[]): Promise<void> {
+  const configPath = flag(args, "config");
+  const rest = configPath === undefined
+    ? args
+    : args.filter((_, i) => i !== args.indexOf("--config") && i !== args.indexOf("--config") + 1);
+  const config = configPath ? await loadConfigFile(configPath) : undefined;
+  const kv = await openStore(config?.store.path ?? DEV_STORE);
+  const tiers = config?.tiers ??
+    {
+      free: { rpm: 60, tpm: 100_000 },
+      pro: { rpm: 600, tpm: 1_000_000 },
+      enterprise: { rpm: 6_000, tpm: 10_000_000 },
+    };
+  const code = await runKeys(rest, { kv, print: (l) => console.log(l), now: Date.now, tiers });
+  kv.close();
+  Deno.exit(code);
+}
+
+async function verify(args: string[]): Promise<void> {
+  const code = await runVerify(args, {
+    fetch: (input, init) => fetch(input, init),
+    readFile: (p) => Deno.readFile(p),
+    print: (l) => console.log(l),
+    randomBytes: bytes,
+  });
+  Deno.exit(code);
+}
+
+if (import.meta.main) {
+  const [cmd, ...args] = Deno.args;
+  switch (cmd ?? "serve") {
+    case "serve":
+      await serve(args);
+      break;
+    case "keys":
+      await keys(args);
+      break;
+    case "verify":
+      await verify(args);
+      break;
+    default:
+      fail("usage: main.ts serve|keys|verify …");
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * The gateway's single request handler: one route table, the standard
+ * headers on every response (`X-ACI-Version`, `X-ACI-Keyset-Digest`,
+ * `Server-Timing`), errors rendered once in the request's format, and one
+ * JSON log line per request.
+ */
+import { Router } from "../http/router.ts";
+import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
+import { jsonResponse } from "../http/json.ts";
+import type { GatewayContext } from "./context.ts";
+import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
+import { chatEndpoint } from "../handlers/chat.ts";
+import { completionsEndpoint } from "../handlers/completions.ts";
+import { embeddingsEndpoint } from "../handlers/embeddings.ts";
+import {
+  listEmbeddingModels,
+  listModels,
+  retrieveModel,
+  vendorModels,
+} from "../handlers/catalog.ts";
+import { getReceipt } from "../handlers/receipts.ts";
+
+export type ExtraRoutes = (
+  router: Router<GatewayContext>,
+  inference: (ep: InferenceEndpoint) => void,
+) => void;
+
+/** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
+const ANTHROPIC_PATHS = new Set(["/v1/messages"]);
+
+export function createApp(
+  ctx: GatewayContext,
+  extra?: ExtraRoutes,
+): (req: Request) => Promise<Response> {
+  const router = new Router<GatewayContext>();
+  const infos = new WeakMap<Request, RequestInfo>();
+  const inference = (ep: InferenceEndpoint) =>
+    router.on("POST", ep.endpoint, (req, c) => handleInference(req, c, ep, infos.get(req)!));
+
+  inference(chatEndpoint);
+  inference(completionsEndpoint);
+  inference(embeddingsEndpoint);
+  router
+    .on("GET", "/v1/models", listModels)
+    .on("GET", "/v1/models/:vendor", vendorModels)
+    .on("GET", "/v1/models/:provider/:model", retrieveModel)
+    .on("GET", "/v1/embeddings/models", listEmbeddingModels)
+    .on("GET", "/v1/aci/receipts/:id", getReceipt)
+    .on("GET", "/healthz", () => jsonResponse({ status: "ok" }));
+  extra?.(router, inference);
+
+  return async (req: Request): Promise<Response> => {
+    const started = performance.now();
+    const url = new URL(req.url);
+    const format: ErrorFormat = ANTHROPIC_PATHS.has(url.pathname) ? "anthropic" : "openai";
+    const info: RequestInfo = {
+      requestId: crypto.randomUUID(),
+      traceId: "",
+      started: ctx.now(),
+      model: null,
+      provider: null,
+      usage: undefined,
+      metadata: undefined,
+    };
+    let res: Response;
+    let pattern = "unmatched";
+    try {
+      info.traceId = traceIdOf(req.headers);
+      info.metadata = metadataOf(req.headers);
+      const m = router.match(req.method, url.pathname);
+      pattern = m.pattern;
+      infos.set(req, info);
+      res = await m.handler(req, ctx, m.params);
+    } catch (e) {
+      const err = asGatewayError(e);
+      if (err.kind === "internal") {
+        ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
+      }
+      res = jsonResponse(errorBody(err, format), err.status, err.headers);
+      if (info.traceId) res.headers.set("x-service-trace-id", info.traceId);
+    }
+    const h = res.headers;
+    h.set("x-aci-version", "aci/1");
+    h.set("x-aci-keyset-digest", ctx.identity.current().digest);
+    h.set("server-timing", `gw;dur=${(performance.now() - started).toFixed(2)}`);
+    (info as RequestInfo & { route?: string }).route = pattern;
+    if (!info.deferLog) ctx.logRequest({ ...info, route: pattern } as RequestInfo, res.status);
+    return res;
+  };
+}
+
+const TRACE_ID = /^[A-Za-z0-9._:\/-]{1,128}$/;
+
+function traceIdOf(h: Headers): string {
+  const v = h.get("x-service-trace-id");
+  if (v === null) return crypto.randomUUID();
+  if (!TRACE_ID.test(v)) {
+    throw new GatewayError(
+      "invalid_request",
+      "x-service-trace-id must be 1-128 characters of [A-Za-z0-9._:/-]",
+      {
+        param: "x-service-trace-id",
+      },
+    );
+  }
+  return v;
+}
+
+function metadataOf(h: Headers): unknown {
+  const v = h.get("x-service-metadata");
+  if (v === null) return undefined;
+  const bad = () =>
+    new GatewayError(
+      "invalid_request",
+      "x-service-metadata must be a JSON object of at most 2048 bytes",
+      {
+        param: "x-service-metadata",
+      },
+    );
+  if (v.length > 2048) throw bad();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(v);
+  } catch {
+    throw bad();
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw bad();
+  return parsed;
+}

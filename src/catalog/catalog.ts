@@ -1,0 +1,201 @@
+/**
+ * The model catalogs (chat and embeddings) derived once from configuration:
+ * lookup by id or alias, the public model objects, and the `zdr` / `tee`
+ * filters. Pure: no I/O.
+ */
+import { badParam, GatewayError } from "../http/errors.ts";
+import type {
+  EmbeddingModelConfig,
+  GatewayConfig,
+  ModelConfig,
+  ProviderConfig,
+} from "../config/schema.ts";
+
+export interface ChatModel {
+  /** The id the client used (the canonical id or an alias). */
+  id: string;
+  config: ModelConfig;
+  isTee: boolean;
+  zdr: boolean;
+  /** Which of max_tokens / max_completion_tokens this model accepts. */
+  tokenParam: "max_tokens" | "max_completion_tokens";
+}
+
+export interface EmbeddingModel {
+  id: string;
+  config: EmbeddingModelConfig;
+  isTee: boolean;
+  zdr: boolean;
+}
+
+export interface CatalogFilter {
+  zdr: boolean;
+  tee: boolean;
+}
+
+export class Catalog {
+  readonly providers: Map<string, ProviderConfig>;
+  #chat = new Map<string, ChatModel>();
+  #embeddings = new Map<string, EmbeddingModel>();
+  #chatObjects: Record<string, unknown>[] = [];
+  #embeddingObjects: Record<string, unknown>[] = [];
+
+  constructor(config: GatewayConfig) {
+    this.providers = new Map(config.providers.map((p) => [p.name, p]));
+    for (const m of config.models) {
+      const confidential = this.#confidentialProviders(m.routes);
+      const zdr = m.routes.some((r) => this.providers.get(r.provider)?.zdr === true);
+      const tokenParam = m.supported_parameters.includes("max_completion_tokens")
+        ? "max_completion_tokens"
+        : "max_tokens";
+      for (const id of [m.id, ...m.aliases]) {
+        const entry: ChatModel = { id, config: m, isTee: confidential.length > 0, zdr, tokenParam };
+        this.#chat.set(id, entry);
+        this.#chatObjects.push(modelObject(entry, confidential));
+      }
+    }
+    for (const m of config.embedding_models) {
+      const confidential = this.#confidentialProviders(m.routes);
+      const zdr = m.routes.some((r) => this.providers.get(r.provider)?.zdr === true);
+      const entry: EmbeddingModel = { id: m.id, config: m, isTee: confidential.length > 0, zdr };
+      this.#embeddings.set(m.id, entry);
+      this.#embeddingObjects.push(embeddingObject(entry, confidential));
+    }
+  }
+
+  chatModel(id: string): ChatModel {
+    const m = this.#chat.get(id);
+    if (!m) {
+      if (this.#embeddings.has(id)) {
+        throw badParam("model", `model ${quote(id)} is an embedding model; use /v1/embeddings`);
+      }
+      throw new GatewayError(
+        "model_not_found",
+        `model ${quote(id)} does not exist; see GET /v1/models`,
+        {
+          param: "model",
+        },
+      );
+    }
+    return m;
+  }
+
+  embeddingModel(id: string): EmbeddingModel {
+    const m = this.#embeddings.get(id);
+    if (!m) {
+      throw new GatewayError(
+        "model_not_found",
+        `embedding model ${quote(id)} does not exist; see GET /v1/embeddings/models`,
+        { param: "model" },
+      );
+    }
+    return m;
+  }
+
+  listChat(f: CatalogFilter): Record<string, unknown>[] {
+    return this.#chatObjects.filter((o) => {
+      const m = this.#chat.get(o.id as string)!;
+      return (!f.zdr || m.zdr) && (!f.tee || m.isTee);
+    });
+  }
+
+  listEmbeddings(f: CatalogFilter): Record<string, unknown>[] {
+    return this.#embeddingObjects.filter((o) => {
+      const m = this.#embeddings.get(o.id as string)!;
+      return (!f.zdr || m.zdr) && (!f.tee || m.isTee);
+    });
+  }
+
+  /** One chat model object by id or alias (for `GET /v1/models/<provider>/<model>`). */
+  chatObject(id: string): Record<string, unknown> | undefined {
+    return this.#chatObjects.find((o) => o.id === id);
+  }
+
+  /** Confidential vendors for the legacy `GET /v1/models/<vendor>` listing. */
+  vendorModels(vendor: string): Record<string, unknown>[] | undefined {
+    const names = [...this.providers.values()]
+      .filter((p) => p.confidential && (p.vendor ?? p.name) === vendor)
+      .map((p) => p.name);
+    if (names.length === 0) return undefined;
+    return this.#chatObjects.filter((o) =>
+      (o.providers as string[]).some((p) => names.includes(p))
+    );
+  }
+
+  #confidentialProviders(routes: { provider: string }[]): string[] {
+    return [
+      ...new Set(routes.map((r) => r.provider).filter((p) => this.providers.get(p)?.confidential)),
+    ];
+  }
+}
+
+function modelObject(m: ChatModel, confidential: string[]): Record<string, unknown> {
+  const c = m.config;
+  const pricing: Record<string, string> = {
+    prompt: decimal(c.pricing.prompt),
+    completion: decimal(c.pricing.completion),
+  };
+  if (c.pricing.input_cache_read !== undefined) {
+    pricing.input_cache_read = decimal(c.pricing.input_cache_read);
+  }
+  return {
+    id: m.id,
+    object: "model",
+    name: c.name,
+    is_tee: m.isTee,
+    created: c.created,
+    owned_by: m.id.split("/")[0],
+    context_length: c.context_length,
+    max_output_length: c.max_output_length,
+    input_modalities: c.input_modalities,
+    output_modalities: c.output_modalities,
+    pricing,
+    supported_parameters: c.supported_parameters,
+    supported_features: c.supported_features,
+    providers: confidential,
+  };
+}
+
+function embeddingObject(m: EmbeddingModel, confidential: string[]): Record<string, unknown> {
+  const c = m.config;
+  return {
+    id: m.id,
+    object: "model",
+    name: c.name,
+    is_tee: m.isTee,
+    created: c.created,
+    owned_by: m.id.split("/")[0],
+    input_modalities: c.input_modalities,
+    default_dimensions: c.default_dimensions,
+    dimensions_range: c.dimensions_range ?? null,
+    max_input_tokens: c.max_input_tokens,
+    pricing: { prompt: decimal(c.pricing.prompt) },
+    providers: confidential,
+  };
+}
+
+/** Prices as plain decimal strings (never `1.5e-7`), as catalog clients expect. */
+export function decimal(n: number): string {
+  if (n === 0) return "0";
+  const s = n.toFixed(20).replace(/0+$/, "").replace(/\.$/, "");
+  return s;
+}
+
+/** Quote a client-supplied identifier for an error message, bounded. */
+export function quote(s: string): string {
+  return JSON.stringify(s.length > 100 ? s.slice(0, 100) + "…" : s);
+}
+
+/**
+ * `zdr` / `tee` query filters: absent, or exactly `true`. Anything else (including
+ * `false` and a repeated parameter) is 400 with the spec's message.
+ */
+export function parseCatalogFilter(params: URLSearchParams): CatalogFilter {
+  const one = (name: "zdr" | "tee"): boolean => {
+    const all = params.getAll(name);
+    if (all.length === 0) return false;
+    if (all.length === 1 && all[0] === "true") return true;
+    throw badParam(name, `invalid value for '${name}': the only accepted value is 'true'`);
+  };
+  return { zdr: one("zdr"), tee: one("tee") };
+}

@@ -1,0 +1,243 @@
+/**
+ * The gateway's configuration: one JSON document, validated with zod at
+ * start-up. A bad file stops the gateway with the path of the bad field.
+ */
+import { z } from "zod";
+
+const modality = z.enum(["text", "image", "file", "video", "audio"]);
+const price = z.number().nonnegative().finite();
+const providerName = z.string().regex(
+  /^[a-z0-9][a-z0-9_-]*$/,
+  "lowercase letters, digits, - and _",
+);
+
+const confidential = z.strictObject({
+  /** Which verifier checks this upstream before prompts are sent to it. */
+  verifier: z.enum(["dstack-tdx", "aci", "pinned", "dev"]),
+  /** Operator-pinned SPKI SHA-256 (hex) for the `pinned` verifier. */
+  spki_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  /** PEM trust anchors for the upstream's TLS certificate (default: system roots). */
+  tls_ca_pem: z.string().optional(),
+  /** Allow-lists of measurements that make `os_known_good` / `serving_software_known_good` asserted. */
+  allowed_mrtd: z.array(z.string().regex(/^[0-9a-f]{96}$/)).default([]),
+  allowed_compose_hashes: z.array(z.string().regex(/^[0-9a-f]{64}$/)).default([]),
+  /** Session lifetime; never beyond the evidence's own validity. */
+  session_ttl_seconds: z.number().int().positive().default(3600),
+  /** Re-verify this long before a session expires. */
+  reverify_margin_seconds: z.number().int().positive().default(300),
+});
+
+const provider = z.strictObject({
+  name: providerName,
+  base_url: z.url(),
+  /** Name of the environment variable holding the upstream credential (never the credential itself). */
+  api_key_env: z.string().optional(),
+  zdr: z.boolean(),
+  priority: z.number().int().default(0),
+  timeout_ms: z.number().int().positive().default(60_000),
+  /** Client formats the upstream serves natively (forwarded untranslated). */
+  native_formats: z.array(z.enum(["messages", "responses"])).default([]),
+  confidential: confidential.optional(),
+  /** Vendor label for the legacy `GET /v1/models/<vendor>` listing. */
+  vendor: z.string().optional(),
+});
+
+const route = z.strictObject({ provider: providerName, model: z.string().min(1) });
+
+const tokenParam = z.enum(["max_tokens", "max_completion_tokens"]);
+
+const model = z.strictObject({
+  id: z.string().regex(/^[^/\s]+\/[^\s]+$/, "must be <provider>/<model>"),
+  name: z.string().min(1),
+  aliases: z.array(z.string().regex(/^[^/\s]+\/[^\s]+$/)).default([]),
+  created: z.number().int().nonnegative(),
+  context_length: z.number().int().positive(),
+  max_output_length: z.number().int().positive(),
+  input_modalities: z.array(modality).min(1),
+  output_modalities: z.array(modality).min(1),
+  pricing: z.strictObject({ prompt: price, completion: price, input_cache_read: price.optional() }),
+  supported_parameters: z.array(z.string()).min(1),
+  supported_features: z.array(z.string()).default([]),
+  routes: z.array(route).min(1),
+}).refine(
+  (m) => m.supported_parameters.filter((p) => tokenParam.safeParse(p).success).length === 1,
+  {
+    message: "supported_parameters must list exactly one of max_tokens / max_completion_tokens",
+    path: ["supported_parameters"],
+  },
+);
+
+const embeddingModel = z.strictObject({
+  id: z.string().regex(/^[^/\s]+\/[^\s]+$/, "must be <provider>/<model>"),
+  name: z.string().min(1),
+  created: z.number().int().nonnegative(),
+  input_modalities: z.array(modality).default(["text"]),
+  default_dimensions: z.number().int().positive(),
+  /** Inclusive range of `dimensions` the model accepts; absent = the parameter is not supported. */
+  dimensions_range: z.tuple([z.number().int().positive(), z.number().int().positive()]).optional(),
+  max_input_tokens: z.number().int().positive(),
+  pricing: z.strictObject({ prompt: price }),
+  routes: z.array(route).min(1),
+});
+
+const limits = z.strictObject({
+  rpm: z.number().int().positive(),
+  tpm: z.number().int().positive(),
+});
+
+const listener = z.strictObject({
+  hostname: z.string().default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535),
+  /** PEM files when the gateway terminates TLS itself. */
+  tls_cert_file: z.string().optional(),
+  tls_key_file: z.string().optional(),
+});
+
+export const configSchema = z.strictObject({
+  /** Marks the embedded development configuration; production files must not set it. */
+  development: z.boolean().default(false),
+  listen: z.strictObject({
+    base: listener,
+    /** Optional second listener serving the `{tee_url}` host (attested-session endpoints). */
+    tee: listener.optional(),
+  }),
+  store: z.strictObject({
+    /** A local Deno KV file, or a KV Connect URL (`https://…`, token in DENO_KV_ACCESS_TOKEN). */
+    path: z.string().min(1),
+  }),
+  limits: z.strictObject({
+    max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
+    stream_idle_timeout_ms: z.number().int().positive().default(120_000),
+    /** Output tokens reserved (credits, tokens/min) when a request names no maximum. */
+    default_output_reserve: z.number().int().positive().default(1024),
+  }).default({
+    max_body_bytes: 4 * 1024 * 1024,
+    stream_idle_timeout_ms: 120_000,
+    default_output_reserve: 1024,
+  }),
+  identity: z.strictObject({
+    subject: z.string().nullable().default(null),
+    keyset_ttl_seconds: z.number().int().positive().default(86_400),
+    /** `configfs` = real TEE via configfs-tsm; `dev` = loudly non-hardware development quotes. */
+    quote_provider: z.enum(["configfs", "dev", "auto"]).default("auto"),
+    configfs_root: z.string().default("/sys/kernel/config/tsm/report"),
+    allow_dev_quotes: z.boolean().default(false),
+    /** Build manifest written by `deno task compile` (feeds `source_provenance`). */
+    manifest_path: z.string().optional(),
+  }).default({
+    subject: null,
+    keyset_ttl_seconds: 86_400,
+    quote_provider: "auto",
+    configfs_root: "/sys/kernel/config/tsm/report",
+    allow_dev_quotes: false,
+  }),
+  receipts: z.strictObject({
+    retention_days: z.number().int().positive().default(30),
+  }).default({ retention_days: 30 }),
+  tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
+    free: { rpm: 60, tpm: 100_000 },
+    pro: { rpm: 600, tpm: 1_000_000 },
+    enterprise: { rpm: 6_000, tpm: 10_000_000 },
+  }),
+  providers: z.array(provider).min(1),
+  models: z.array(model).default([]),
+  embedding_models: z.array(embeddingModel).default([]),
+}).superRefine((cfg, ctx) => {
+  const names = new Set<string>();
+  cfg.providers.forEach((p, i) => {
+    if (names.has(p.name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "name"],
+        message: "duplicate provider",
+      });
+    }
+    names.add(p.name);
+    if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "spki_sha256"],
+        message: "required for the pinned verifier",
+      });
+    }
+  });
+  const ids = new Set<string>();
+  const checkRoutes = (
+    list: "models" | "embedding_models",
+    routes: { provider: string }[],
+    i: number,
+  ) =>
+    routes.forEach((r, j) => {
+      if (!names.has(r.provider)) {
+        ctx.addIssue({
+          code: "custom",
+          path: [list, i, "routes", j, "provider"],
+          message: `unknown provider "${r.provider}"`,
+        });
+      }
+    });
+  cfg.models.forEach((m, i) => {
+    for (const id of [m.id, ...m.aliases]) {
+      if (ids.has(id)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["models", i, "id"],
+          message: `duplicate model id ${id}`,
+        });
+      }
+      ids.add(id);
+    }
+    checkRoutes("models", m.routes, i);
+  });
+  cfg.embedding_models.forEach((m, i) => {
+    if (ids.has(m.id)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["embedding_models", i, "id"],
+        message: `duplicate model id ${m.id}`,
+      });
+    }
+    ids.add(m.id);
+    checkRoutes("embedding_models", m.routes, i);
+    const r = m.dimensions_range;
+    if (r && (r[0] > r[1] || m.default_dimensions < r[0] || m.default_dimensions > r[1])) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["embedding_models", i, "dimensions_range"],
+        message: "range must be ordered and contain default_dimensions",
+      });
+    }
+  });
+});
+
+export type GatewayConfig = z.infer<typeof configSchema>;
+export type ProviderConfig = GatewayConfig["providers"][number];
+export type ModelConfig = GatewayConfig["models"][number];
+export type EmbeddingModelConfig = GatewayConfig["embedding_models"][number];
+export type TierLimits = GatewayConfig["tiers"];
+
+/** Parse and validate a configuration document; the error names the bad field's path. */
+export function parseConfig(text: string): GatewayConfig {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`configuration is not valid JSON: ${(e as Error).message}`);
+  }
+  const res = configSchema.safeParse(raw);
+  if (!res.success) {
+    const lines = res.error.issues.map((iss) => {
+      const path = iss.path.length ? iss.path.map(String).join(".") : "(root)";
+      return `  ${path}: ${iss.message}`;
+    });
+    throw new ConfigError(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  return res.data;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}

@@ -1,0 +1,240 @@
+/**
+ * `/v1/chat/completions` requests: zod validation of the client body, model
+ * capability checks shared by every format (token parameter, images, tools),
+ * the upstream body, and the streaming pass-through translator. Pure.
+ */
+import { z } from "zod";
+import { badParam } from "../http/errors.ts";
+import type { ChatModel } from "../catalog/catalog.ts";
+import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, ChatUsage } from "./chat_types.ts";
+import { parseWith } from "./zod_error.ts";
+
+const text = z.strictObject({ type: z.literal("text"), text: z.string() });
+const image = z.strictObject({
+  type: z.literal("image_url"),
+  image_url: z.strictObject({
+    url: z.string().min(1),
+    detail: z.enum(["auto", "low", "high"]).optional(),
+  }),
+});
+const part = z.discriminatedUnion("type", [text, image], {
+  error: (iss) =>
+    iss.code === "invalid_union" ? "content part type must be 'text' or 'image_url'" : undefined,
+});
+const content = z.union([z.string(), z.array(part)]);
+const toolCall = z.strictObject({
+  id: z.string().min(1),
+  type: z.literal("function"),
+  function: z.strictObject({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const message = z.discriminatedUnion("role", [
+  z.looseObject({ role: z.literal("system"), content, name: z.string().optional() }),
+  z.looseObject({ role: z.literal("developer"), content, name: z.string().optional() }),
+  z.looseObject({ role: z.literal("user"), content, name: z.string().optional() }),
+  z.looseObject({
+    role: z.literal("assistant"),
+    content: content.nullable().optional(),
+    tool_calls: z.array(toolCall).optional(),
+    name: z.string().optional(),
+  }),
+  z.looseObject({ role: z.literal("tool"), content, tool_call_id: z.string().min(1) }),
+], {
+  error: (iss) =>
+    iss.code === "invalid_union"
+      ? "role must be one of system, developer, user, assistant, tool"
+      : undefined,
+});
+
+const tool = z.strictObject({
+  type: z.literal("function"),
+  function: z.strictObject({
+    name: z.string().regex(
+      /^[a-zA-Z0-9_-]{1,64}$/,
+      "function names are 1-64 letters, digits, _ or -",
+    ),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullable().optional(),
+  }),
+});
+
+const toolChoice = z.union([
+  z.enum(["auto", "none", "required"]),
+  z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: z.string() }) }),
+]);
+
+const posInt = z.number().int().positive();
+
+export const chatRequestSchema = z.looseObject({
+  model: z.string().min(1),
+  messages: z.array(message).min(1, "messages must contain at least one message"),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  n: z.number().int().min(1).max(128).optional(),
+  max_tokens: posInt.optional(),
+  max_completion_tokens: posInt.optional(),
+  stream: z.boolean().optional(),
+  stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
+  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+  presence_penalty: z.number().min(-2).max(2).optional(),
+  frequency_penalty: z.number().min(-2).max(2).optional(),
+  tools: z.array(tool).max(128).optional(),
+  tool_choice: toolChoice.optional(),
+  parallel_tool_calls: z.boolean().optional(),
+  response_format: z.looseObject({ type: z.enum(["text", "json_object", "json_schema"]) })
+    .optional(),
+  seed: z.number().int().optional(),
+  user: z.string().max(256).optional(),
+  reasoning_effort: z.enum(["minimal", "low", "medium", "high"]).optional(),
+  provider: z.unknown().optional(),
+});
+
+export interface ParsedChat {
+  model: string;
+  chat: ChatRequest;
+  provider: unknown;
+  stream: boolean;
+  /** Did the client ask for a usage chunk (`stream_options.include_usage`)? */
+  clientWantsUsage: boolean;
+}
+
+export function parseChatRequest(body: unknown): ParsedChat {
+  const r = parseWith(chatRequestSchema, body);
+  const { provider, ...rest } = r;
+  return {
+    model: r.model,
+    chat: rest as ChatRequest,
+    provider,
+    stream: r.stream === true,
+    clientWantsUsage: r.stream_options?.include_usage === true,
+  };
+}
+
+/**
+ * Checks every format's canonical chat request against the model's catalog
+ * entry. `clientNamedTokenParam` is true for native chat clients, who must use
+ * the model's own parameter; translated formats get it renamed instead.
+ */
+export function checkChatAgainstModel(
+  chat: ChatRequest,
+  model: ChatModel,
+  clientNamedTokenParam: boolean,
+): void {
+  const wanted = model.tokenParam;
+  const other = wanted === "max_tokens" ? "max_completion_tokens" : "max_tokens";
+  if (chat[other] !== undefined) {
+    if (clientNamedTokenParam) {
+      throw badParam(other, `model ${model.id} does not accept '${other}'; use '${wanted}'`);
+    }
+  }
+  const limit = chat[wanted] ?? chat[other];
+  if (limit !== undefined && limit > model.config.max_output_length) {
+    throw badParam(
+      clientNamedTokenParam && chat[wanted] !== undefined ? wanted : other,
+      `at most ${model.config.max_output_length} output tokens for model ${model.id}`,
+    );
+  }
+  const images = model.config.input_modalities.includes("image");
+  chat.messages.forEach((m, i) => {
+    if (Array.isArray(m.content)) {
+      m.content.forEach((p, j) => {
+        if (p.type === "image_url" && !images) {
+          throw badParam(
+            `messages[${i}].content[${j}]`,
+            `model ${model.id} does not accept image input`,
+          );
+        }
+      });
+    }
+  });
+  const features = model.config.supported_features;
+  if (chat.tools && chat.tools.length > 0 && !features.includes("tools")) {
+    throw badParam("tools", `model ${model.id} does not support tools`);
+  }
+  if (chat.response_format?.type === "json_schema" && !features.includes("structured_outputs")) {
+    throw badParam("response_format", `model ${model.id} does not support structured outputs`);
+  }
+  const params = model.config.supported_parameters;
+  if (chat.top_k !== undefined && !params.includes("top_k")) {
+    throw badParam("top_k", `model ${model.id} does not support top_k`);
+  }
+  if (chat.reasoning_effort !== undefined && !features.includes("reasoning")) {
+    throw badParam("reasoning_effort", `model ${model.id} does not support reasoning`);
+  }
+}
+
+/** The body forwarded upstream: upstream model name, token parameter renamed for the model, usage requested. */
+export function upstreamChatBody(
+  chat: ChatRequest,
+  model: ChatModel,
+  upstreamModel: string,
+): ChatRequest {
+  const out: ChatRequest = { ...chat, model: upstreamModel };
+  const wanted = model.tokenParam;
+  const other = wanted === "max_tokens" ? "max_completion_tokens" : "max_tokens";
+  if (out[other] !== undefined && out[wanted] === undefined) {
+    out[wanted] = out[other];
+    delete out[other];
+  }
+  if (out.stream) out.stream_options = { ...out.stream_options, include_usage: true };
+  return out;
+}
+
+/** A cheap, deterministic prompt-token estimate for admission (settled on real usage later). */
+export function estimateChatTokens(messages: ChatMessage[]): number {
+  let chars = 0;
+  for (const m of messages) {
+    chars += 16; // per-message framing
+    const c = m.content;
+    if (typeof c === "string") chars += c.length;
+    else if (Array.isArray(c)) {
+      for (const p of c) chars += p.type === "text" ? p.text.length : 3000; // an image is ~765 tokens
+    }
+    if (m.role === "assistant" && m.tool_calls) {
+      for (const t of m.tool_calls) chars += t.function.name.length + t.function.arguments.length;
+    }
+  }
+  return Math.ceil(chars / 4);
+}
+
+/** Rewrite the upstream's model name to the id the client asked for. */
+export function chatResponseForClient(res: ChatResponse, model: string): ChatResponse {
+  return { ...res, model };
+}
+
+export function usageOf(
+  u: ChatUsage | null | undefined,
+): { prompt_tokens: number; completion_tokens: number } | undefined {
+  if (!u || typeof u.prompt_tokens !== "number" || typeof u.completion_tokens !== "number") {
+    return undefined;
+  }
+  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens };
+}
+
+/**
+ * Chat streaming pass-through: each upstream chunk re-emitted with the client's
+ * model id; the usage-only chunk the gateway asked for is dropped unless the
+ * client asked for it too; the `[DONE]` terminator is always written.
+ */
+export function createChatStreamPassthrough(opts: { model: string; clientWantsUsage: boolean }) {
+  let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
+  let ended = false;
+  return {
+    chunk(c: ChatChunk): string {
+      const u = usageOf(c.usage);
+      if (u) usage = u;
+      const isUsageOnly = c.choices.length === 0;
+      if (isUsageOnly && !opts.clientWantsUsage) return "";
+      const out: ChatChunk = { ...c, model: opts.model };
+      if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
+      return `data: ${JSON.stringify(out)}\n\n`;
+    },
+    end(): string {
+      if (ended) return "";
+      ended = true;
+      return "data: [DONE]\n\n";
+    },
+    usage: () => usage,
+  };
+}

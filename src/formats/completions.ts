@@ -1,0 +1,94 @@
+/** Legacy `/v1/completions` requests and streams. Pure. */
+import { z } from "zod";
+import { parseWith } from "./zod_error.ts";
+import { usageOf } from "./chat.ts";
+import type { ChatUsage } from "./chat_types.ts";
+
+export const completionRequestSchema = z.looseObject({
+  model: z.string().min(1),
+  prompt: z.union([z.string(), z.array(z.string()).min(1).max(128)]),
+  max_tokens: z.number().int().positive().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  n: z.number().int().min(1).max(128).optional(),
+  stream: z.boolean().optional(),
+  stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
+  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+  presence_penalty: z.number().min(-2).max(2).optional(),
+  frequency_penalty: z.number().min(-2).max(2).optional(),
+  seed: z.number().int().optional(),
+  suffix: z.string().nullable().optional(),
+  echo: z.boolean().optional(),
+  user: z.string().max(256).optional(),
+  provider: z.unknown().optional(),
+});
+
+/** The validated body; `provider` is dropped (set undefined) before forwarding. */
+export type CompletionRequest = z.infer<typeof completionRequestSchema>;
+
+export interface ParsedCompletion {
+  model: string;
+  body: CompletionRequest;
+  provider: unknown;
+  stream: boolean;
+  clientWantsUsage: boolean;
+}
+
+export function parseCompletionRequest(body: unknown): ParsedCompletion {
+  const r = parseWith(completionRequestSchema, body);
+  return {
+    model: r.model,
+    body: { ...r, provider: undefined },
+    provider: r.provider,
+    stream: r.stream === true,
+    clientWantsUsage: r.stream_options?.include_usage === true,
+  };
+}
+
+export function estimateCompletionTokens(prompt: string | string[]): number {
+  const chars = typeof prompt === "string"
+    ? prompt.length
+    : prompt.reduce((a, p) => a + p.length, 0);
+  return Math.ceil(chars / 4) + 1;
+}
+
+export function upstreamCompletionBody(
+  body: CompletionRequest,
+  upstreamModel: string,
+): CompletionRequest {
+  const out: CompletionRequest = { ...body, model: upstreamModel };
+  if (out.stream) out.stream_options = { include_usage: true };
+  return out;
+}
+
+interface CompletionChunk {
+  choices?: unknown[];
+  usage?: ChatUsage | null;
+  model?: string;
+  [k: string]: unknown;
+}
+
+/** Same contract as the chat pass-through, for `text_completion` chunks. */
+export function createCompletionStreamPassthrough(
+  opts: { model: string; clientWantsUsage: boolean },
+) {
+  let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
+  let ended = false;
+  return {
+    chunk(c: CompletionChunk): string {
+      const u = usageOf(c.usage);
+      if (u) usage = u;
+      const usageOnly = Array.isArray(c.choices) && c.choices.length === 0;
+      if (usageOnly && !opts.clientWantsUsage) return "";
+      const out: CompletionChunk = { ...c, model: opts.model };
+      if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
+      return `data: ${JSON.stringify(out)}\n\n`;
+    },
+    end(): string {
+      if (ended) return "";
+      ended = true;
+      return "data: [DONE]\n\n";
+    },
+    usage: () => usage,
+  };
+}

@@ -1,0 +1,34 @@
+/** The public catalog endpoints: chat models, embedding models, the legacy vendor listing. */
+import type { GatewayContext } from "../app/context.ts";
+import { jsonResponse } from "../http/json.ts";
+import { parseCatalogFilter } from "../catalog/catalog.ts";
+import { GatewayError } from "../http/errors.ts";
+import type { Params } from "../http/router.ts";
+
+export function listModels(req: Request, ctx: GatewayContext): Response {
+  const f = parseCatalogFilter(new URL(req.url).searchParams);
+  return jsonResponse({ object: "list", data: ctx.catalog.listChat(f) });
+}
+
+export function listEmbeddingModels(req: Request, ctx: GatewayContext): Response {
+  const f = parseCatalogFilter(new URL(req.url).searchParams);
+  return jsonResponse({ object: "list", data: ctx.catalog.listEmbeddings(f) });
+}
+
+/** `GET /v1/models/<vendor>`: the legacy listing of one confidential vendor's models. */
+export function vendorModels(_req: Request, ctx: GatewayContext, params: Params): Response {
+  const data = ctx.catalog.vendorModels(params.vendor);
+  if (!data) throw new GatewayError("not_found", "no confidential vendor with this name");
+  return jsonResponse({ object: "list", vendor: params.vendor, data });
+}
+
+/** `GET /v1/models/<provider>/<model>`: one model object (what `openai.models.retrieve` asks for). */
+export function retrieveModel(_req: Request, ctx: GatewayContext, params: Params): Response {
+  const obj = ctx.catalog.chatObject(`${params.provider}/${params.model}`);
+  if (!obj) {
+    throw new GatewayError("model_not_found", "model does not exist; see GET /v1/models", {
+      param: "model",
+    });
+  }
+  return jsonResponse(obj);
+}

@@ -1,0 +1,48 @@
+/** `POST /v1/chat/completions`: the chat plan for the shared pipeline. */
+import type { InferenceEndpoint } from "./pipeline.ts";
+import {
+  chatResponseForClient,
+  checkChatAgainstModel,
+  createChatStreamPassthrough,
+  estimateChatTokens,
+  parseChatRequest,
+  upstreamChatBody,
+} from "../formats/chat.ts";
+import type { ChatResponse } from "../formats/chat_types.ts";
+import { idOf, usageField } from "./plan.ts";
+import { errorBody } from "../http/errors.ts";
+
+export const chatEndpoint: InferenceEndpoint = {
+  endpoint: "/v1/chat/completions",
+  errorFormat: "openai",
+  plan(body, catalog, config) {
+    const p = parseChatRequest(body);
+    const model = catalog.chatModel(p.model);
+    checkChatAgainstModel(p.chat, model, true);
+    const maxOut = p.chat.max_tokens ?? p.chat.max_completion_tokens ??
+      Math.min(config.limits.default_output_reserve, model.config.max_output_length);
+    return {
+      modelId: p.model,
+      provider: p.provider,
+      routes: model.config.routes,
+      stream: p.stream,
+      estimate: {
+        promptTokens: estimateChatTokens(p.chat.messages),
+        outputTokens: maxOut * (p.chat.n ?? 1),
+      },
+      pricing: model.config.pricing,
+      upstreamPath: "/v1/chat/completions",
+      upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel),
+      respond: (u) => chatResponseForClient(u as ChatResponse, p.model),
+      usage: usageField,
+      chatId: idOf,
+      translator: () => {
+        const t = createChatStreamPassthrough({
+          model: p.model,
+          clientWantsUsage: p.clientWantsUsage,
+        });
+        return { ...t, fail: (err) => `data: ${JSON.stringify(errorBody(err, "openai"))}\n\n` };
+      },
+    };
+  },
+};

@@ -1,0 +1,47 @@
+/** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
+import type { InferenceEndpoint } from "./pipeline.ts";
+import {
+  createCompletionStreamPassthrough,
+  estimateCompletionTokens,
+  parseCompletionRequest,
+  upstreamCompletionBody,
+} from "../formats/completions.ts";
+import { badParam, errorBody } from "../http/errors.ts";
+import { idOf, usageField } from "./plan.ts";
+
+export const completionsEndpoint: InferenceEndpoint = {
+  endpoint: "/v1/completions",
+  errorFormat: "openai",
+  plan(body, catalog, config) {
+    const p = parseCompletionRequest(body);
+    const model = catalog.chatModel(p.model);
+    const limit = model.config.max_output_length;
+    if (p.body.max_tokens !== undefined && p.body.max_tokens > limit) {
+      throw badParam("max_tokens", `at most ${limit} output tokens for model ${model.id}`);
+    }
+    const maxOut = p.body.max_tokens ?? Math.min(config.limits.default_output_reserve, limit);
+    return {
+      modelId: p.model,
+      provider: p.provider,
+      routes: model.config.routes,
+      stream: p.stream,
+      estimate: {
+        promptTokens: estimateCompletionTokens(p.body.prompt),
+        outputTokens: maxOut * (p.body.n ?? 1),
+      },
+      pricing: model.config.pricing,
+      upstreamPath: "/v1/completions",
+      upstreamBody: (c) => upstreamCompletionBody(p.body, c.upstreamModel),
+      respond: (u) => ({ ...(u as Record<string, unknown>), model: p.model }),
+      usage: usageField,
+      chatId: idOf,
+      translator: () => {
+        const t = createCompletionStreamPassthrough({
+          model: p.model,
+          clientWantsUsage: p.clientWantsUsage,
+        });
+        return { ...t, fail: (err) => `data: ${JSON.stringify(errorBody(err, "openai"))}\n\n` };
+      },
+    };
+  },
+};

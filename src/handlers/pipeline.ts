@@ -1,0 +1,209 @@
+/**
+ * The one inference pipeline behind all five inference endpoints:
+ * authenticate → record `request.received` → validate → route under the
+ * client's constraints → admit (rate limit + credits) → forward with failover
+ * → answer (whole or streamed) → settle usage and commit the signed receipt
+ * in one group commit. Refusals after authentication get a receipt too.
+ */
+import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
+import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
+import { sha256Prefixed } from "../aci/digest.ts";
+import { newReceiptId } from "../aci/receipt.ts";
+import { ReceiptRecorder } from "../receipts/recorder.ts";
+import { parseRouting } from "../routing/provider_block.ts";
+import { selectCandidates } from "../routing/select.ts";
+import { forward } from "../upstream/forward.ts";
+import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
+import { streamResponse } from "./stream_response.ts";
+import type { GatewayContext } from "../app/context.ts";
+import type { Catalog } from "../catalog/catalog.ts";
+import type { GatewayConfig } from "../config/schema.ts";
+import type { Admission } from "../accounts/admission.ts";
+
+export interface InferenceEndpoint {
+  endpoint: string;
+  errorFormat: ErrorFormat;
+  plan(body: unknown, catalog: Catalog, config: GatewayConfig): InferencePlan;
+}
+
+const encoder = new TextEncoder();
+
+/** Per-request facts the pipeline threads through (for the log line and headers). */
+export interface RequestInfo {
+  requestId: string;
+  traceId: string;
+  started: number;
+  model: string | null;
+  provider: string | null;
+  usage: TokenUsage | undefined;
+  metadata: unknown;
+  /** Streams log when they end, not when the headers leave. */
+  deferLog?: boolean;
+}
+
+export async function handleInference(
+  req: Request,
+  ctx: GatewayContext,
+  ep: InferenceEndpoint,
+  info: RequestInfo,
+): Promise<Response> {
+  let rec: ReceiptRecorder | null = null;
+  let admission: Admission | null = null;
+  const headers = new Headers({
+    "x-service-trace-id": info.traceId,
+    "x-request-id": info.requestId,
+  });
+  try {
+    const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+    rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes), ep.endpoint, "POST");
+    rec.setOwner(key.digest);
+    headers.set("x-receipt-id", rec.id);
+    requireJsonContentType(req);
+    const bytes = await readBody(req, ctx.config.limits.max_body_bytes);
+    const receivedHash = sha256Prefixed(bytes);
+    rec.event({ type: "request.received", body_hash: receivedHash });
+    const body = parseJsonBody(bytes);
+    if (
+      body && typeof body === "object" && typeof (body as { model?: unknown }).model === "string"
+    ) {
+      rec.setModel((body as { model: string }).model);
+    }
+    const plan = ep.plan(body, ctx.catalog, ctx.config);
+    info.model = plan.modelId;
+    const constraints = parseRouting(plan.provider, req.headers);
+    const candidates = selectCandidates({
+      routes: plan.routes,
+      providers: ctx.catalog.providers,
+      verification: ctx.verification,
+      constraints,
+      modelId: plan.modelId,
+    });
+    const estTokens = plan.estimate.promptTokens + plan.estimate.outputTokens;
+    admission = await ctx.admitter.admit(key, {
+      tokens: estTokens,
+      costNano: costNano(
+        {
+          prompt_tokens: plan.estimate.promptTokens,
+          completion_tokens: plan.estimate.outputTokens,
+        },
+        plan.pricing,
+      ),
+      requestId: info.requestId,
+    });
+    for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
+    rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
+
+    const bodies = new Map<string, Uint8Array<ArrayBuffer>>();
+    const abort = new AbortController();
+    req.signal.addEventListener("abort", () => abort.abort(), { once: true });
+    const result = await forward(
+      {
+        candidates,
+        path: plan.upstreamPath,
+        body: (c) => {
+          let b = bodies.get(c.routeId);
+          if (!b) {
+            b = encoder.encode(JSON.stringify(plan.upstreamBody(c)));
+            bodies.set(c.routeId, b);
+          }
+          return b;
+        },
+        verificationRequired: constraints.aciVerified,
+        modelId: plan.modelId,
+        receivedHash,
+        signal: abort.signal,
+      },
+      ctx.forward,
+      rec,
+    );
+    info.provider = result.candidate.provider.name;
+
+    const settle = (u: TokenUsage | undefined) => {
+      const usage = u ?? { prompt_tokens: 0, completion_tokens: 0 };
+      info.usage = usage;
+      return admission!.settlement({
+        promptTokens: usage.prompt_tokens,
+        completionTokens: usage.completion_tokens,
+        costNano: costNano(usage, plan.pricing),
+      });
+    };
+
+    if (plan.stream) {
+      return streamResponse({
+        ctx,
+        plan,
+        rec,
+        result,
+        headers,
+        settle,
+        info,
+        errorFormat: ep.errorFormat,
+      });
+    }
+    return await wholeResponse(ctx, plan, rec, result.response, headers, settle);
+  } catch (e) {
+    const err = asGatewayError(e);
+    if (err.kind === "internal") {
+      ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
+    }
+    const out = encoder.encode(JSON.stringify(errorBody(err, ep.errorFormat)));
+    for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
+    headers.set("content-type", "application/json");
+    if (rec) {
+      // A refusal after authentication still gets a signed, durable receipt.
+      if (!rec.forwarded) rec.event({ type: "request.refused", reason: err.kind });
+      rec.event({ type: "response.returned", body_hash: sha256Prefixed(out) });
+      const writes = ctx.receipts.finalize(rec.draft);
+      if (admission) {
+        writes.push(
+          ...admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n }),
+        );
+      }
+      await ctx.committer.write(writes);
+    }
+    return new Response(out, { status: err.status, headers });
+  }
+}
+
+async function wholeResponse(
+  ctx: GatewayContext,
+  plan: InferencePlan,
+  rec: ReceiptRecorder,
+  upstream: Response,
+  headers: Headers,
+  settle: (u: TokenUsage | undefined) => import("../store/group_commit.ts").KvWrite[],
+): Promise<Response> {
+  let raw: Uint8Array;
+  try {
+    raw = new Uint8Array(await upstream.arrayBuffer());
+  } catch {
+    throw new GatewayError("upstream_error", "upstream response could not be read");
+  }
+  const receivedHash = sha256Prefixed(raw);
+  rec.event({ type: "response.received", body_hash: receivedHash });
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(raw));
+  } catch {
+    throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
+  }
+  const out = encoder.encode(JSON.stringify(plan.respond(json)));
+  const returnedHash = sha256Prefixed(out);
+  if (returnedHash !== receivedHash) rec.event({ type: "transparency.response_modified" });
+  rec.event({ type: "response.returned", body_hash: returnedHash });
+  rec.setChatId(plan.chatId(json));
+  const writes = ctx.receipts.finalize(rec.draft);
+  writes.push(...settle(plan.usage(json)));
+  // Released only once the receipt (and the debit) are durable.
+  await ctx.committer.write(writes);
+  headers.set("content-type", "application/json");
+  return new Response(out, { status: 200, headers });
+}
+
+/** `Authorization: Bearer <key>`, or the Anthropic SDK's `x-api-key: <key>`. */
+export function credentialHeader(h: Headers): string | null {
+  const auth = h.get("authorization");
+  if (auth !== null) return auth;
+  const x = h.get("x-api-key");
+  return x === null ? null : `Bearer ${x}`;
+}

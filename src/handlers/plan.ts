@@ -1,0 +1,72 @@
+/**
+ * What an inference endpoint tells the shared pipeline about one request:
+ * the model, routes, estimates, and how to build the upstream body and turn
+ * the upstream's answer into the client's format. Built by thin per-endpoint
+ * modules; the pipeline does everything else.
+ */
+import type { Candidate } from "../routing/select.ts";
+import type { GatewayError } from "../http/errors.ts";
+
+export interface TokenUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+/** The streaming contract (same as formats/stream_translator.ts, chunk input left untyped). */
+export interface Translator {
+  chunk(c: never): string;
+  end(): string;
+  fail(err: GatewayError): string;
+  usage(): TokenUsage | undefined;
+}
+
+export interface InferencePlan {
+  /** The model id the client asked for (echoed in responses and receipts). */
+  modelId: string;
+  /** The raw `provider` block, validated by the router. */
+  provider: unknown;
+  routes: { provider: string; model: string }[];
+  stream: boolean;
+  /** For admission: estimated prompt tokens and the output tokens reserved. */
+  estimate: { promptTokens: number; outputTokens: number };
+  pricing: { prompt: number; completion: number };
+  upstreamPath: string;
+  upstreamBody(c: Candidate): unknown;
+  /** Non-streamed: the upstream JSON → the client's JSON. */
+  respond(upstream: unknown): unknown;
+  usage(upstream: unknown): TokenUsage | undefined;
+  chatId(upstream: unknown): string | null;
+  /** Streamed: a fresh translator for this response. */
+  translator(): Translator;
+  /** SSE content type for streamed responses. */
+  streamContentType?: string;
+}
+
+/** Cost in nano-credits, rounded up: the gateway never undercharges by rounding. */
+export function costNano(u: TokenUsage, pricing: { prompt: number; completion: number }): bigint {
+  const nano = u.prompt_tokens * pricing.prompt * 1e9 +
+    u.completion_tokens * pricing.completion * 1e9;
+  return BigInt(Math.ceil(nano - 1e-6));
+}
+
+export function idOf(upstream: unknown): string | null {
+  if (upstream && typeof upstream === "object" && "id" in upstream) {
+    const id = (upstream as { id: unknown }).id;
+    if (typeof id === "string") return id;
+  }
+  return null;
+}
+
+export function usageField(upstream: unknown): TokenUsage | undefined {
+  if (!upstream || typeof upstream !== "object") return undefined;
+  const u = (upstream as { usage?: unknown }).usage;
+  if (!u || typeof u !== "object") return undefined;
+  const { prompt_tokens, completion_tokens, input_tokens, output_tokens } = u as Record<
+    string,
+    unknown
+  >;
+  const p = typeof prompt_tokens === "number" ? prompt_tokens : input_tokens;
+  const c = typeof completion_tokens === "number" ? completion_tokens : output_tokens;
+  if (typeof p !== "number") return undefined;
+  return { prompt_tokens: p, completion_tokens: typeof c === "number" ? c : 0 };
+}

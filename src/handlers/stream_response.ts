@@ -1,0 +1,183 @@
+/**
+ * Streamed answers: upstream SSE bytes flow through the format's translator
+ * to the client as they arrive (pull-driven, so a slow client slows the
+ * upstream read instead of buffering). Both directions are hashed
+ * incrementally. The terminator is released only after the receipt and the
+ * debit are durably committed; a client disconnect aborts the upstream and
+ * still finalizes the receipt over what was written.
+ */
+import { GatewayError } from "../http/errors.ts";
+import { BodyHasher } from "../aci/digest.ts";
+import { SseDecoder } from "../formats/sse.ts";
+import type { ReceiptRecorder } from "../receipts/recorder.ts";
+import type { ForwardResult } from "../upstream/forward.ts";
+import type { KvWrite } from "../store/group_commit.ts";
+import type { InferencePlan, TokenUsage, Translator } from "./plan.ts";
+import type { GatewayContext } from "../app/context.ts";
+import type { RequestInfo } from "./pipeline.ts";
+import type { ErrorFormat } from "../http/errors.ts";
+
+export interface StreamArgs {
+  ctx: GatewayContext;
+  plan: InferencePlan;
+  rec: ReceiptRecorder;
+  result: ForwardResult;
+  headers: Headers;
+  settle: (u: TokenUsage | undefined) => KvWrite[];
+  info: RequestInfo;
+  errorFormat: ErrorFormat;
+}
+
+const encoder = new TextEncoder();
+
+type Outcome = "completed" | "upstream_failed" | "client_disconnected";
+
+export function streamResponse(a: StreamArgs): Response {
+  const { ctx, plan, rec, result } = a;
+  const upstream = result.response.body;
+  if (!upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
+  const reader = upstream.getReader();
+  const translator: Translator = plan.translator();
+  const received = new BodyHasher();
+  const returned = new BodyHasher();
+  const decoder = new SseDecoder();
+  let contentChunks = 0;
+  let done = false;
+  rec.setChatId(null);
+
+  const usage = (): TokenUsage => {
+    // Without an upstream usage report (client left early), bill the estimate
+    // of the prompt and one token per content chunk delivered.
+    return translator.usage() ?? {
+      prompt_tokens: plan.estimate.promptTokens,
+      completion_tokens: contentChunks,
+    };
+  };
+
+  const finalize = async (outcome: Outcome): Promise<void> => {
+    rec.event({ type: "response.received", body_hash: received.digest() });
+    if (outcome === "upstream_failed") rec.event({ type: "stream.upstream_failed" });
+    if (outcome === "client_disconnected") rec.event({ type: "stream.client_disconnected" });
+    const returnedHash = returned.digest();
+    if (returnedHash !== received.digest()) rec.event({ type: "transparency.response_modified" });
+    rec.event({ type: "response.returned", body_hash: returnedHash });
+    const writes = ctx.receipts.finalize(rec.draft);
+    writes.push(...a.settle(usage()));
+    await ctx.committer.write(writes);
+    ctx.logRequest(a.info, outcome === "completed" ? 200 : 200, outcome);
+  };
+
+  /** Feed decoded upstream events to the translator; returns text for the client. */
+  const translate = (events: { data: string }[]): { out: string; finished: boolean } => {
+    let out = "";
+    for (const ev of events) {
+      if (ev.data === "[DONE]") return { out, finished: true };
+      let chunk: unknown;
+      try {
+        chunk = JSON.parse(ev.data);
+      } catch {
+        throw new GatewayError("upstream_error", "upstream sent a malformed stream event");
+      }
+      if (chunk && typeof chunk === "object" && "error" in chunk) {
+        throw new GatewayError("upstream_error", "upstream reported an error mid-stream");
+      }
+      const id = (chunk as { id?: unknown }).id;
+      if (rec.draft.chatId === null && typeof id === "string") rec.setChatId(id);
+      if (hasContent(chunk)) contentChunks++;
+      out += translator.chunk(chunk as never);
+    }
+    return { out, finished: false };
+  };
+
+  const idleMs = ctx.config.limits.stream_idle_timeout_ms;
+  const readWithIdle = async () => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new GatewayError("upstream_timeout", "upstream stream went idle")),
+        idleMs,
+      );
+    });
+    try {
+      return await Promise.race([reader.read(), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (done) return;
+      try {
+        while (true) {
+          const r = await readWithIdle();
+          if (r.done) {
+            const { out } = translate(decoder.end());
+            await finish(controller, out + translator.end(), "completed");
+            return;
+          }
+          received.update(r.value);
+          const { out, finished } = translate(decoder.push(r.value));
+          if (finished) {
+            reader.cancel().catch(() => {});
+            await finish(controller, out + translator.end(), "completed");
+            return;
+          }
+          if (out) {
+            emit(controller, out);
+            return;
+          }
+        }
+      } catch (e) {
+        if (done) return;
+        result.abort(e);
+        reader.cancel().catch(() => {});
+        const err = e instanceof GatewayError
+          ? e
+          : new GatewayError("upstream_error", "upstream stream failed");
+        await finish(controller, translator.fail(err), "upstream_failed");
+      }
+    },
+    async cancel() {
+      if (done) return;
+      done = true;
+      result.abort(new Error("client disconnected"));
+      reader.cancel().catch(() => {});
+      await finalize("client_disconnected").catch((e) =>
+        ctx.log({ level: "error", error: String(e) })
+      );
+    },
+  }, { highWaterMark: 0 });
+
+  function emit(controller: ReadableStreamDefaultController<Uint8Array>, text: string): void {
+    const bytes = encoder.encode(text);
+    returned.update(bytes);
+    controller.enqueue(bytes);
+  }
+
+  async function finish(
+    controller: ReadableStreamDefaultController<Uint8Array>,
+    tail: string,
+    outcome: Outcome,
+  ): Promise<void> {
+    if (done) return;
+    done = true;
+    const bytes = encoder.encode(tail);
+    returned.update(bytes);
+    await finalize(outcome);
+    if (bytes.byteLength) controller.enqueue(bytes);
+    controller.close();
+  }
+
+  a.headers.set("content-type", plan.streamContentType ?? "text/event-stream; charset=utf-8");
+  a.headers.set("cache-control", "no-cache");
+  a.info.deferLog = true;
+  return new Response(body, { status: 200, headers: a.headers });
+}
+
+function hasContent(chunk: unknown): boolean {
+  const choices = (chunk as { choices?: unknown }).choices;
+  if (!Array.isArray(choices) || choices.length === 0) return false;
+  const c = choices[0] as { delta?: { content?: unknown }; text?: unknown };
+  return typeof c?.delta?.content === "string" || typeof c?.text === "string";
+}

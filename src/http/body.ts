@@ -1,0 +1,135 @@
+/**
+ * Reading request bodies: a hard size limit enforced while streaming (never
+ * trusting Content-Length alone), the JSON content type, and strict parsing
+ * that rejects invalid UTF-8 and duplicate object keys (two parsers reading
+ * one body differently would defeat the receipt's body hash).
+ */
+import { GatewayError } from "./errors.ts";
+
+export async function readBody(req: Request, maxBytes: number): Promise<Uint8Array> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null) {
+    if (!/^\d+$/.test(declared)) {
+      throw new GatewayError("invalid_request", "invalid Content-Length");
+    }
+    if (Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  }
+  if (!req.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader = req.body.getReader();
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) {
+        await reader.cancel().catch(() => {});
+        throw tooLarge(maxBytes);
+      }
+      chunks.push(value);
+    }
+  } catch (e) {
+    if (e instanceof GatewayError) throw e;
+    throw new GatewayError("invalid_request", "request body could not be read");
+  }
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.byteLength;
+  }
+  return out;
+}
+
+function tooLarge(max: number): GatewayError {
+  return new GatewayError("payload_too_large", `request body exceeds the limit of ${max} bytes`);
+}
+
+/** Require a JSON content type on POST bodies. */
+export function requireJsonContentType(req: Request): void {
+  const ct = req.headers.get("content-type");
+  if (ct === null) return; // many clients omit it for JSON; the body is still parsed strictly
+  const mime = ct.split(";")[0].trim().toLowerCase();
+  if (mime !== "application/json" && !mime.endsWith("+json")) {
+    throw new GatewayError("unsupported_media_type", "Content-Type must be application/json");
+  }
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/** Parse a JSON body strictly: valid UTF-8, valid JSON, no duplicate keys, bounded nesting. */
+export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    throw new GatewayError("invalid_request", "request body is not valid UTF-8");
+  }
+  if (text.trim() === "") {
+    throw new GatewayError("invalid_request", "request body is empty; expected JSON");
+  }
+  checkStructure(text, maxDepth);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new GatewayError("invalid_request", "request body is not valid JSON");
+  }
+}
+
+/**
+ * One linear scan over the text for nesting depth and duplicate keys. Invalid
+ * JSON is left for JSON.parse to reject; this scan only needs to be right on
+ * valid JSON.
+ */
+function checkStructure(text: string, maxDepth: number): void {
+  const stack: (Set<string> | null)[] = [];
+  let expectKey = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      let escaped = false;
+      for (; j < text.length; j++) {
+        const d = text.charCodeAt(j);
+        if (escaped) escaped = false;
+        else if (d === 0x5c) escaped = true;
+        else if (d === 0x22) break;
+      }
+      const top = stack[stack.length - 1];
+      if (expectKey && top) {
+        let key: string;
+        try {
+          key = JSON.parse(text.slice(i, j + 1));
+        } catch {
+          return; // invalid string: JSON.parse will reject the body
+        }
+        if (top.has(key)) {
+          throw new GatewayError(
+            "invalid_request",
+            `duplicate key "${truncate(key)}" in JSON object`,
+          );
+        }
+        top.add(key);
+        expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      stack.push(c === 0x7b ? new Set() : null);
+      if (stack.length > maxDepth) {
+        throw new GatewayError("invalid_request", `JSON nesting deeper than ${maxDepth} levels`);
+      }
+      expectKey = c === 0x7b;
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+      expectKey = false;
+    } else if (c === 0x2c /* , */) {
+      expectKey = stack[stack.length - 1] instanceof Set;
+    }
+  }
+}
+
+function truncate(s: string): string {
+  return s.length > 40 ? s.slice(0, 40) + "…" : s;
+}

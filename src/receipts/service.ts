@@ -1,0 +1,95 @@
+/**
+ * Signing, storing and serving receipts. `finalize` turns a request's draft
+ * into a signed receipt and the KV writes that persist it (handed to the
+ * group committer with the request's other writes); `get` applies the access
+ * rule: a receipt is only served to the key that made the request.
+ */
+import { type Receipt, type ReceiptEvent, signReceipt } from "../aci/receipt.ts";
+import { GatewayError } from "../http/errors.ts";
+import type { KvWrite } from "../store/group_commit.ts";
+import type { ReceiptDraft } from "./recorder.ts";
+import type { Identity } from "../attestation/identity.ts";
+
+export const RECEIPT_PREFIX = "receipts";
+export const CHAT_INDEX_PREFIX = "receipt_by_chat";
+
+interface StoredReceipt {
+  receipt: Receipt;
+  owner: string | null;
+}
+
+export interface ReceiptService {
+  finalize(draft: ReceiptDraft): KvWrite[];
+  /** Look up by receipt id or response id; `ownerDigest` null = no credential presented. */
+  get(id: string, ownerDigest: string | null): Promise<Receipt>;
+}
+
+export function createReceiptService(
+  kv: Deno.Kv,
+  opts: { identity: Identity; now: () => number; retentionDays: number },
+): ReceiptService {
+  const expireIn = opts.retentionDays * 86_400_000;
+  const get = async (id: string, ownerDigest: string | null): Promise<Receipt> => {
+    if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw notFound();
+    let entry = await kv.get<StoredReceipt>([RECEIPT_PREFIX, id]);
+    if (entry.value === null) {
+      const idx = await kv.get<string>([CHAT_INDEX_PREFIX, id]);
+      if (idx.value !== null) entry = await kv.get<StoredReceipt>([RECEIPT_PREFIX, idx.value]);
+    }
+    const stored = entry.value;
+    if (stored === null) {
+      if (ownerDigest === null) throw unauthorized();
+      throw notFound();
+    }
+    if (stored.owner !== null) {
+      if (ownerDigest === null) throw unauthorized();
+      if (stored.owner !== ownerDigest) throw notFound();
+    }
+    return stored.receipt;
+  };
+  return {
+    finalize(draft) {
+      const { keys, digest } = opts.identity.current();
+      const receipt = signReceipt({
+        api_version: "aci/1",
+        receipt_id: draft.receiptId,
+        chat_id: draft.chatId,
+        model: draft.model,
+        workload_keyset_digest: digest,
+        endpoint: draft.endpoint,
+        method: draft.method,
+        served_at: Math.floor(opts.now() / 1000),
+        // Events are hashes and metadata only (see ReceiptRecorder).
+        event_log: draft.events as unknown as ReceiptEvent[],
+      }, keys);
+      const stored: StoredReceipt = { receipt, owner: draft.ownerDigest };
+      const writes: KvWrite[] = [{
+        op: "set",
+        key: [RECEIPT_PREFIX, draft.receiptId],
+        value: stored,
+        expireIn,
+      }];
+      if (draft.chatId !== null) {
+        writes.push({
+          op: "set",
+          key: [CHAT_INDEX_PREFIX, draft.chatId],
+          value: draft.receiptId,
+          expireIn,
+        });
+      }
+      return writes;
+    },
+    get,
+  };
+}
+
+function notFound(): GatewayError {
+  return new GatewayError("not_found", "no receipt with this id");
+}
+
+function unauthorized(): GatewayError {
+  return new GatewayError(
+    "unauthorized",
+    "an API key is required to read receipts (Authorization: Bearer <key>)",
+  );
+}

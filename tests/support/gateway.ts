@@ -1,0 +1,91 @@
+/**
+ * Test harness: the real gateway handler served by Deno.serve on a loopback
+ * port, in front of real demo upstream HTTP servers, on an in-memory (or
+ * given) KV store. Returns what a test needs to drive it with real SDKs.
+ */
+import { devConfig } from "../../src/config/dev.ts";
+import type { GatewayConfig } from "../../src/config/schema.ts";
+import { assembleGateway, type Gateway } from "../../src/app/assemble.ts";
+import { type DemoUpstream, startDemoUpstream } from "../../src/demo/upstream.ts";
+import { createKey, type Tier } from "../../src/accounts/keys.ts";
+import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
+import { randomBytes } from "node:crypto";
+import type { VerificationState } from "../../src/routing/select.ts";
+
+export interface TestGateway {
+  url: string;
+  /** `${url}/v1`, what SDKs take as baseURL. */
+  baseURL: string;
+  apiKey: string;
+  kv: Deno.Kv;
+  gateway: Gateway;
+  plain: DemoUpstream;
+  secure: DemoUpstream;
+  logs: Record<string, unknown>[];
+  newKey(opts?: { tier?: Tier; credits?: number; rpm?: number; tpm?: number }): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface TestGatewayOptions {
+  configure?: (c: GatewayConfig) => void;
+  kvPath?: string;
+  now?: () => number;
+  verification?: (provider: string) => VerificationState | null;
+  credits?: number;
+}
+
+export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
+  const plain = await startDemoUpstream({ name: "plain" });
+  const secure = await startDemoUpstream({ name: "secure" });
+  const config = devConfig({ plainUrl: plain.url, confidentialUrl: secure.url }, {
+    port: 0,
+    storePath: ":memory:",
+  });
+  opts.configure?.(config);
+  const kv = await Deno.openKv(opts.kvPath ?? ":memory:");
+  const logs: Record<string, unknown>[] = [];
+  const now = opts.now ?? Date.now;
+  const gateway = assembleGateway(config, {
+    kv,
+    now,
+    fetch: (url, init) => fetch(url, init),
+    randomBytes: (n) => new Uint8Array(randomBytes(n)),
+    log: (l) => logs.push(l),
+    env: () => undefined,
+  }, { verification: opts.verification });
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    gateway.handler,
+  );
+  const url = `http://127.0.0.1:${server.addr.port}`;
+  const newKey: TestGateway["newKey"] = async (o = {}) => {
+    const { key } = await createKey(kv, {
+      tier: o.tier ?? "pro",
+      now,
+      rpm: o.rpm,
+      tpm: o.tpm,
+      creditsNano: BigInt(Math.round((o.credits ?? opts.credits ?? 100) * 1e6)) *
+        (NANO_PER_CREDIT / 1_000_000n),
+    });
+    return key;
+  };
+  const apiKey = await newKey();
+  return {
+    url,
+    baseURL: `${url}/v1`,
+    apiKey,
+    kv,
+    gateway,
+    plain,
+    secure,
+    logs,
+    newKey,
+    async close() {
+      await server.shutdown();
+      await gateway.close();
+      await plain.close();
+      await secure.close();
+      kv.close();
+    },
+  };
+}
