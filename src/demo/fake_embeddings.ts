@@ -91,7 +91,11 @@ export function fakeEmbeddings(req: FakeEmbeddingRequest, defaultDims: number): 
   const items = embeddingItems(req.input);
   const data = items.map((item, index): EmbeddingDatum => {
     const vec = fakeVector(itemKey(item), dims);
-    return { object: "embedding", index, embedding: base64 ? float32ToBase64(vec) : Array.from(vec) };
+    return {
+      object: "embedding",
+      index,
+      embedding: base64 ? float32ToBase64(vec) : Array.from(vec),
+    };
   });
   const tokens = items.reduce((n, item) => n + itemTokens(item), 0);
   return {

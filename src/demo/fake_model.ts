@@ -186,7 +186,9 @@ function replyText(req: FakeChatRequest, userText: string): { text: string; subj
     return { text: `Tool said: ${said}`, subject: said };
   }
   const format = req.response_format?.type;
-  if (format === "json_object") return { text: JSON.stringify({ echo: userText }), subject: userText };
+  if (format === "json_object") {
+    return { text: JSON.stringify({ echo: userText }), subject: userText };
+  }
   if (format === "json_schema") {
     const schema = req.response_format?.json_schema?.schema;
     const obj = schema ? sampleObject(schema, userText) : { echo: userText };

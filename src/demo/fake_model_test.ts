@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { GatewayError } from "../http/errors.ts";
-import { ARGUMENT_FRAGMENT_CHARS, planChat, planCompletion, tokenize, wordCount } from "./fake_model.ts";
+import {
+  ARGUMENT_FRAGMENT_CHARS,
+  planChat,
+  planCompletion,
+  tokenize,
+  wordCount,
+} from "./fake_model.ts";
 import { parseChatRequest, parseCompletionRequest } from "./fake_request.ts";
 
 const chat = (body: Record<string, unknown>) =>
@@ -173,9 +179,15 @@ Deno.test("invalid requests are 400s naming the parameter, without echoing value
   const cases: [unknown, string][] = [
     [{ model: "m", messages: [] }, "messages"],
     [{ model: "m", messages: [{ role: "user", content: "secret" }], max_tokens: 0 }, "max_tokens"],
-    [{ model: "m", messages: [{ role: "user", content: "secret" }], max_tokens: 1.5 }, "max_tokens"],
+    [
+      { model: "m", messages: [{ role: "user", content: "secret" }], max_tokens: 1.5 },
+      "max_tokens",
+    ],
     [{ model: "m", messages: [{ role: "bot", content: "secret" }] }, "messages[0].role"],
-    [{ model: "m", messages: [{ role: "user", content: [{ type: "text" }] }] }, "messages[0].content[0].type"],
+    [
+      { model: "m", messages: [{ role: "user", content: [{ type: "text" }] }] },
+      "messages[0].content[0].type",
+    ],
   ];
   for (const [body, param] of cases) {
     assert.throws(() => parseChatRequest(body), (e: unknown) => {

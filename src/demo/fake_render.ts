@@ -70,7 +70,11 @@ export function renderChatCompletion(
 }
 
 /** The chunks of a streamed chat completion, in order (without the `[DONE]` sentinel). */
-export function renderChatChunks(plan: ChatPlan, meta: RenderMeta, opts: ChunkOptions): ChatChunk[] {
+export function renderChatChunks(
+  plan: ChatPlan,
+  meta: RenderMeta,
+  opts: ChunkOptions,
+): ChatChunk[] {
   const chunks: ChatChunk[] = [];
   const push = (delta: ChatChunkChoice["delta"], finish: ChatChunkChoice["finish_reason"]) => {
     if (opts.emptyToolCalls && delta.tool_calls === undefined) delta.tool_calls = [];

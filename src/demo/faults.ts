@@ -17,7 +17,7 @@ export interface FaultScope {
 export type FaultKind =
   /** Answer with this status; `body` (JSON value or raw string) defaults to an OpenAI error envelope. */
   | { kind: "status"; status: number; body?: unknown; headers?: Record<string, string> }
-  /** Never answer (until the client gives up or the server closes). */
+  /** Never answer: the request stays pending until the server closes (the client may give up first). */
   | { kind: "hang" }
   /** Wait before the first byte. */
   | { kind: "delay"; ms: number }

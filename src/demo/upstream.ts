@@ -123,7 +123,11 @@ function emptyStats(): DemoStats {
 }
 
 function originOf(hostname: string, port: number, tls: boolean): string {
-  const host = hostname === "0.0.0.0" ? "127.0.0.1" : hostname.includes(":") ? `[${hostname}]` : hostname;
+  const host = hostname === "0.0.0.0"
+    ? "127.0.0.1"
+    : hostname.includes(":")
+    ? `[${hostname}]`
+    : hostname;
   return `${tls ? "https" : "http"}://${host}:${port}`;
 }
 
@@ -243,11 +247,15 @@ export async function startDemoUpstream(opts: DemoUpstreamOptions): Promise<Demo
     }
     stats.lastBody = body;
 
-    if (opts.apiKey !== undefined && request.headers.get("authorization") !== `Bearer ${opts.apiKey}`) {
+    if (
+      opts.apiKey !== undefined && request.headers.get("authorization") !== `Bearer ${opts.apiKey}`
+    ) {
       return errorResponse(new GatewayError("invalid_api_key", "Incorrect API key provided"));
     }
     const expected = ROUTES[path];
-    if (expected === undefined) return errorResponse(new GatewayError("not_found", "no such route"));
+    if (expected === undefined) {
+      return errorResponse(new GatewayError("not_found", "no such route"));
+    }
     if (request.method !== expected) {
       return errorResponse(
         new GatewayError("method_not_allowed", `use ${expected}`, { headers: { allow: expected } }),

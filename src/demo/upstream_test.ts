@@ -71,7 +71,11 @@ Deno.test("SDK: streamed chat, with and without include_usage", async () => {
       total_tokens: 7,
     });
 
-    const noUsage = await sdk.chat.completions.create({ model: "demo-chat", messages, stream: true });
+    const noUsage = await sdk.chat.completions.create({
+      model: "demo-chat",
+      messages,
+      stream: true,
+    });
     const plain = [];
     for await (const c of noUsage) plain.push(c);
     assert.ok(plain.every((c) => c.usage === undefined || c.usage === null));
@@ -111,7 +115,9 @@ Deno.test("SDK: tool calls non-streamed and streamed, then the tool-result follo
     assert.equal(res.choices[0]?.message.content, null);
     assert.ok(call && call.type === "function");
     assert.equal(call.function.name, "lookup");
-    assert.deepEqual(JSON.parse(call.function.arguments), { query: "please call lookup for Paris" });
+    assert.deepEqual(JSON.parse(call.function.arguments), {
+      query: "please call lookup for Paris",
+    });
 
     const stream = await sdk.chat.completions.create({
       model: "demo-chat",
@@ -216,7 +222,10 @@ Deno.test("embeddings: SDK default (base64 on the wire) equals float; base64 dec
     const img = await sdk.embeddings.create({
       model: "demo-embed",
       // Multimodal items are not in the SDK's types; the upstream accepts them.
-      input: [{ type: "image_url", image_url: { url: "https://x.test/i.png" } }] as unknown as string[],
+      input: [{
+        type: "image_url",
+        image_url: { url: "https://x.test/i.png" },
+      }] as unknown as string[],
       encoding_format: "float",
     });
     assert.equal(img.data[0]?.embedding.length, 5);
