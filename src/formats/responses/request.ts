@@ -44,9 +44,13 @@ export interface ParsedResponsesRequest {
 const STATELESS =
   "this gateway keeps no server-side state (it retains no request or response bodies); send the full conversation in `input`";
 
-/** Client-chosen names are only echoed when they look like identifiers. */
+/** Real OpenAI item/tool type names (and dated variants); nothing else the client sent is echoed. */
+const KNOWN_TYPE =
+  /^(?:web_search|file_search|computer|code_interpreter|image_generation|local_shell|shell|mcp|custom|apply_patch|tool_search|namespace|compaction)[a-z0-9_]{0,40}$/;
+
+/** Echo a rejected type only when it is a known OpenAI type: the field could hold anything. */
 function safeName(v: unknown): string {
-  return typeof v === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(v) ? `"${v}"` : "this";
+  return typeof v === "string" && KNOWN_TYPE.test(v) ? `"${v}"` : "this";
 }
 
 function parseAt<T>(schema: z.ZodType<T>, value: unknown, at: PropertyKey[]): T {
@@ -199,6 +203,12 @@ export function parseResponsesRequest(body: unknown): ParsedResponsesRequest {
     throw badParam("background", `background: true is not supported: ${STATELESS}`);
   }
 
+  const metadata: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.metadata ?? {})) {
+    if (typeof v !== "string") throw badParam("metadata", "metadata: values must be strings");
+    metadata[k] = v;
+  }
+
   const messages: ChatMessage[] = [];
   if (typeof req.instructions === "string" && req.instructions !== "") {
     messages.push({ role: "system", content: req.instructions });
@@ -261,7 +271,7 @@ export function parseResponsesRequest(body: unknown): ParsedResponsesRequest {
     top_p: req.top_p ?? null,
     parallel_tool_calls: req.parallel_tool_calls ?? true,
     max_output_tokens: req.max_output_tokens ?? null,
-    metadata: req.metadata ?? {},
+    metadata,
     text: { format: format ?? { type: "text" } },
     reasoning: { effort: effort ?? null, summary: null },
     ...(req.user !== undefined ? { user: req.user } : {}),

@@ -88,7 +88,8 @@ export const ResponsesRequestSchema = z.object({
   conversation: z.unknown().optional(),
   background: z.boolean().nullable().optional(),
   store: z.boolean().nullable().optional(),
-  metadata: z.record(z.string(), z.string()).nullable().optional(),
+  // Values are checked in request.ts so that an error never names a client-chosen key.
+  metadata: z.record(z.string(), z.unknown()).nullable().optional(),
   user: z.string().optional(),
   stream: z.boolean().nullable().optional(),
   provider: z.unknown().optional(),
