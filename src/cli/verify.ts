@@ -1,0 +1,268 @@
+/**
+ * `verify`: the offline ACI verifier's command line. Checks a receipt (or a
+ * legacy `/v1/signature` envelope) against an attestation report, and the
+ * report against a fresh nonce when it is fetched from a URL. Prints one line
+ * per check and exits 0 when all pass, 1 when any fails, 2 on usage errors.
+ * All I/O comes in through `deps`; nothing here reads env, clock or network
+ * directly. The API key is only ever sent as a bearer header to the receipt /
+ * signature URL, and never printed.
+ */
+
+import { bytesToHex } from "../aci/hex.ts";
+import { allPassed, type Check } from "../verify/checks.ts";
+import type { QuoteCheck } from "../verify/evidence.ts";
+import { isRecord } from "../verify/json_shape.ts";
+import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
+import { verifyReceipt } from "../verify/receipt.ts";
+import { verifyReport } from "../verify/report.ts";
+
+/** Everything the command needs from the outside world. */
+export interface VerifyDeps {
+  fetch: typeof fetch;
+  readFile: (path: string) => Promise<Uint8Array>;
+  print: (line: string) => void;
+  randomBytes: (n: number) => Uint8Array;
+  /** Epoch milliseconds; enables the keyset `not_after` check. */
+  now?: () => number;
+  /** Hardware quote verifier (TDX / SEV-SNP); without it hardware quotes are reported unverified. */
+  quoteCheck?: QuoteCheck;
+}
+
+export const VERIFY_USAGE = [
+  "usage: verify --receipt <file|URL> --report <file|URL> [--api-key <key>] [--request <file>] [--response <file>]",
+  "       verify --signature <file|URL> --report <file|URL> [--api-key <key>] [--request <file>] [--response <file>]",
+  "       verify --report <file|URL>",
+  "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
+  "         --allow-dev       accept development (non-hardware) evidence with a warning",
+  "         --require-verified-upstream  fail unless upstream.verified says verified",
+].join("\n");
+
+const VALUE_FLAGS = [
+  "receipt",
+  "signature",
+  "report",
+  "api-key",
+  "request",
+  "response",
+  "nonce",
+] as const;
+const BOOL_FLAGS = ["allow-dev", "require-verified-upstream", "help"] as const;
+type ValueFlag = typeof VALUE_FLAGS[number];
+type BoolFlag = typeof BOOL_FLAGS[number];
+
+interface ParsedArgs {
+  values: Partial<Record<ValueFlag, string>>;
+  flags: Set<BoolFlag>;
+}
+
+class UsageError extends Error {}
+
+function parseArgs(args: string[]): ParsedArgs {
+  const values: Partial<Record<ValueFlag, string>> = {};
+  const flags = new Set<BoolFlag>();
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (!arg.startsWith("--")) throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
+    const eq = arg.indexOf("=");
+    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+    if ((BOOL_FLAGS as readonly string[]).includes(name)) {
+      if (eq !== -1) throw new UsageError(`--${name} takes no value`);
+      flags.add(name as BoolFlag);
+      continue;
+    }
+    if (!(VALUE_FLAGS as readonly string[]).includes(name)) {
+      throw new UsageError(`unknown option --${name}`);
+    }
+    const value = eq === -1 ? args[++i] : arg.slice(eq + 1);
+    if (value === undefined || value === "") throw new UsageError(`--${name} needs a value`);
+    if (values[name as ValueFlag] !== undefined) throw new UsageError(`--${name} given twice`);
+    values[name as ValueFlag] = value;
+  }
+  return { values, flags };
+}
+
+function isUrl(source: string): boolean {
+  return /^https?:\/\//i.test(source);
+}
+
+/** A fetch or read that failed: reported as a failed check, not a crash. */
+class SourceError extends Error {}
+
+async function fetchJson(deps: VerifyDeps, url: URL, apiKey?: string): Promise<unknown> {
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (apiKey) headers["authorization"] = `Bearer ${apiKey}`;
+  let res: Response;
+  try {
+    res = await deps.fetch(url, { headers });
+  } catch (e) {
+    throw new SourceError(
+      `cannot fetch ${url.origin}${url.pathname}: ${e instanceof Error ? e.name : "error"}`,
+    );
+  }
+  const text = await res.text();
+  if (!res.ok) throw new SourceError(`${url.origin}${url.pathname} answered HTTP ${res.status}`);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new SourceError(`${url.origin}${url.pathname} did not return JSON`);
+  }
+}
+
+async function readBytes(deps: VerifyDeps, path: string): Promise<Uint8Array> {
+  try {
+    return await deps.readFile(path);
+  } catch {
+    throw new UsageError(`cannot read ${path}`);
+  }
+}
+
+async function readJson(deps: VerifyDeps, path: string): Promise<unknown> {
+  const bytes = await readBytes(deps, path);
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    throw new SourceError(`${path} is not JSON`);
+  }
+}
+
+function parseUrl(source: string): URL {
+  try {
+    return new URL(source);
+  } catch {
+    throw new UsageError(`invalid URL ${source}`);
+  }
+}
+
+/** Loads the report; a URL gets a fresh nonce (and the envelope's signing_algo for legacy URLs). */
+async function loadReport(
+  deps: VerifyDeps,
+  source: string,
+  fileNonce: string | undefined,
+  signingAlgo: string | undefined,
+): Promise<{ report: unknown; nonce: string | null; fresh: boolean }> {
+  if (!isUrl(source)) {
+    return { report: await readJson(deps, source), nonce: fileNonce ?? null, fresh: false };
+  }
+  if (fileNonce !== undefined) {
+    throw new UsageError("--nonce applies to a report file; a report URL gets a fresh nonce");
+  }
+  const url = parseUrl(source);
+  const random = deps.randomBytes(32);
+  if (random.length !== 32) throw new Error("randomBytes returned the wrong length");
+  const nonce = bytesToHex(random);
+  url.searchParams.set("nonce", nonce);
+  if (signingAlgo !== undefined && !url.searchParams.has("signing_algo")) {
+    url.searchParams.set("signing_algo", signingAlgo);
+  }
+  return { report: await fetchJson(deps, url), nonce, fresh: true };
+}
+
+async function loadArtifact(deps: VerifyDeps, source: string, apiKey?: string): Promise<unknown> {
+  return isUrl(source)
+    ? await fetchJson(deps, parseUrl(source), apiKey)
+    : await readJson(deps, source);
+}
+
+function isLegacyReport(report: unknown): boolean {
+  return isRecord(report) && typeof report["signing_address"] === "string" &&
+    typeof report["signing_algo"] === "string";
+}
+
+async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> {
+  const v = p.values;
+  const modes = [v.receipt, v.signature].filter((x) => x !== undefined).length;
+  if (modes > 1) throw new UsageError("give either --receipt or --signature, not both");
+  if (v.report === undefined) throw new UsageError("--report is required");
+  if (modes === 0 && (v.request || v.response || v["api-key"])) {
+    throw new UsageError("--request/--response/--api-key need --receipt or --signature");
+  }
+  const requestBody = v.request !== undefined ? await readBytes(deps, v.request) : undefined;
+  const responseBody = v.response !== undefined ? await readBytes(deps, v.response) : undefined;
+  const allowDevEvidence = p.flags.has("allow-dev");
+  const requireVerifiedUpstream = p.flags.has("require-verified-upstream");
+  const evidence = { allowDevEvidence, quoteCheck: deps.quoteCheck };
+
+  const envelope = v.signature !== undefined
+    ? await loadArtifact(deps, v.signature, v["api-key"])
+    : undefined;
+  const envelopeAlgo = isRecord(envelope) && typeof envelope["signing_algo"] === "string"
+    ? envelope["signing_algo"]
+    : undefined;
+  const { report, nonce, fresh } = await loadReport(deps, v.report, v.nonce, envelopeAlgo);
+  deps.print(
+    fresh
+      ? `NOTE report fetched with fresh nonce ${nonce}`
+      : nonce !== null
+      ? `NOTE report checked against the given nonce ${nonce}`
+      : "NOTE report file without --nonce: its freshness cannot be established",
+  );
+  const checks: Check[] = [];
+
+  if (v.signature !== undefined && isLegacyReport(report)) {
+    checks.push(...await verifyLegacyReport(report, { ...evidence, nonce }));
+  } else {
+    if (nonce !== null && !/^[0-9a-f]{64}$/.test(nonce)) {
+      throw new UsageError("--nonce for a canonical report must be 64 lowercase hex characters");
+    }
+    checks.push(...await verifyReport(report, { ...evidence, nonce, now: deps.now }));
+  }
+
+  if (v.receipt !== undefined) {
+    const receipt = await loadArtifact(deps, v.receipt, v["api-key"]);
+    checks.push(
+      ...verifyReceipt(receipt, { report, requestBody, responseBody, requireVerifiedUpstream }),
+    );
+  } else if (envelope !== undefined) {
+    checks.push(
+      ...verifySignatureEnvelope(envelope, {
+        report,
+        requestBody,
+        responseBody,
+        requireVerifiedUpstream,
+      }),
+    );
+  }
+  return checks;
+}
+
+/** Runs the `verify` command; resolves to the process exit code. */
+export async function runVerify(args: string[], deps: VerifyDeps): Promise<number> {
+  let parsed: ParsedArgs;
+  try {
+    parsed = parseArgs(args);
+  } catch (e) {
+    deps.print(`error: ${e instanceof Error ? e.message : "bad arguments"}`);
+    deps.print(VERIFY_USAGE);
+    return 2;
+  }
+  if (parsed.flags.has("help")) {
+    deps.print(VERIFY_USAGE);
+    return 0;
+  }
+  let checks: Check[];
+  try {
+    checks = await collectChecks(deps, parsed);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      deps.print(`error: ${e.message}`);
+      deps.print(VERIFY_USAGE);
+      return 2;
+    }
+    if (e instanceof SourceError) {
+      deps.print(`FAIL input — ${e.message}`);
+      return 1;
+    }
+    // A verifier bug must not look like success: report it as a failure.
+    deps.print(`FAIL internal — ${e instanceof Error ? e.message : "unexpected error"}`);
+    return 1;
+  }
+  for (const c of checks) deps.print(`${c.ok ? "PASS" : "FAIL"} ${c.name} — ${c.detail}`);
+  const failures = checks.filter((c) => !c.ok).length;
+  const ok = allPassed(checks);
+  deps.print(
+    ok
+      ? `RESULT: all ${checks.length} checks passed`
+      : `RESULT: ${failures} of ${checks.length} checks failed`,
+  );
+  return ok ? 0 : 1;
+}
