@@ -15,8 +15,16 @@ export function listEmbeddingModels(req: Request, ctx: GatewayContext): Response
   return jsonResponse({ object: "list", data: ctx.catalog.listEmbeddings(f) });
 }
 
-/** `GET /v1/models/<vendor>`: the legacy listing of one confidential vendor's models. */
-export function vendorModels(_req: Request, ctx: GatewayContext, params: Params): Response {
+/**
+ * `GET /v1/models/<vendor>`: the legacy listing of one confidential vendor's
+ * models. A model id with its slash percent-encoded (as `openai.models.retrieve`
+ * sends it) is served as that one model.
+ */
+export function vendorModels(req: Request, ctx: GatewayContext, params: Params): Response {
+  if (params.vendor.includes("/")) {
+    const [provider, ...rest] = params.vendor.split("/");
+    return retrieveModel(req, ctx, { provider, model: rest.join("/") });
+  }
   const data = ctx.catalog.vendorModels(params.vendor);
   if (!data) throw new GatewayError("not_found", "no confidential vendor with this name");
   return jsonResponse({ object: "list", vendor: params.vendor, data });

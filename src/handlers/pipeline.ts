@@ -149,8 +149,9 @@ export async function handleInference(
     const out = encoder.encode(JSON.stringify(errorBody(err, ep.errorFormat)));
     for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
     headers.set("content-type", "application/json");
-    if (rec) {
-      // A refusal after authentication still gets a signed, durable receipt.
+    if (rec && rec.draft.events.length > 0) {
+      // A refusal after authentication still gets a signed, durable receipt (once
+      // the body was received: a body refused unread, e.g. 413, has nothing to bind).
       if (!rec.forwarded) rec.event({ type: "request.refused", reason: err.kind });
       rec.event({ type: "response.returned", body_hash: sha256Prefixed(out) });
       const writes = ctx.receipts.finalize(rec.draft);
@@ -160,7 +161,7 @@ export async function handleInference(
         );
       }
       await ctx.committer.write(writes);
-    }
+    } else headers.delete("x-receipt-id");
     return new Response(out, { status: err.status, headers });
   }
 }
