@@ -42,11 +42,15 @@ function endOfValue(s: string, i: number): number {
   return j > i ? j : -1;
 }
 
-/** The raw text of `obj[key]` at the top level of `text`, or null when absent or malformed. */
+/**
+ * The raw text of `obj[key]` at the top level of `text`, or null when absent,
+ * duplicated (parsers disagree on which copy wins) or the object is malformed.
+ */
 export function rawJsonMember(text: string, key: string): string | null {
   let i = skipWs(text, 0);
   if (text[i] !== "{") return null;
   i = skipWs(text, i + 1);
+  let found: string | null = null;
   while (i < text.length && text[i] !== "}") {
     if (text[i] !== '"') return null;
     const keyEnd = endOfString(text, i);
@@ -62,9 +66,14 @@ export function rawJsonMember(text: string, key: string): string | null {
     i = skipWs(text, i + 1);
     const valueEnd = endOfValue(text, i);
     if (valueEnd < 0) return null;
-    if (name === key) return text.slice(i, valueEnd);
+    if (name === key) {
+      if (found !== null) return null;
+      found = text.slice(i, valueEnd);
+    }
     i = skipWs(text, valueEnd);
     if (text[i] === ",") i = skipWs(text, i + 1);
+    else if (text[i] !== "}") return null;
   }
-  return null;
+  if (text[i] !== "}" || skipWs(text, i + 1) !== text.length) return null;
+  return found;
 }
