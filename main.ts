@@ -16,6 +16,12 @@ import { createKey } from "./src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
 import { runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
+import { selectQuoteProvider } from "./enclave/select_provider.ts";
+import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
+import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/manifest.ts";
+import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
+import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
+import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -83,8 +89,32 @@ async function serve(args: string[]): Promise<void> {
     }
   }
 
+  let quotes;
+  try {
+    quotes = await selectQuoteProvider({
+      mode: config.identity.quote_provider,
+      root: config.identity.configfs_root,
+      allowDev: config.identity.allow_dev_quotes,
+    });
+  } catch (e) {
+    fail(`no TEE quote provider: ${(e as Error).message}`);
+  }
+  if (!quotes.hardware) console.error(DEV_QUOTE_WARNING);
+  let provenance: SourceProvenance | null = null;
+  if (config.identity.manifest_path) {
+    try {
+      provenance = sourceProvenanceFromManifest(
+        JSON.parse(await Deno.readTextFile(config.identity.manifest_path)),
+      );
+    } catch (e) {
+      fail(`identity.manifest_path: ${(e as Error).message}`);
+    }
+  }
+
   const kv = await openStore(config.store.path);
   const gateway = assembleGateway(config, {
+    quotes,
+    provenance,
     kv,
     now: Date.now,
     fetch: (url, init) => fetch(url, init),
@@ -114,6 +144,7 @@ async function serve(args: string[]): Promise<void> {
       }, gateway.handler);
       servers.push(server);
     });
+  await gateway.ready;
   await listen(config.listen.base, "base");
   if (config.listen.tee) await listen(config.listen.tee, "tee");
   console.error(`keyset digest ${gateway.identity.current().digest}`);
@@ -167,7 +198,30 @@ async function keys(args: string[]): Promise<void> {
 }
 
 async function verify(args: string[]): Promise<void> {
-  const code = await runVerify(args, {
+  // Collateral options are ours; everything else belongs to the verify command.
+  const collateralFile = flag(args, "collateral");
+  const pccs = flag(args, "pccs-url");
+  const rest = args.filter((a, i) =>
+    !["--collateral", "--pccs-url"].includes(a) &&
+    !["--collateral", "--pccs-url"].includes(args[i - 1])
+  );
+  let source;
+  if (collateralFile) {
+    const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
+    if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
+    const collateral = c.collateral;
+    source = { get: () => Promise.resolve(collateral) };
+  } else {
+    source = new PcsCollateralSource({
+      baseUrl: pccs ?? INTEL_PCS_BASE_URL,
+      fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+        fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
+      now: Date.now,
+    });
+  }
+  const code = await runVerify(rest, {
+    now: Date.now,
+    quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
     fetch: (input, init) => fetch(input, init),
     readFile: (p) => Deno.readFile(p),
     print: (l) => console.log(l),

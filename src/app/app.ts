@@ -18,7 +18,8 @@ import {
   retrieveModel,
   vendorModels,
 } from "../handlers/catalog.ts";
-import { getReceipt } from "../handlers/receipts.ts";
+import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
+import { attestationHandlers } from "../handlers/attestation.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -33,6 +34,7 @@ export function createApp(
   extra?: ExtraRoutes,
 ): (req: Request) => Promise<Response> {
   const router = new Router<GatewayContext>();
+  const attestation = attestationHandlers(ctx.reports);
   const infos = new WeakMap<Request, RequestInfo>();
   const inference = (ep: InferenceEndpoint) =>
     router.on("POST", ep.endpoint, (req, c) => handleInference(req, c, ep, infos.get(req)!));
@@ -46,6 +48,9 @@ export function createApp(
     .on("GET", "/v1/models/:provider/:model", retrieveModel)
     .on("GET", "/v1/embeddings/models", listEmbeddingModels)
     .on("GET", "/v1/aci/receipts/:id", getReceipt)
+    .on("GET", "/v1/signature/:id", getLegacySignature)
+    .on("GET", "/v1/aci/attestation", attestation.canonical)
+    .on("GET", "/v1/attestation/report", attestation.legacy)
     .on("GET", "/healthz", () => jsonResponse({ status: "ok" }));
   extra?.(router, inference);
 

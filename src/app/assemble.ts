@@ -16,6 +16,11 @@ import type { GatewayContext, LogLine } from "./context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { UpstreamFetch } from "../upstream/forward.ts";
+import type { QuoteProvider } from "../../enclave/quote_provider.ts";
+import type { SourceProvenance } from "../../enclave/manifest.ts";
+import { createReportService } from "../attestation/reports.ts";
+import { createReplicaRegistry } from "../attestation/replicas.ts";
+import { bytesToHex } from "../aci/hex.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -25,12 +30,46 @@ export interface OutsideWorld {
   log: (line: LogLine) => void;
   /** Environment lookup for upstream credentials (`api_key_env`). */
   env: (name: string) => string | undefined;
+  /** Where TEE quotes come from (configfs-tsm, or the loudly non-hardware dev provider). */
+  quotes: QuoteProvider;
+  /** From the build manifest; null when unknown. */
+  provenance: SourceProvenance | null;
 }
+
+/** What the gateway declares it serves (in every report's `service_capabilities`). */
+export const SERVICE_CAPABILITIES = {
+  serving: "aggregator",
+  supported_e2ee_versions: [],
+  endpoints: [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/messages",
+    "/v1/responses",
+  ],
+  formats: [
+    "openai.chat_completions",
+    "openai.completions",
+    "openai.embeddings",
+    "anthropic.messages",
+    "openai.responses",
+  ],
+  receipts: {
+    signature_algorithms: ["ed25519"],
+    legacy_signature_algorithms: ["ecdsa", "ed25519"],
+  },
+  attested_sessions: true,
+};
+
+/** How long a replica's announcement lives without a heartbeat. */
+const REPLICA_TTL_MS = 60_000;
 
 export interface Gateway {
   ctx: GatewayContext;
   handler: (req: Request) => Promise<Response>;
   identity: Identity;
+  /** Resolves once this replica's first attestation is announced (and its keyset archived). */
+  ready: Promise<void>;
   /** Flush durable writes and stop background work. */
   close(): Promise<void>;
 }
@@ -54,6 +93,36 @@ export function assembleGateway(
   const committer = new GroupCommitter(kv, {
     onError: (e) => world.log({ level: "error", msg: "durable write failed", error: String(e) }),
   });
+  const replicas = createReplicaRegistry(kv, {
+    id: bytesToHex(world.randomBytes(8)),
+    ttlMs: REPLICA_TTL_MS,
+    now,
+  });
+  const reports = createReportService({
+    identity,
+    quotes: world.quotes,
+    kv,
+    provenance: world.provenance,
+    capabilities: SERVICE_CAPABILITIES,
+    replicas,
+    randomBytes: world.randomBytes,
+  });
+  // Archive every keyset (start-up and rotations) and keep this replica announced.
+  const announce = async () => {
+    const report = await reports.canonical(null);
+    await replicas.announce(report.attestation);
+  };
+  identity.onRotate((snap) => {
+    reports.archive(snap).catch((e) =>
+      world.log({ level: "error", msg: "keyset archive failed", error: String(e) })
+    );
+  });
+  const heartbeat = setInterval(() => {
+    announce().catch((e) =>
+      world.log({ level: "error", msg: "replica announce failed", error: String(e) })
+    );
+  }, REPLICA_TTL_MS / 3);
+  const ready = announce();
   const credentials = new Map<string, string | undefined>();
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
@@ -71,6 +140,7 @@ export function assembleGateway(
       retentionDays: config.receipts.retention_days,
     }),
     identity,
+    reports,
     forward: {
       fetchFor: () => world.fetch,
       credential: (name) => credentials.get(name),
@@ -105,6 +175,11 @@ export function assembleGateway(
     ctx,
     handler,
     identity,
-    close: () => committer.close(),
+    ready,
+    async close() {
+      clearInterval(heartbeat);
+      await ready.catch(() => {});
+      await committer.close();
+    },
   };
 }

@@ -12,6 +12,7 @@ import type { VerificationState } from "../routing/select.ts";
 import type { ReceiptService } from "../receipts/service.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { Identity } from "../attestation/identity.ts";
+import type { ReportService } from "../attestation/reports.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -24,6 +25,7 @@ export interface GatewayContext {
   committer: GroupCommitter;
   receipts: ReceiptService;
   identity: Identity;
+  reports: ReportService;
   forward: ForwardDeps;
   verification: (provider: string) => VerificationState | null;
   now: () => number;

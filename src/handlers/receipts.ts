@@ -3,6 +3,8 @@ import type { GatewayContext } from "../app/context.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { Params } from "../http/router.ts";
 import { jsonResponse } from "../http/json.ts";
+import { signatureEnvelope } from "../aci/legacy.ts";
+import { signingAlgo } from "./attestation.ts";
 
 /** The digest of the presented key, null when no credential was presented; 401 for a bad one. */
 export async function callerDigest(req: Request, ctx: GatewayContext): Promise<string | null> {
@@ -22,4 +24,31 @@ export async function getReceipt(
 ): Promise<Response> {
   const receipt = await ctx.receipts.get(params.id, await callerDigest(req, ctx));
   return jsonResponse(receipt);
+}
+
+/**
+ * `GET /v1/signature/{id}` (legacy): the same receipt in the vllm-proxy
+ * envelope, `text = "<sha256 of request>:<sha256 of response>"` signed with
+ * the keyset's secp256k1 (EIP-191) or Ed25519 key. Same access rule.
+ */
+export async function getLegacySignature(
+  req: Request,
+  ctx: GatewayContext,
+  params: Params,
+): Promise<Response> {
+  const algo = signingAlgo(new URL(req.url).searchParams);
+  const receipt = await ctx.receipts.get(params.id, await callerDigest(req, ctx));
+  const hashOf = (type: string) => {
+    const e = receipt.event_log.find((x) => x.type === type) as { body_hash?: string } | undefined;
+    return e?.body_hash ?? null;
+  };
+  const reqHash = hashOf("request.received");
+  const resHash = [...receipt.event_log].reverse().find((x) => x.type === "response.returned") as
+    | { body_hash?: string }
+    | undefined;
+  if (!reqHash || !resHash?.body_hash) {
+    throw new GatewayError("not_found", "this receipt has no response to sign");
+  }
+  const { keys } = ctx.identity.current();
+  return jsonResponse(signatureEnvelope(receipt, reqHash, resHash.body_hash, algo, keys));
 }

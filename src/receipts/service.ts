@@ -16,6 +16,8 @@ export const CHAT_INDEX_PREFIX = "receipt_by_chat";
 interface StoredReceipt {
   receipt: Receipt;
   owner: string | null;
+  /** Epoch ms; KV expiry is best-effort, so reads check this too. */
+  until: number;
 }
 
 export interface ReceiptService {
@@ -36,7 +38,7 @@ export function createReceiptService(
       const idx = await kv.get<string>([CHAT_INDEX_PREFIX, id]);
       if (idx.value !== null) entry = await kv.get<StoredReceipt>([RECEIPT_PREFIX, idx.value]);
     }
-    const stored = entry.value;
+    const stored = entry.value !== null && entry.value.until > opts.now() ? entry.value : null;
     if (stored === null) {
       if (ownerDigest === null) throw unauthorized();
       throw notFound();
@@ -62,7 +64,11 @@ export function createReceiptService(
         // Events are hashes and metadata only (see ReceiptRecorder).
         event_log: draft.events as unknown as ReceiptEvent[],
       }, keys);
-      const stored: StoredReceipt = { receipt, owner: draft.ownerDigest };
+      const stored: StoredReceipt = {
+        receipt,
+        owner: draft.ownerDigest,
+        until: opts.now() + expireIn,
+      };
       const writes: KvWrite[] = [{
         op: "set",
         key: [RECEIPT_PREFIX, draft.receiptId],

@@ -11,6 +11,8 @@ import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
 import type { VerificationState } from "../../src/routing/select.ts";
+import { createDevQuoteProvider } from "../../enclave/dev_quote.ts";
+import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 
 export interface TestGateway {
   url: string;
@@ -32,6 +34,7 @@ export interface TestGatewayOptions {
   now?: () => number;
   verification?: (provider: string) => VerificationState | null;
   credits?: number;
+  quotes?: QuoteProvider;
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -52,7 +55,10 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     randomBytes: (n) => new Uint8Array(randomBytes(n)),
     log: (l) => logs.push(l),
     env: () => undefined,
+    quotes: opts.quotes ?? createDevQuoteProvider(),
+    provenance: null,
   }, { verification: opts.verification });
+  await gateway.ready;
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
     gateway.handler,

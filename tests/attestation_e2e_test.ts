@@ -1,0 +1,250 @@
+/**
+ * The gateway's attested identity end to end: reports bind the keyset digest
+ * and the client's nonce into the quote, for the development provider and for
+ * the configfs-tsm imitation; the legacy report; nonce rules; the archive.
+ * Every value is recomputed independently here (canonicalize + node:crypto + noble).
+ */
+import assert from "node:assert/strict";
+import canonicalize from "canonicalize";
+import { createHash } from "node:crypto";
+import { secp256k1 } from "@noble/curves/secp256k1.js";
+import { keccak_256 } from "@noble/hashes/sha3.js";
+import { startTestGateway } from "./support/gateway.ts";
+import { decodeDevQuote } from "../enclave/dev_quote.ts";
+import { startFakeConfigfsTsm, TDX_V4_REPORT_DATA_OFFSET } from "../enclave/configfs_fake.ts";
+import { createConfigfsTsmProvider } from "../enclave/configfs_tsm.ts";
+
+const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+const unhex = (s: string) => Uint8Array.from(s.match(/../g)!.map((h) => parseInt(h, 16)));
+const sha256 = (b: Uint8Array | string) => createHash("sha256").update(b).digest();
+const randomNonce = () => hex(crypto.getRandomValues(new Uint8Array(32)));
+
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
+function checkBinding(report: Json, nonce: string | null): Uint8Array {
+  const keyset = report.attestation.workload_keyset;
+  const digest = "sha256:" + sha256(canonicalize(keyset)!).toString("hex");
+  assert.equal(report.workload_keyset_digest, digest);
+  assert.equal(report.attestation.workload_keyset_digest, digest);
+  const statement = `{"keyset_digest":"${digest}","nonce":${
+    nonce === null ? "null" : `"${nonce}"`
+  },"purpose":"aci.report_data.v1"}`;
+  const rd = sha256(statement);
+  assert.equal(report.attestation.report_data, rd.toString("hex"));
+  const slot = new Uint8Array(64);
+  slot.set(rd);
+  return slot;
+}
+
+Deno.test("canonical report binds keyset and nonce (development provider)", async () => {
+  const gw = await startTestGateway();
+  try {
+    const nonce = randomNonce();
+    const res = await fetch(`${gw.baseURL}/aci/attestation?nonce=${nonce}`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-aci-version"), "aci/1");
+    const report = await res.json();
+    assert.equal(res.headers.get("x-aci-keyset-digest"), report.workload_keyset_digest);
+    assert.equal(report.api_version, "aci/1");
+    const slot = checkBinding(report, nonce);
+    assert.equal(report.attestation.tee_type, "dev-insecure-no-tee");
+    assert.equal(report.attestation.evidence.hardware, false);
+    assert.deepEqual(decodeDevQuote(unhex(report.attestation.evidence.quote)), slot);
+    // keyset shape
+    const ks = report.attestation.workload_keyset;
+    assert.deepEqual(ks.receipt_signing_keys.map((k: Json) => k.algo), ["ed25519", "secp256k1"]);
+    assert.equal(typeof ks.not_after, "number");
+    assert.deepEqual(ks.e2ee_public_keys, []);
+    assert.equal(report.service_capabilities.serving, "aggregator");
+    assert.ok(report.all_attestations.length >= 1);
+    // nonce-less report: null statement, cacheable
+    const plain = await fetch(`${gw.baseURL}/aci/attestation`);
+    assert.match(plain.headers.get("cache-control") ?? "", /max-age/);
+    checkBinding(await plain.json(), null);
+  } finally {
+    await gw.close();
+  }
+});
+
+Deno.test("canonical report through the configfs-tsm provider (imitation), concurrent requests", async () => {
+  const dir = await Deno.makeTempDir();
+  const fake = await startFakeConfigfsTsm(dir, { provider: "tdx_guest" });
+  const gw = await startTestGateway({
+    quotes: createConfigfsTsmProvider({ root: fake.root, fs: fake.fs }),
+  });
+  try {
+    const nonces = Array.from({ length: 12 }, randomNonce);
+    const reports = await Promise.all(
+      nonces.map((n) => fetch(`${gw.baseURL}/aci/attestation?nonce=${n}`).then((r) => r.json())),
+    );
+    reports.forEach((report, i) => {
+      const slot = checkBinding(report, nonces[i]);
+      assert.equal(report.attestation.tee_type, "tdx");
+      const quote = unhex(report.attestation.evidence.quote);
+      assert.deepEqual(
+        quote.subarray(TDX_V4_REPORT_DATA_OFFSET, TDX_V4_REPORT_DATA_OFFSET + 64),
+        slot,
+      );
+    });
+  } finally {
+    await gw.close();
+    await fake.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("bad nonces and parameters → 400 invalid_request_error", async () => {
+  const gw = await startTestGateway();
+  try {
+    const good = randomNonce();
+    for (
+      const q of [
+        `nonce=${good.slice(1)}`,
+        `nonce=${good}0`,
+        `nonce=${good.toUpperCase()}`,
+        `nonce=${"g".repeat(64)}`,
+        `nonce=${good}&nonce=${good}`,
+        "nonce=",
+        "workload_keyset_digest=sha256:xyz",
+      ]
+    ) {
+      const r = await fetch(`${gw.baseURL}/aci/attestation?${q}`);
+      assert.equal(r.status, 400, q);
+      assert.equal((await r.json()).error.type, "invalid_request_error");
+    }
+    const unknown = await fetch(
+      `${gw.baseURL}/aci/attestation?workload_keyset_digest=sha256:${"0".repeat(64)}`,
+    );
+    assert.equal(unknown.status, 404);
+    await unknown.body?.cancel();
+    const algo = await fetch(`${gw.baseURL}/attestation/report?signing_algo=rsa`);
+    assert.equal(algo.status, 400);
+    await algo.body?.cancel();
+  } finally {
+    await gw.close();
+  }
+});
+
+Deno.test("legacy report: address derivation, padding, nonce rules, signing_algo", async () => {
+  const gw = await startTestGateway();
+  try {
+    const nonce = randomNonce();
+    const r = await (await fetch(`${gw.baseURL}/attestation/report?nonce=${nonce}`)).json();
+    assert.equal(r.signing_algo, "ecdsa");
+    // Independent derivation: address = last 20 bytes of keccak256(uncompressed key without 04).
+    const pub = unhex(r.signing_public_key);
+    assert.equal(pub.length, 65);
+    assert.equal(pub[0], 4);
+    const addr = keccak_256(pub.subarray(1)).subarray(12);
+    assert.equal(r.signing_address.toLowerCase(), "0x" + hex(addr));
+    assert.notEqual(r.signing_address, r.signing_address.toLowerCase(), "EIP-55 checksummed");
+    assert.ok(secp256k1.Point.fromHex(r.signing_public_key));
+    const slot = decodeDevQuote(unhex(r.intel_quote))!;
+    assert.deepEqual(slot.subarray(0, 20), addr);
+    assert.deepEqual(slot.subarray(20, 32), new Uint8Array(12), "right-padded with zeros");
+    assert.equal(hex(slot.subarray(32)), nonce, "64-hex nonce used raw");
+    assert.equal(r.request_nonce, nonce);
+    assert.equal(r.all_attestations.length, 1);
+    // The keyset covers the ecdsa key.
+    assert.ok(
+      r.attestation.workload_keyset.receipt_signing_keys.some((k: Json) =>
+        k.public_key === r.signing_public_key
+      ),
+    );
+
+    // A flexible nonce is hashed; ed25519 switches the key.
+    const r2 =
+      await (await fetch(`${gw.baseURL}/attestation/report?nonce=hello-world&signing_algo=ed25519`))
+        .json();
+    assert.equal(r2.signing_algo, "ed25519");
+    assert.equal(r2.signing_address, r2.signing_public_key);
+    assert.equal(r2.signing_public_key.length, 64);
+    const slot2 = decodeDevQuote(unhex(r2.intel_quote))!;
+    assert.equal(hex(slot2.subarray(0, 32)), r2.signing_public_key);
+    assert.equal(hex(slot2.subarray(32)), sha256("hello-world").toString("hex"));
+    // No nonce: a fresh random one each time.
+    const a = await (await fetch(`${gw.baseURL}/attestation/report`)).json();
+    const b = await (await fetch(`${gw.baseURL}/attestation/report`)).json();
+    assert.notEqual(a.request_nonce, b.request_nonce);
+    const rep = await fetch(`${gw.baseURL}/attestation/report?nonce=a&nonce=b`);
+    assert.equal(rep.status, 400);
+    await rep.body?.cancel();
+  } finally {
+    await gw.close();
+  }
+});
+
+Deno.test("archived keysets survive a restart and rotation on the same store", async () => {
+  const dir = await Deno.makeTempDir();
+  const kvPath = `${dir}/gw.kv`;
+  let t = Date.now();
+  const clock = () => t;
+  const first = await startTestGateway({
+    kvPath,
+    now: clock,
+    configure: (c) => (c.identity.keyset_ttl_seconds = 1000),
+  });
+  let firstDigest: string;
+  try {
+    firstDigest =
+      (await (await fetch(`${first.baseURL}/aci/attestation`)).json()).workload_keyset_digest;
+    // Rotation: within the last tenth of the keyset's life a new keyset is used.
+    t += 950_000;
+    const rotated = await (await fetch(`${first.baseURL}/aci/attestation`)).json();
+    assert.notEqual(rotated.workload_keyset_digest, firstDigest);
+    await new Promise((r) => setTimeout(r, 50)); // archive write of the rotated keyset
+  } finally {
+    await first.close();
+  }
+  const second = await startTestGateway({ kvPath, now: clock });
+  try {
+    const current = await (await fetch(`${second.baseURL}/aci/attestation`)).json();
+    assert.notEqual(
+      current.workload_keyset_digest,
+      firstDigest,
+      "a restart generates a new keyset",
+    );
+    const old = await fetch(
+      `${second.baseURL}/aci/attestation?workload_keyset_digest=${firstDigest}`,
+    );
+    assert.equal(old.status, 200);
+    const archived = await old.json();
+    checkBinding(archived, null);
+    assert.equal(archived.workload_keyset_digest, firstDigest);
+  } finally {
+    await second.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the verify command checks a live report with its own nonce", async () => {
+  const gw = await startTestGateway();
+  try {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "main.ts",
+        "verify",
+        "--report",
+        `${gw.baseURL}/aci/attestation`,
+        "--allow-dev",
+      ],
+      cwd: new URL("../", import.meta.url).pathname,
+      env: { NO_COLOR: "1" },
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    assert.equal(out.code, 0, text + new TextDecoder().decode(out.stderr));
+    assert.match(text, /PASS/);
+    assert.match(text, /not hardware/i);
+    const strict = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "main.ts", "verify", "--report", `${gw.baseURL}/aci/attestation`],
+      cwd: new URL("../", import.meta.url).pathname,
+      env: { NO_COLOR: "1" },
+    }).output();
+    assert.equal(strict.code, 1, "development evidence fails without --allow-dev");
+  } finally {
+    await gw.close();
+  }
+});
