@@ -12,6 +12,8 @@ import { handleInference, type InferenceEndpoint, type RequestInfo } from "../ha
 import { chatEndpoint } from "../handlers/chat.ts";
 import { completionsEndpoint } from "../handlers/completions.ts";
 import { embeddingsEndpoint } from "../handlers/embeddings.ts";
+import { messagesEndpoint } from "../handlers/messages.ts";
+import { responsesEndpoint } from "../handlers/responses.ts";
 import {
   listEmbeddingModels,
   listModels,
@@ -42,6 +44,8 @@ export function createApp(
   inference(chatEndpoint);
   inference(completionsEndpoint);
   inference(embeddingsEndpoint);
+  inference(messagesEndpoint);
+  inference(responsesEndpoint);
   router
     .on("GET", "/v1/models", listModels)
     .on("GET", "/v1/models/:vendor", vendorModels)

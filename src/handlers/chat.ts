@@ -15,7 +15,7 @@ import { errorBody } from "../http/errors.ts";
 export const chatEndpoint: InferenceEndpoint = {
   endpoint: "/v1/chat/completions",
   errorFormat: "openai",
-  plan(body, catalog, config) {
+  plan(body, { catalog, config }) {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
@@ -31,7 +31,7 @@ export const chatEndpoint: InferenceEndpoint = {
         outputTokens: maxOut * (p.chat.n ?? 1),
       },
       pricing: model.config.pricing,
-      upstreamPath: "/v1/chat/completions",
+      upstreamPath: () => "/v1/chat/completions",
       upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel),
       respond: (u) => chatResponseForClient(u as ChatResponse, p.model),
       usage: usageField,

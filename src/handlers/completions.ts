@@ -12,7 +12,7 @@ import { idOf, usageField } from "./plan.ts";
 export const completionsEndpoint: InferenceEndpoint = {
   endpoint: "/v1/completions",
   errorFormat: "openai",
-  plan(body, catalog, config) {
+  plan(body, { catalog, config }) {
     const p = parseCompletionRequest(body);
     const model = catalog.chatModel(p.model);
     const limit = model.config.max_output_length;
@@ -30,7 +30,7 @@ export const completionsEndpoint: InferenceEndpoint = {
         outputTokens: maxOut * (p.body.n ?? 1),
       },
       pricing: model.config.pricing,
-      upstreamPath: "/v1/completions",
+      upstreamPath: () => "/v1/completions",
       upstreamBody: (c) => upstreamCompletionBody(p.body, c.upstreamModel),
       respond: (u) => ({ ...(u as Record<string, unknown>), model: p.model }),
       usage: usageField,

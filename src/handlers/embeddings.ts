@@ -11,7 +11,7 @@ import { usageField } from "./plan.ts";
 export const embeddingsEndpoint: InferenceEndpoint = {
   endpoint: "/v1/embeddings",
   errorFormat: "openai",
-  plan(body, catalog) {
+  plan(body, { catalog }) {
     const p = parseEmbeddingRequest(body);
     const model = catalog.embeddingModel(p.model);
     const promptTokens = checkEmbeddingAgainstModel(p.body, model);
@@ -23,7 +23,7 @@ export const embeddingsEndpoint: InferenceEndpoint = {
       stream: false,
       estimate: { promptTokens, outputTokens: 0 },
       pricing: { prompt: model.config.pricing.prompt, completion: 0 },
-      upstreamPath: "/v1/embeddings",
+      upstreamPath: () => "/v1/embeddings",
       upstreamBody: (c) => upstreamEmbeddingBody(p.body, c.upstreamModel),
       respond: (u) => embeddingsForClient(u, p.model, count),
       usage: (u) => {

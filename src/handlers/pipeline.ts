@@ -12,18 +12,16 @@ import { newReceiptId } from "../aci/receipt.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
-import { forward } from "../upstream/forward.ts";
+import { forward, type ForwardResult } from "../upstream/forward.ts";
 import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import type { GatewayContext } from "../app/context.ts";
-import type { Catalog } from "../catalog/catalog.ts";
-import type { GatewayConfig } from "../config/schema.ts";
 import type { Admission } from "../accounts/admission.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
   errorFormat: ErrorFormat;
-  plan(body: unknown, catalog: Catalog, config: GatewayConfig): InferencePlan;
+  plan(body: unknown, ctx: GatewayContext): InferencePlan;
 }
 
 const encoder = new TextEncoder();
@@ -68,7 +66,7 @@ export async function handleInference(
     ) {
       rec.setModel((body as { model: string }).model);
     }
-    const plan = ep.plan(body, ctx.catalog, ctx.config);
+    const plan = ep.plan(body, ctx);
     info.model = plan.modelId;
     const constraints = parseRouting(plan.provider, req.headers);
     const candidates = selectCandidates({
@@ -140,7 +138,7 @@ export async function handleInference(
         errorFormat: ep.errorFormat,
       });
     }
-    return await wholeResponse(ctx, plan, rec, result.response, headers, settle);
+    return await wholeResponse(ctx, plan, rec, result, headers, settle);
   } catch (e) {
     const err = asGatewayError(e);
     if (err.kind === "internal") {
@@ -170,13 +168,13 @@ async function wholeResponse(
   ctx: GatewayContext,
   plan: InferencePlan,
   rec: ReceiptRecorder,
-  upstream: Response,
+  result: ForwardResult,
   headers: Headers,
   settle: (u: TokenUsage | undefined) => import("../store/group_commit.ts").KvWrite[],
 ): Promise<Response> {
   let raw: Uint8Array;
   try {
-    raw = new Uint8Array(await upstream.arrayBuffer());
+    raw = new Uint8Array(await result.response.arrayBuffer());
   } catch {
     throw new GatewayError("upstream_error", "upstream response could not be read");
   }
@@ -188,7 +186,7 @@ async function wholeResponse(
   } catch {
     throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
   }
-  const out = encoder.encode(JSON.stringify(plan.respond(json)));
+  const out = encoder.encode(JSON.stringify(plan.respond(json, result.candidate)));
   const returnedHash = sha256Prefixed(out);
   if (returnedHash !== receivedHash) rec.event({ type: "transparency.response_modified" });
   rec.event({ type: "response.returned", body_hash: returnedHash });

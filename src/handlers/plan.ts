@@ -14,7 +14,8 @@ export interface TokenUsage {
 
 /** The streaming contract (same as formats/stream_translator.ts, chunk input left untyped). */
 export interface Translator {
-  chunk(c: never): string;
+  /** One upstream SSE event's parsed data (and its `event:` name, when it had one). */
+  chunk(c: never, event?: string): string;
   end(): string;
   fail(err: GatewayError): string;
   usage(): TokenUsage | undefined;
@@ -30,14 +31,15 @@ export interface InferencePlan {
   /** For admission: estimated prompt tokens and the output tokens reserved. */
   estimate: { promptTokens: number; outputTokens: number };
   pricing: { prompt: number; completion: number };
-  upstreamPath: string;
+  /** Path on the candidate's base URL (a native-format upstream gets its own format's path). */
+  upstreamPath(c: Candidate): string;
   upstreamBody(c: Candidate): unknown;
   /** Non-streamed: the upstream JSON → the client's JSON. */
-  respond(upstream: unknown): unknown;
+  respond(upstream: unknown, c: Candidate): unknown;
   usage(upstream: unknown): TokenUsage | undefined;
   chatId(upstream: unknown): string | null;
-  /** Streamed: a fresh translator for this response. */
-  translator(): Translator;
+  /** Streamed: a fresh translator for this response from this candidate. */
+  translator(c: Candidate): Translator;
   /** SSE content type for streamed responses. */
   streamContentType?: string;
 }

@@ -37,7 +37,7 @@ export function streamResponse(a: StreamArgs): Response {
   const upstream = result.response.body;
   if (!upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
   const reader = upstream.getReader();
-  const translator: Translator = plan.translator();
+  const translator: Translator = plan.translator(result.candidate);
   const received = new BodyHasher();
   const returned = new BodyHasher();
   const decoder = new SseDecoder();
@@ -68,7 +68,9 @@ export function streamResponse(a: StreamArgs): Response {
   };
 
   /** Feed decoded upstream events to the translator; returns text for the client. */
-  const translate = (events: { data: string }[]): { out: string; finished: boolean } => {
+  const translate = (
+    events: { data: string; event?: string }[],
+  ): { out: string; finished: boolean } => {
     let out = "";
     for (const ev of events) {
       if (ev.data === "[DONE]") return { out, finished: true };
@@ -78,13 +80,13 @@ export function streamResponse(a: StreamArgs): Response {
       } catch {
         throw new GatewayError("upstream_error", "upstream sent a malformed stream event");
       }
-      if (chunk && typeof chunk === "object" && "error" in chunk) {
+      if (chunk && typeof chunk === "object" && ("error" in chunk || ev.event === "error")) {
         throw new GatewayError("upstream_error", "upstream reported an error mid-stream");
       }
       const id = (chunk as { id?: unknown }).id;
       if (rec.draft.chatId === null && typeof id === "string") rec.setChatId(id);
       if (hasContent(chunk)) contentChunks++;
-      out += translator.chunk(chunk as never);
+      out += translator.chunk(chunk as never, ev.event);
     }
     return { out, finished: false };
   };

@@ -25,7 +25,7 @@ export interface ForwardDeps {
 
 export interface ForwardPlan {
   candidates: Candidate[];
-  path: string;
+  path: (c: Candidate) => string;
   /** Builds the exact bytes sent to this candidate. */
   body: (c: Candidate) => Uint8Array<ArrayBuffer>;
   /** Whether the client demanded verified serving (for the receipt's `upstream.verified.required`). */
@@ -75,7 +75,7 @@ export async function forward(
     const cred = deps.credential(c.provider.name);
     if (cred) headers.authorization = `Bearer ${cred}`;
     try {
-      const res = await deps.fetchFor(c)(joinUrl(c.provider.base_url, plan.path), {
+      const res = await deps.fetchFor(c)(joinUrl(c.provider.base_url, plan.path(c)), {
         method: "POST",
         headers,
         body: bytes,

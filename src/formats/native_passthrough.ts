@@ -1,0 +1,90 @@
+/**
+ * For upstreams that natively serve the client's format (Anthropic messages,
+ * OpenAI responses): events are forwarded as they come, only the model name
+ * rewritten to the id the client asked for, usage read for billing, and an
+ * in-band error event of the same format when the upstream fails. Pure.
+ */
+import type { GatewayError } from "../http/errors.ts";
+import { errorBody } from "../http/errors.ts";
+import type { TokenUsage, Translator } from "../handlers/plan.ts";
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+export function nativeMessagesPassthrough(model: string): Translator {
+  let input: number | undefined;
+  let output: number | undefined;
+  return {
+    chunk(data: never, event?: string) {
+      const d = data as unknown;
+      if (!isObj(d)) return "";
+      let out: Obj = d;
+      if (d.type === "message_start" && isObj(d.message)) {
+        out = { ...d, message: { ...d.message, model } };
+        const u = d.message.usage;
+        if (isObj(u)) input = num(u.input_tokens) ?? input;
+      }
+      if (d.type === "message_delta" && isObj(d.usage)) {
+        output = num(d.usage.output_tokens) ?? output;
+        input = num(d.usage.input_tokens) ?? input;
+      }
+      return `event: ${event ?? String(d.type)}\ndata: ${JSON.stringify(out)}\n\n`;
+    },
+    end: () => "",
+    fail(err: GatewayError) {
+      return `event: error\ndata: ${JSON.stringify(errorBody(err, "anthropic"))}\n\n`;
+    },
+    usage(): TokenUsage | undefined {
+      return input === undefined
+        ? undefined
+        : { prompt_tokens: input, completion_tokens: output ?? 0 };
+    },
+  };
+}
+
+export function nativeResponsesPassthrough(model: string): Translator {
+  let usage: TokenUsage | undefined;
+  let seq = -1;
+  return {
+    chunk(data: never, event?: string) {
+      const d = data as unknown;
+      if (!isObj(d)) return "";
+      const n = num(d.sequence_number);
+      if (n !== undefined) seq = Math.max(seq, n);
+      let out: Obj = d;
+      if (isObj(d.response)) {
+        out = { ...d, response: { ...d.response, model } };
+        const u = d.response.usage;
+        if (isObj(u) && num(u.input_tokens) !== undefined) {
+          usage = {
+            prompt_tokens: num(u.input_tokens)!,
+            completion_tokens: num(u.output_tokens) ?? 0,
+          };
+        }
+      }
+      return `event: ${event ?? String(d.type)}\ndata: ${JSON.stringify(out)}\n\n`;
+    },
+    end: () => "",
+    fail(err: GatewayError) {
+      seq++;
+      const failed = {
+        type: "response.failed",
+        sequence_number: seq,
+        response: {
+          object: "response",
+          status: "failed",
+          model,
+          error: { code: "server_error", message: err.message },
+        },
+      };
+      return `event: response.failed\ndata: ${JSON.stringify(failed)}\n\n`;
+    },
+    usage: () => usage,
+  };
+}
+
+/** Non-streamed native bodies: only the model name rewritten. */
+export function withModel(body: unknown, model: string): unknown {
+  return isObj(body) ? { ...body, model } : body;
+}

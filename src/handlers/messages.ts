@@ -1,0 +1,50 @@
+/** `POST /v1/messages` (Anthropic format): translated to chat for chat upstreams, forwarded to native ones. */
+import type { InferenceEndpoint } from "./pipeline.ts";
+import {
+  chatToMessagesResponse,
+  createMessagesStreamTranslator,
+  parseMessagesRequest,
+} from "../formats/messages/mod.ts";
+import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../formats/chat.ts";
+import type { ChatResponse } from "../formats/chat_types.ts";
+import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
+import { idOf, usageField } from "./plan.ts";
+import type { Candidate } from "../routing/select.ts";
+
+const native = (c: Candidate) => c.provider.native_formats.includes("messages");
+
+export const messagesEndpoint: InferenceEndpoint = {
+  endpoint: "/v1/messages",
+  errorFormat: "anthropic",
+  plan(body, { catalog }) {
+    const p = parseMessagesRequest(body);
+    const model = catalog.chatModel(p.model);
+    checkChatAgainstModel(p.chat, model, false);
+    const promptTokens = estimateChatTokens(p.chat.messages);
+    return {
+      modelId: p.model,
+      provider: p.provider,
+      routes: model.config.routes,
+      stream: p.stream,
+      estimate: { promptTokens, outputTokens: p.chat.max_tokens ?? model.config.max_output_length },
+      pricing: model.config.pricing,
+      upstreamPath: (c) => (native(c) ? "/v1/messages" : "/v1/chat/completions"),
+      upstreamBody: (c) =>
+        native(c)
+          ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
+          : upstreamChatBody(p.chat, model, c.upstreamModel),
+      respond: (u, c) =>
+        native(c)
+          ? withModel(u, p.model)
+          : chatToMessagesResponse(u as ChatResponse, p.model, p.stopSequences),
+      usage: usageField,
+      chatId: idOf,
+      translator: (c) =>
+        native(c) ? nativeMessagesPassthrough(p.model) : createMessagesStreamTranslator({
+          model: p.model,
+          inputTokensEstimate: promptTokens,
+          stopSequences: p.stopSequences,
+        }),
+    };
+  },
+};

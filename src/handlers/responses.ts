@@ -1,0 +1,56 @@
+/** `POST /v1/responses` (OpenAI Responses format): translated to chat, or forwarded to native upstreams. */
+import type { InferenceEndpoint } from "./pipeline.ts";
+import {
+  chatToResponsesResponse,
+  createResponsesStreamTranslator,
+  parseResponsesRequest,
+} from "../formats/responses/mod.ts";
+import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../formats/chat.ts";
+import type { ChatResponse } from "../formats/chat_types.ts";
+import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
+import { idOf, usageField } from "./plan.ts";
+import type { Candidate } from "../routing/select.ts";
+import { bytesToHex } from "../aci/hex.ts";
+
+const native = (c: Candidate) => c.provider.native_formats.includes("responses");
+
+export const responsesEndpoint: InferenceEndpoint = {
+  endpoint: "/v1/responses",
+  errorFormat: "openai",
+  plan(body, { catalog, config, now, randomBytes }) {
+    const p = parseResponsesRequest(body);
+    const model = catalog.chatModel(p.model);
+    checkChatAgainstModel(p.chat, model, false);
+    const promptTokens = estimateChatTokens(p.chat.messages);
+    const createdAt = Math.floor(now() / 1000);
+    const maxOut = p.chat.max_tokens ??
+      Math.min(config.limits.default_output_reserve, model.config.max_output_length);
+    return {
+      modelId: p.model,
+      provider: p.provider,
+      routes: model.config.routes,
+      stream: p.stream,
+      estimate: { promptTokens, outputTokens: maxOut },
+      pricing: model.config.pricing,
+      upstreamPath: (c) => (native(c) ? "/v1/responses" : "/v1/chat/completions"),
+      upstreamBody: (c) =>
+        native(c)
+          ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
+          : upstreamChatBody(p.chat, model, c.upstreamModel),
+      respond: (u, c) =>
+        native(c)
+          ? withModel(u, p.model)
+          : chatToResponsesResponse(u as ChatResponse, p.model, { createdAt, echo: p.echo }),
+      usage: usageField,
+      chatId: idOf,
+      translator: (c) =>
+        native(c) ? nativeResponsesPassthrough(p.model) : createResponsesStreamTranslator({
+          model: p.model,
+          createdAt,
+          echo: p.echo,
+          id: "resp_" + bytesToHex(randomBytes(24)),
+          inputTokensEstimate: promptTokens,
+        }),
+    };
+  },
+};
