@@ -22,6 +22,7 @@ import {
 } from "../handlers/catalog.ts";
 import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
 import { attestationHandlers } from "../handlers/attestation.ts";
+import { getSession, listSessions } from "../handlers/sessions.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -54,8 +55,14 @@ export function createApp(
     .on("GET", "/v1/aci/receipts/:id", getReceipt)
     .on("GET", "/v1/signature/:id", getLegacySignature)
     .on("GET", "/v1/aci/attestation", attestation.canonical)
+    .on("GET", "/v1/aci/sessions", listSessions)
+    .on("GET", "/v1/aci/sessions/:id", getSession)
     .on("GET", "/v1/attestation/report", attestation.legacy)
-    .on("GET", "/healthz", () => jsonResponse({ status: "ok" }));
+    .on(
+      "GET",
+      "/healthz",
+      (_req, c) => jsonResponse({ status: "ok", upstreams: c.verificationSnapshot() }),
+    );
   extra?.(router, inference);
 
   return async (req: Request): Promise<Response> => {

@@ -21,6 +21,12 @@ import type { SourceProvenance } from "../../enclave/manifest.ts";
 import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
 import { bytesToHex } from "../aci/hex.ts";
+import { createSessionStore } from "../sessions/store.ts";
+import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
+import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
+import type { ProviderConfig } from "../config/schema.ts";
+import type { Candidate } from "../routing/select.ts";
+import { createPinnedFetch, type PinnedFetch } from "../upstream/pinned_fetch.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -68,8 +74,10 @@ export interface Gateway {
   ctx: GatewayContext;
   handler: (req: Request) => Promise<Response>;
   identity: Identity;
-  /** Resolves once this replica's first attestation is announced (and its keyset archived). */
+  /** Resolves once this replica's first attestation is announced and upstreams had a first verification. */
   ready: Promise<void>;
+  /** Verification of confidential upstreams (null when there is none or no verifier). */
+  manager: VerificationManager | null;
   /** Flush durable writes and stop background work. */
   close(): Promise<void>;
 }
@@ -79,8 +87,11 @@ export function assembleGateway(
   world: OutsideWorld,
   opts: {
     extraRoutes?: ExtraRoutes;
-    verification?: (provider: string) => VerificationState | null;
     identity?: Identity;
+    /** How confidential upstreams are verified (main.ts passes the real verifiers). */
+    verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
+    /** Fetch for confidential upstreams not (yet) pinned, e.g. one trusting their private CA. */
+    confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
   } = {},
 ): Gateway {
   const { kv, now } = world;
@@ -122,7 +133,50 @@ export function assembleGateway(
       world.log({ level: "error", msg: "replica announce failed", error: String(e) })
     );
   }, REPLICA_TTL_MS / 3);
-  const ready = announce();
+  const sessions = createSessionStore(kv, {
+    now,
+    receiptRetentionMs: config.receipts.retention_days * 86_400_000,
+  });
+  let manager: VerificationManager | null = null;
+  if (opts.verifiers && config.providers.some((p) => p.confidential)) {
+    manager = createVerificationManager({
+      providers: config.providers,
+      verifierFor: opts.verifiers.verifierFor,
+      deps: opts.verifiers.deps,
+      store: sessions,
+      replicaId: replicas.id,
+      now,
+      log: world.log,
+    });
+  }
+  const verification = (name: string): VerificationState | null => {
+    if (!catalog.providers.get(name)?.confidential) return null;
+    return manager?.state(name) ??
+      { verified: false, reason: "no upstream verifier is configured" };
+  };
+  // One pinned client per (upstream, SPKI): a verified upstream is only ever reached over its bound key.
+  const pinned = new Map<string, PinnedFetch>();
+  const fetchFor = (c: Candidate): UpstreamFetch => {
+    const v = c.verification;
+    if (v?.verified && v.spkiSha256) {
+      const key = `${c.provider.name}:${v.spkiSha256}`;
+      let f = pinned.get(key);
+      if (!f) {
+        f = createPinnedFetch({
+          spkiSha256: v.spkiSha256,
+          ca: c.provider.confidential?.tls_ca_pem,
+          onMismatch: () =>
+            manager?.invalidate(c.provider.name, "upstream TLS key does not match its session"),
+        });
+        pinned.set(key, f);
+      }
+      return f as UpstreamFetch;
+    }
+    if (c.provider.confidential && opts.confidentialFetch) {
+      return opts.confidentialFetch(c.provider);
+    }
+    return world.fetch;
+  };
   const credentials = new Map<string, string | undefined>();
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
@@ -141,16 +195,14 @@ export function assembleGateway(
     }),
     identity,
     reports,
+    sessions,
     forward: {
-      fetchFor: () => world.fetch,
+      fetchFor,
       credential: (name) => credentials.get(name),
       now,
     },
-    verification: opts.verification ??
-      ((name) =>
-        catalog.providers.get(name)?.confidential
-          ? { verified: false, reason: "upstream verification is not available in this build" }
-          : null),
+    verification,
+    verificationSnapshot: () => manager?.snapshot() ?? {},
     now,
     randomBytes: world.randomBytes,
     log: world.log,
@@ -170,14 +222,19 @@ export function assembleGateway(
         metadata: info.metadata ?? null,
       }),
   };
+  // Ready once announced and every confidential upstream had its first verification attempt.
+  const ready = Promise.all([announce(), manager?.start()]).then(() => {});
   const handler = createApp(ctx, opts.extraRoutes);
   return {
     ctx,
     handler,
     identity,
     ready,
+    manager,
     async close() {
       clearInterval(heartbeat);
+      manager?.stop();
+      for (const f of pinned.values()) f.close();
       await ready.catch(() => {});
       await committer.close();
     },

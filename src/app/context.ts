@@ -13,6 +13,7 @@ import type { ReceiptService } from "../receipts/service.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
+import type { SessionStore } from "../sessions/store.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -26,8 +27,11 @@ export interface GatewayContext {
   receipts: ReceiptService;
   identity: Identity;
   reports: ReportService;
+  sessions: SessionStore;
   forward: ForwardDeps;
   verification: (provider: string) => VerificationState | null;
+  /** Operator view of every confidential upstream's verification (for `/healthz`). */
+  verificationSnapshot: () => Record<string, unknown>;
   now: () => number;
   randomBytes: (n: number) => Uint8Array;
   log: (line: LogLine) => void;

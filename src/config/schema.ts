@@ -131,6 +131,15 @@ export const configSchema = z.strictObject({
     configfs_root: "/sys/kernel/config/tsm/report",
     allow_dev_quotes: false,
   }),
+  /** Trust anchors and collateral for verifying upstream TEE evidence. */
+  trust: z.strictObject({
+    /** PEM of the Intel SGX Root CA to pin (default: Intel's real root, built in). */
+    intel_root_ca_pem: z.string().optional(),
+    /** Intel PCS or a PCCS base URL for TDX collateral (default Intel PCS)… */
+    pcs_url: z.url().optional(),
+    /** …or a directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape) for offline operation. */
+    collateral_dir: z.string().optional(),
+  }).default({}),
   receipts: z.strictObject({
     retention_days: z.number().int().positive().default(30),
   }).default({ retention_days: 30 }),

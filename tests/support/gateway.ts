@@ -4,13 +4,14 @@
  * given) KV store. Returns what a test needs to drive it with real SDKs.
  */
 import { devConfig } from "../../src/config/dev.ts";
-import type { GatewayConfig } from "../../src/config/schema.ts";
+import type { GatewayConfig, ProviderConfig } from "../../src/config/schema.ts";
 import { assembleGateway, type Gateway } from "../../src/app/assemble.ts";
 import { type DemoUpstream, startDemoUpstream } from "../../src/demo/upstream.ts";
 import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
-import type { VerificationState } from "../../src/routing/select.ts";
+import type { UpstreamVerifier, VerifierDeps } from "../../src/sessions/types.ts";
+import type { UpstreamFetch } from "../../src/upstream/forward.ts";
 import { createDevQuoteProvider } from "../../enclave/dev_quote.ts";
 import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 
@@ -32,7 +33,8 @@ export interface TestGatewayOptions {
   configure?: (c: GatewayConfig) => void;
   kvPath?: string;
   now?: () => number;
-  verification?: (provider: string) => VerificationState | null;
+  verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
+  confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
   credits?: number;
   quotes?: QuoteProvider;
 }
@@ -57,7 +59,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     env: () => undefined,
     quotes: opts.quotes ?? createDevQuoteProvider(),
     provenance: null,
-  }, { verification: opts.verification });
+  }, { verifiers: opts.verifiers, confidentialFetch: opts.confidentialFetch });
   await gateway.ready;
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },

@@ -1,0 +1,181 @@
+/**
+ * Keeps every confidential upstream's verification current, in the
+ * background: verify at start-up, re-verify before the session expires and
+ * whenever a channel check fails, retry failures with backoff. The request
+ * path only reads `state()`; it never waits on verification. A failed or
+ * expired upstream is not verified until a verification passes again.
+ */
+import type { VerificationState } from "../routing/select.ts";
+import type { ProviderConfig } from "../config/schema.ts";
+import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
+import type { SessionStore } from "./store.ts";
+
+export interface VerificationManager {
+  state(provider: string): VerificationState | null;
+  /** Verify every confidential upstream once (start-up). */
+  start(): Promise<void>;
+  /** Verify one upstream now (also used by tests and operators). */
+  verify(provider: string): Promise<VerificationState>;
+  /** A binding check failed: drop the session and re-verify at once. */
+  invalidate(provider: string, reason: string): void;
+  /** Operator view: every confidential upstream's state. */
+  snapshot(): Record<string, VerificationState & { expires_at?: number }>;
+  stop(): void;
+}
+
+interface Current {
+  state: VerificationState;
+  expiresAtMs: number;
+}
+
+export interface ManagerOptions {
+  providers: ProviderConfig[];
+  verifierFor: (p: ProviderConfig) => UpstreamVerifier;
+  deps: VerifierDeps;
+  store: SessionStore;
+  replicaId: string;
+  now: () => number;
+  log: (line: Record<string, unknown>) => void;
+  /** Upper bound on one verification. */
+  timeoutMs?: number;
+}
+
+const MAX_BACKOFF_MS = 60_000;
+
+export function createVerificationManager(o: ManagerOptions): VerificationManager {
+  const confidential = o.providers.filter((p) => p.confidential);
+  const current = new Map<string, Current>();
+  const timers = new Map<string, ReturnType<typeof setTimeout>>();
+  const inflight = new Map<string, Promise<VerificationState>>();
+  const failures = new Map<string, number>();
+  let stopped = false;
+
+  for (const p of confidential) {
+    current.set(p.name, {
+      state: { verified: false, reason: "verification pending" },
+      expiresAtMs: 0,
+    });
+  }
+
+  const schedule = (name: string, delayMs: number) => {
+    if (stopped) return;
+    clearTimeout(timers.get(name));
+    const t = setTimeout(() => {
+      timers.delete(name);
+      run(name).catch(() => {});
+    }, Math.max(0, delayMs));
+    // Background re-verification must not keep a finished process alive.
+    Deno.unrefTimer(t);
+    timers.set(name, t);
+  };
+
+  const fail = (p: ProviderConfig, reason: string): VerificationState => {
+    const state: VerificationState = { verified: false, reason };
+    current.set(p.name, { state, expiresAtMs: 0 });
+    o.store.clearCurrent(p.name, o.replicaId).catch(() => {});
+    const n = (failures.get(p.name) ?? 0) + 1;
+    failures.set(p.name, n);
+    o.log({
+      level: "warn",
+      msg: "upstream verification failed",
+      upstream: p.name,
+      reason,
+      attempt: n,
+    });
+    schedule(p.name, Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(n - 1, 6)));
+    return state;
+  };
+
+  const attempt = async (p: ProviderConfig): Promise<VerificationState> => {
+    const verifier = o.verifierFor(p);
+    const timeout = o.timeoutMs ?? 30_000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      verifier.verify({ name: p.name, baseUrl: p.base_url, provider: p }, o.deps),
+      new Promise<{ ok: false; reason: string }>((r) => {
+        timer = setTimeout(
+          () => r({ ok: false, reason: `verification timed out after ${timeout} ms` }),
+          timeout,
+        );
+      }),
+    ]).catch((e) => ({ ok: false as const, reason: `verifier error: ${String(e).slice(0, 200)}` }));
+    clearTimeout(timer);
+    if (stopped) return { verified: false, reason: "stopped" };
+    if (!outcome.ok) return fail(p, outcome.reason);
+    const doc = outcome.document;
+    const expiresAtMs = doc.expires_at * 1000;
+    if (expiresAtMs <= o.now()) return fail(p, "verified evidence is already expired");
+    const id = await o.store.put(doc);
+    await o.store.setCurrent(p.name, o.replicaId, id, expiresAtMs);
+    const spki = doc.channel_binding.find((b) => b.type === "tls_spki_sha256");
+    const state: VerificationState = {
+      verified: true,
+      sessionId: id,
+      spkiSha256: spki && spki.type === "tls_spki_sha256" ? spki.spki_sha256 : outcome.spkiSha256,
+      verifierId: doc.verifier_id,
+    };
+    current.set(p.name, { state, expiresAtMs });
+    failures.delete(p.name);
+    o.log({
+      level: "info",
+      msg: "upstream verified",
+      upstream: p.name,
+      session_id: id,
+      verifier: doc.verifier_id,
+    });
+    const margin = (p.confidential?.reverify_margin_seconds ?? 300) * 1000;
+    const lifetime = expiresAtMs - o.now();
+    // Re-verify before expiry: `margin` early, but never sooner than half the lifetime.
+    schedule(p.name, Math.max(lifetime / 2, lifetime - margin));
+    return state;
+  };
+
+  const run = (name: string): Promise<VerificationState> => {
+    const p = confidential.find((x) => x.name === name);
+    if (!p) return Promise.resolve({ verified: false, reason: "not a confidential upstream" });
+    let pending = inflight.get(name);
+    if (!pending) {
+      pending = attempt(p).finally(() => inflight.delete(name));
+      inflight.set(name, pending);
+    }
+    return pending;
+  };
+
+  return {
+    state(name) {
+      const c = current.get(name);
+      if (!c) return null;
+      if (c.state.verified && c.expiresAtMs <= o.now()) {
+        run(name).catch(() => {});
+        return { verified: false, reason: "session expired; re-verifying" };
+      }
+      return c.state;
+    },
+    async start() {
+      await Promise.all(confidential.map((p) => run(p.name)));
+    },
+    verify: run,
+    invalidate(name, reason) {
+      const p = confidential.find((x) => x.name === name);
+      if (!p) return;
+      current.set(name, { state: { verified: false, reason }, expiresAtMs: 0 });
+      o.store.clearCurrent(name, o.replicaId).catch(() => {});
+      o.log({ level: "warn", msg: "upstream session invalidated", upstream: name, reason });
+      run(name).catch(() => {});
+    },
+    snapshot() {
+      const out: Record<string, VerificationState & { expires_at?: number }> = {};
+      for (const [name, c] of current) {
+        out[name] = c.state.verified
+          ? { ...c.state, expires_at: Math.floor(c.expiresAtMs / 1000) }
+          : c.state;
+      }
+      return out;
+    },
+    stop() {
+      stopped = true;
+      for (const t of timers.values()) clearTimeout(t);
+      timers.clear();
+    },
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * Attested sessions in KV. Documents are immutable and content-addressed
+ * (`session_id = hex(sha256(JCS(doc)))`); each replica publishes which
+ * session is current for each upstream. A session is kept until its
+ * `expires_at` plus the receipt retention, so it outlives every receipt that
+ * can cite it (receipts only cite sessions that are current when served).
+ */
+import { jcs } from "../aci/jcs.ts";
+import { sha256Hex } from "../aci/digest.ts";
+import type { SessionDocument } from "./types.ts";
+
+export const SESSION_PREFIX = "sessions";
+export const CURRENT_PREFIX = "sessions_current";
+
+export function sessionIdOf(doc: SessionDocument): string {
+  return sha256Hex(jcs(doc));
+}
+
+interface StoredSession {
+  document: SessionDocument;
+  /** Epoch ms; KV expiry is best-effort, so reads check this too. */
+  until: number;
+}
+
+interface CurrentPointer {
+  session_id: string;
+  until: number;
+}
+
+/** A list entry: the document plus its id, without `evidence.data` (so it no longer hashes to its id). */
+export type SessionListEntry = Omit<SessionDocument, "evidence"> & {
+  session_id: string;
+  evidence: { digest: string };
+};
+
+export interface SessionStore {
+  put(doc: SessionDocument): Promise<string>;
+  get(id: string): Promise<SessionDocument | null>;
+  setCurrent(upstream: string, replica: string, id: string, expiresAtMs: number): Promise<void>;
+  clearCurrent(upstream: string, replica: string): Promise<void>;
+  listCurrent(filter: { upstreams?: string[] }): Promise<SessionListEntry[]>;
+}
+
+export function createSessionStore(
+  kv: Deno.Kv,
+  opts: { now: () => number; receiptRetentionMs: number },
+): SessionStore {
+  return {
+    async put(doc) {
+      const id = sessionIdOf(doc);
+      const keepMs = Math.max(0, doc.expires_at * 1000 - opts.now()) + opts.receiptRetentionMs;
+      const value: StoredSession = { document: doc, until: opts.now() + keepMs };
+      await kv.set([SESSION_PREFIX, id], value, { expireIn: keepMs });
+      return id;
+    },
+    async get(id) {
+      const e = await kv.get<StoredSession>([SESSION_PREFIX, id]);
+      return e.value && e.value.until > opts.now() ? e.value.document : null;
+    },
+    async setCurrent(upstream, replica, id, expiresAtMs) {
+      const ttl = Math.max(1, expiresAtMs - opts.now());
+      const value: CurrentPointer = { session_id: id, until: expiresAtMs };
+      await kv.set([CURRENT_PREFIX, upstream, replica], value, { expireIn: ttl });
+    },
+    async clearCurrent(upstream, replica) {
+      await kv.delete([CURRENT_PREFIX, upstream, replica]);
+    },
+    async listCurrent(filter) {
+      const t = opts.now();
+      const ids = new Set<string>();
+      for await (
+        const e of kv.list<CurrentPointer>({ prefix: [CURRENT_PREFIX] }, { limit: 1000 })
+      ) {
+        const upstream = e.key[1] as string;
+        if (filter.upstreams && !filter.upstreams.includes(upstream)) continue;
+        if (e.value.until > t) ids.add(e.value.session_id);
+      }
+      const out: SessionListEntry[] = [];
+      for (const id of ids) {
+        const doc = await this.get(id);
+        if (!doc) continue;
+        out.push({ ...doc, session_id: id, evidence: { digest: doc.evidence.digest } });
+      }
+      return out.sort((a, b) =>
+        a.upstream_name.localeCompare(b.upstream_name) || b.established_at - a.established_at
+      );
+    },
+  };
+}
