@@ -1,0 +1,78 @@
+/**
+ * The real gateway under test: a config pointing at the mock upstream, a KV
+ * file on a temp disk directory, and an enterprise key whose limits and
+ * credits never interfere with the measurement.
+ */
+import { createKey } from "../src/accounts/keys.ts";
+import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { RECEIPT_PREFIX } from "../src/receipts/service.ts";
+import { type Server, spawnPinned } from "./processes.ts";
+
+/** Gateway model id for each mock upstream model. */
+export const gatewayModel = (upstreamModel: string) => `bench/${upstreamModel}`;
+
+function model(upstreamModel: string) {
+  return {
+    id: gatewayModel(upstreamModel),
+    name: `Bench ${upstreamModel}`,
+    created: 1,
+    context_length: 8192,
+    max_output_length: 1024,
+    input_modalities: ["text"],
+    output_modalities: ["text"],
+    pricing: { prompt: 0.000001, completion: 0.000002 },
+    supported_parameters: ["max_tokens", "temperature"],
+    routes: [{ provider: "mock", model: upstreamModel }],
+  };
+}
+
+const UNLIMITED = { rpm: 1_000_000_000, tpm: 1_000_000_000_000 };
+
+export interface GatewayUnderTest extends Server {
+  key: string;
+  storePath: string;
+}
+
+/** Writes config and key into `dir`, then starts the gateway pinned to `cpu`. */
+export async function startGateway(
+  dir: string,
+  upstreamUrl: string,
+  cpu: number,
+  denoFlags: string[] = [],
+): Promise<GatewayUnderTest> {
+  const storePath = `${dir}/gateway.kv`;
+  const config = {
+    listen: { base: { hostname: "127.0.0.1", port: 0 } },
+    store: { path: storePath },
+    identity: { quote_provider: "dev", allow_dev_quotes: true },
+    tiers: { free: UNLIMITED, pro: UNLIMITED, enterprise: UNLIMITED },
+    providers: [{ name: "mock", base_url: upstreamUrl, zdr: false }],
+    models: ["chat", "delay", "hold"].map(model),
+  };
+  const configPath = `${dir}/config.json`;
+  await Deno.writeTextFile(configPath, JSON.stringify(config, null, 2));
+  const kv = await Deno.openKv(storePath);
+  const { key } = await createKey(kv, {
+    tier: "enterprise",
+    name: "bench",
+    ...UNLIMITED,
+    creditsNano: 1_000_000_000n * NANO_PER_CREDIT,
+    now: Date.now,
+  });
+  kv.close();
+  const server = await spawnPinned(
+    cpu,
+    ["run", "-A", ...denoFlags, "main.ts", "serve", "--config", configPath],
+    /gateway base listening on (http:\/\/[^/\s]+)/,
+  );
+  return { ...server, key, storePath };
+}
+
+/** Receipts durably stored in the gateway's KV file (read after it stopped). */
+export async function countReceipts(storePath: string): Promise<number> {
+  const kv = await Deno.openKv(storePath);
+  let n = 0;
+  for await (const _ of kv.list({ prefix: [RECEIPT_PREFIX] })) n++;
+  kv.close();
+  return n;
+}

@@ -1,0 +1,448 @@
+/**
+ * `deno task bench [--write] [--rounds N] [--seconds S] [--no-profile]`: the
+ * gateway's added cost under load, measured against a mock upstream directly,
+ * through a bare `fetch` proxy (the floor) and through the real gateway
+ * (separate process, KV on a temp disk file). Servers under test run on core
+ * 0, this load generator and the mock on core 1. Paths alternate within each
+ * round; figures are medians of round medians. Prints one markdown table;
+ * `--write` also replaces the generated block of bench/RESULTS.md.
+ */
+import {
+  closedLoop,
+  holdStreams,
+  type LoadResult,
+  openLoop,
+  streamLoop,
+  type Target,
+} from "./load.ts";
+import {
+  cpuMs,
+  machine,
+  pinSelf,
+  ROOT,
+  rssBytes,
+  type Server,
+  spawnPinned,
+  threadCpuMs,
+} from "./processes.ts";
+import { kvCommitLatency } from "./kv_probe.ts";
+import {
+  countReceipts,
+  gatewayModel,
+  type GatewayUnderTest,
+  startGateway,
+} from "./gateway_setup.ts";
+import { profileGateway } from "./profile_run.ts";
+import { median, percentile } from "./stats.ts";
+import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
+import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
+
+const CONCURRENCY = 32;
+const HIGH_CONCURRENCY = 128;
+const RATE = 500;
+const HELD_STREAMS = 500;
+const STREAM_CONCURRENCY = 16;
+const SERVER_CPU = 0;
+const LOAD_CPU = 1;
+
+/** Kernel thread names of a Deno process, as found on this runtime. */
+const THREAD_LABELS: Record<string, string> = {
+  "main (JS)": "JS main thread",
+  "sw": "KV SQLite worker",
+  "V8 DefaultWorke": "V8 helpers (GC, compiler)",
+  "tokio-runtime-w": "tokio workers",
+};
+
+type PathName = "direct" | "bare" | "gateway";
+const PATHS: PathName[] = ["direct", "bare", "gateway"];
+
+function numFlag(name: string, def: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  if (i < 0) return def;
+  const v = Number(Deno.args[i + 1]);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} needs a positive number`);
+  return v;
+}
+
+const log = (msg: string) => console.error(`[bench] ${msg}`);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const MB = 1024 * 1024;
+
+interface RoundStats {
+  rps: number[];
+  rpsHigh: number[];
+  /** Server CPU (all threads) per request at c=32, µs; and its share of one core. */
+  cpuPerReq: number[];
+  cpuShare: number[];
+  /** One request at a time: p50 latency (ms) and server CPU per request (µs). */
+  singleP50: number[];
+  singleCpu: number[];
+  openP50: number[];
+  openP99: number[];
+  delayP50: number[];
+  firstToken: number[];
+  gapP50: number[];
+  gapP99: number[];
+  serverTiming: number[];
+}
+const emptyStats = (): RoundStats => ({
+  rps: [],
+  rpsHigh: [],
+  cpuPerReq: [],
+  cpuShare: [],
+  singleP50: [],
+  singleCpu: [],
+  openP50: [],
+  openP99: [],
+  delayP50: [],
+  firstToken: [],
+  gapP50: [],
+  gapP99: [],
+  serverTiming: [],
+});
+
+async function preflight(): Promise<void> {
+  try {
+    await new Deno.Command("taskset", { args: ["-V"], stdout: "null", stderr: "null" }).output();
+  } catch {
+    throw new Error("taskset not found (install util-linux)");
+  }
+  if (navigator.hardwareConcurrency < 2) {
+    throw new Error("needs at least 2 cores to pin server and load apart");
+  }
+}
+
+interface HeldRss {
+  idle: number;
+  open: number;
+  after: number;
+}
+
+/**
+ * RSS of `pid` idle, with `HELD_STREAMS` slow streams open through it, and 2 s
+ * after they closed. Run on a fresh server (after a small warm-up of the
+ * stream path): a heap already grown by earlier load would absorb the streams
+ * and hide their cost.
+ */
+async function measureHeld(t: Target, pid: number, mockUrl: string): Promise<HeldRss> {
+  const cycle = async (n: number, atPeak?: () => void) => {
+    const h = await holdStreams(t, n);
+    await sleep(500);
+    atPeak?.();
+    const release = await fetch(`${mockUrl}/release`, { method: "POST" });
+    await release.body?.cancel();
+    const completed = await h.drain();
+    h.close();
+    if (completed !== n) throw new Error(`only ${completed} of ${n} held streams completed`);
+  };
+  await cycle(50);
+  await sleep(1000);
+  const idle = rssBytes(pid);
+  let open = 0;
+  await cycle(HELD_STREAMS, () => (open = rssBytes(pid)));
+  await sleep(2000);
+  return { idle, open, after: rssBytes(pid) };
+}
+
+async function fsType(dir: string): Promise<string> {
+  const out = await new Deno.Command("stat", { args: ["-f", "-c", "%T", dir], stdout: "piped" })
+    .output();
+  return new TextDecoder().decode(out.stdout).trim();
+}
+
+async function main(): Promise<void> {
+  const write = Deno.args.includes("--write");
+  const profile = !Deno.args.includes("--no-profile");
+  const rounds = numFlag("rounds", 4);
+  const seconds = numFlag("seconds", 2);
+  await preflight();
+  const host = await machine();
+  const loadavg = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" "); // before pinning: nproc counts this process's allowed cores
+  await pinSelf(LOAD_CPU);
+  const dir = await Deno.makeTempDir({ prefix: "gateway-bench-" });
+  const kvCommit = await kvCommitLatency(dir);
+  const servers: Server[] = [];
+  let gatewayOk = 0;
+  const countGw = (name: PathName, r: LoadResult) => {
+    if (name === "gateway") gatewayOk += r.ok;
+    return r;
+  };
+  try {
+    const mock = await spawnPinned(
+      LOAD_CPU,
+      ["run", "-A", "bench/mock_upstream.ts"],
+      /mock listening on (\S+)/,
+    );
+    servers.push(mock);
+    const bare = await spawnPinned(
+      SERVER_CPU,
+      ["run", "-A", "bench/bare_proxy.ts", mock.url],
+      /proxy listening on (\S+)/,
+    );
+    servers.push(bare);
+    const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU);
+    servers.push(gw);
+    log(
+      `mock ${mock.url}, bare proxy ${bare.url}, gateway ${gw.url}; store on ${await fsType(dir)}`,
+    );
+
+    const targets: Record<PathName, Target> = {
+      direct: { base: mock.url, headers: {}, model: (m) => m },
+      bare: { base: bare.url, headers: {}, model: (m) => m },
+      gateway: {
+        base: gw.url,
+        headers: { authorization: `Bearer ${gw.key}` },
+        model: gatewayModel,
+      },
+    };
+    const pid: Record<Exclude<PathName, "direct">, number> = { bare: bare.pid, gateway: gw.pid };
+    const rssStart = rssBytes(gw.pid);
+
+    log(`${HELD_STREAMS} held streams (fresh servers)`);
+    const held = {
+      bare: await measureHeld(targets.bare, bare.pid, mock.url),
+      gateway: await measureHeld(targets.gateway, gw.pid, mock.url),
+    };
+    gatewayOk += 50 + HELD_STREAMS;
+
+    log("warm-up");
+    for (const p of PATHS) {
+      const r = countGw(p, await closedLoop(targets[p], { concurrency: CONCURRENCY, seconds: 1 }));
+      if (r.errors > 0) throw new Error(`${p}: ${r.errors} errors during warm-up`);
+      const s = await streamLoop(targets[p], { concurrency: STREAM_CONCURRENCY, seconds: 0.5 });
+      if (p === "gateway") gatewayOk += s.length;
+    }
+
+    const stats: Record<PathName, RoundStats> = {
+      direct: emptyStats(),
+      bare: emptyStats(),
+      gateway: emptyStats(),
+    };
+    const rssRounds: number[] = [];
+    // Gateway CPU by thread over all c=32 runs, to split the per-request cost.
+    const threadMs = new Map<string, number>();
+    let threadReqs = 0;
+    let errors = 0;
+    for (let round = 0; round < rounds; round++) {
+      // Rotate the order so no path always runs first (or right after another).
+      const order = PATHS.map((_, i) => PATHS[(i + round) % PATHS.length]);
+      log(`round ${round + 1}/${rounds}: ${order.join(", ")}`);
+      for (const p of order) {
+        const t = targets[p];
+        const s = stats[p];
+        const cpu0 = p === "direct" ? 0 : cpuMs(pid[p]);
+        const threads0 = p === "gateway" ? threadCpuMs(gw.pid) : null;
+        const closed = countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds }));
+        s.rps.push(closed.ok / closed.seconds);
+        if (p !== "direct") {
+          const used = cpuMs(pid[p]) - cpu0;
+          s.cpuPerReq.push((used * 1000) / closed.ok);
+          s.cpuShare.push(used / (closed.seconds * 1000));
+        }
+        if (threads0) {
+          for (const [name, v] of threadCpuMs(gw.pid)) {
+            threadMs.set(name, (threadMs.get(name) ?? 0) + v - (threads0.get(name) ?? 0));
+          }
+          threadReqs += closed.ok;
+        }
+        const cpu1 = p === "direct" ? 0 : cpuMs(pid[p]);
+        const single = countGw(p, await closedLoop(t, { concurrency: 1, seconds }));
+        s.singleP50.push(median(single.latencies));
+        if (p !== "direct") s.singleCpu.push(((cpuMs(pid[p]) - cpu1) * 1000) / single.ok);
+        const high = countGw(p, await closedLoop(t, { concurrency: HIGH_CONCURRENCY, seconds }));
+        s.rpsHigh.push(high.ok / high.seconds);
+        const open = countGw(p, await openLoop(t, { rate: RATE, seconds }));
+        s.openP50.push(median(open.latencies));
+        s.openP99.push(percentile(open.latencies, 99));
+        if (open.serverTimings.length) s.serverTiming.push(median(open.serverTimings));
+        const delayed = countGw(
+          p,
+          await openLoop(t, { rate: RATE, seconds, upstreamModel: "delay" }),
+        );
+        s.delayP50.push(median(delayed.latencies));
+        const streams = await streamLoop(t, { concurrency: STREAM_CONCURRENCY, seconds });
+        if (p === "gateway") gatewayOk += streams.length;
+        s.firstToken.push(median(streams.map((x) => x.firstToken)));
+        const gaps = streams.flatMap((x) => x.gaps);
+        s.gapP50.push(median(gaps));
+        s.gapP99.push(percentile(gaps, 99));
+        errors += closed.errors + single.errors + high.errors + open.errors + delayed.errors;
+        if (p === "gateway") rssRounds.push(rssBytes(gw.pid));
+      }
+    }
+
+    await gw.stop();
+    servers.splice(servers.indexOf(gw), 1);
+    const receipts = await countReceipts(gw.storePath);
+
+    let profileText = "";
+    if (profile) {
+      log("profiling a separate gateway (non-streamed; c=1, then c=32)");
+      profileText = await profileGateway(`${dir}/prof`, mock.url, SERVER_CPU, [
+        { concurrency: 1, seconds: 3 },
+        { concurrency: CONCURRENCY, seconds: 3 },
+      ]);
+    }
+
+    const med = (p: PathName, k: keyof RoundStats) => median(stats[p][k]);
+    const added = (p: PathName, k: keyof RoundStats) => med(p, k) - med("direct", k);
+    const ratio = med("gateway", "rps") / med("bare", "rps");
+    const perStream = (p: "bare" | "gateway") =>
+      (held[p].open - held[p].idle) / HELD_STREAMS / 1024;
+    const growth = rssRounds.length > 1
+      ? (rssRounds[rssRounds.length - 1] - rssRounds[0]) / MB
+      : NaN;
+    const growthLimit = 0.05 * rssRounds[0] / MB;
+    const ms = (v: number) => fmt(v, 3);
+
+    const rows: Row[] = [
+      {
+        metric: `Throughput, non-streamed chat, closed loop c=${CONCURRENCY} (req/s)`,
+        direct: fmt(med("direct", "rps"), 0),
+        bare: fmt(med("bare", "rps"), 0),
+        gateway: fmt(med("gateway", "rps"), 0),
+      },
+      {
+        metric: `Throughput at c=${HIGH_CONCURRENCY} (req/s)`,
+        direct: fmt(med("direct", "rpsHigh"), 0),
+        bare: fmt(med("bare", "rpsHigh"), 0),
+        gateway: fmt(med("gateway", "rpsHigh"), 0),
+      },
+      {
+        metric: `Server CPU per request at c=${CONCURRENCY} (µs, all threads) / share of its core`,
+        bare: `${fmt(med("bare", "cpuPerReq"), 0)} / ${fmt(100 * med("bare", "cpuShare"), 0)}%`,
+        gateway: `${fmt(med("gateway", "cpuPerReq"), 0)} / ${
+          fmt(100 * med("gateway", "cpuShare"), 0)
+        }%`,
+      },
+      {
+        metric: `Gateway CPU per request at c=${CONCURRENCY} by thread (µs)`,
+        gateway: [...threadMs].filter(([, v]) => (v * 1000) / threadReqs >= 1)
+          .sort((a, b) => b[1] - a[1])
+          .map(([name, v]) => `${THREAD_LABELS[name] ?? name} ${fmt((v * 1000) / threadReqs, 0)}`)
+          .join(", "),
+      },
+      {
+        metric: "One request at a time (c=1): p50 latency (ms) / server CPU per request (µs)",
+        direct: ms(med("direct", "singleP50")),
+        bare: `${ms(med("bare", "singleP50"))} / ${fmt(med("bare", "singleCpu"), 0)}`,
+        gateway: `${ms(med("gateway", "singleP50"))} / ${fmt(med("gateway", "singleCpu"), 0)}`,
+      },
+      {
+        metric: "Gateway throughput / bare proxy",
+        gateway: `${fmt(100 * ratio, 1)}%`,
+        target: "≥ 70%",
+        verdict: atLeast(100 * ratio, 70, "points", 1),
+      },
+      {
+        metric: `p50 latency at ${RATE} req/s, small non-streamed chat (ms)`,
+        direct: ms(med("direct", "openP50")),
+        bare: ms(med("bare", "openP50")),
+        gateway: ms(med("gateway", "openP50")),
+      },
+      {
+        metric: `Added p50 vs direct at ${RATE} req/s (ms)`,
+        bare: ms(added("bare", "openP50")),
+        gateway: ms(added("gateway", "openP50")),
+        target: "≤ 0.5 ms",
+        verdict: atMost(added("gateway", "openP50"), 0.5, "ms", 3),
+      },
+      {
+        metric: `Added p99 vs direct at ${RATE} req/s (ms)`,
+        bare: ms(added("bare", "openP99")),
+        gateway: ms(added("gateway", "openP99")),
+      },
+      {
+        metric:
+          `Added p50 vs direct at ${RATE} req/s, upstream answering after ${DELAY_MS} ms (ms)`,
+        bare: ms(added("bare", "delayP50")),
+        gateway: ms(added("gateway", "delayP50")),
+      },
+      {
+        metric:
+          `Gateway's own Server-Timing gw;dur p50 at ${RATE} req/s (ms, includes the upstream hop)`,
+        gateway: ms(med("gateway", "serverTiming")),
+      },
+      {
+        metric:
+          `Streaming first-token delay, ${STREAM_CONCURRENCY} concurrent streams of ${STREAM_CHUNKS} chunks (ms)`,
+        direct: ms(med("direct", "firstToken")),
+        bare: ms(med("bare", "firstToken")),
+        gateway: ms(med("gateway", "firstToken")),
+      },
+      {
+        metric: "Added first-token delay vs direct (ms)",
+        bare: ms(added("bare", "firstToken")),
+        gateway: ms(added("gateway", "firstToken")),
+        target: "≤ 1 ms",
+        verdict: atMost(added("gateway", "firstToken"), 1, "ms", 3),
+      },
+      {
+        metric: `Added inter-chunk gap vs direct, p50 / p99 (ms; upstream gap ${CHUNK_GAP_MS} ms)`,
+        bare: `${ms(added("bare", "gapP50"))} / ${ms(added("bare", "gapP99"))}`,
+        gateway: `${ms(added("gateway", "gapP50"))} / ${ms(added("gateway", "gapP99"))}`,
+      },
+      {
+        metric:
+          `RSS of a fresh server: idle → ${HELD_STREAMS} open streams → 2 s after they close (MB)`,
+        bare: `${fmt(held.bare.idle / MB, 1)} → ${fmt(held.bare.open / MB, 1)} → ${
+          fmt(held.bare.after / MB, 1)
+        }`,
+        gateway: `${fmt(held.gateway.idle / MB, 1)} → ${fmt(held.gateway.open / MB, 1)} → ${
+          fmt(held.gateway.after / MB, 1)
+        }`,
+      },
+      {
+        metric: "RSS per open stream (KB)",
+        bare: fmt(perStream("bare"), 1),
+        gateway: fmt(perStream("gateway"), 1),
+        target: "≤ 100 KB",
+        verdict: atMost(perStream("gateway"), 100, "KB", 1),
+      },
+      {
+        metric: `Gateway RSS: after start; after each of ${rounds} rounds (MB)`,
+        gateway: `${fmt(rssStart / MB, 1)}; ${rssRounds.map((r) => fmt(r / MB, 1)).join(", ")}`,
+        target: `no growth (≤ 5% first → last round = ${fmt(growthLimit, 1)} MB)`,
+        verdict: atMost(growth, growthLimit, "MB", 1),
+      },
+      {
+        metric: "Reference: one durable KV commit on this disk (1 set, sequential), p50 / p99 (ms)",
+        gateway: `${ms(kvCommit.p50)} / ${ms(kvCommit.p99)}`,
+      },
+      {
+        metric: "Receipts durably committed per second (= gateway req/s at c=32)",
+        gateway: fmt(med("gateway", "rps"), 0),
+      },
+      {
+        metric: "Receipts in the KV file / successful gateway responses",
+        gateway: `${receipts} / ${gatewayOk}`,
+        verdict: receipts === gatewayOk ? "every response has its receipt" : "**MISMATCH**",
+      },
+    ];
+    if (errors > 0) {
+      rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
+    }
+
+    const header = [
+      `Run ${
+        new Date().toISOString()
+      }: \`deno task bench\` with ${rounds} rounds of ${seconds} s per ` +
+      `measurement, paths alternating; medians of round medians.`,
+      "",
+      `Machine: ${host}; load average at start ${loadavg}. Server under test pinned to core ${SERVER_CPU}; ` +
+      `load generator (raw HTTP/1.1 keep-alive client; fetch for streams) and mock upstream on core ${LOAD_CPU}.`,
+    ].join("\n");
+    const table = renderTable(rows);
+    const out = [header, "", table, "", profileText].join("\n").trimEnd() + "\n";
+    console.log(out);
+    if (write) {
+      await writeResults(`${ROOT}bench/RESULTS.md`, out);
+      log("bench/RESULTS.md updated");
+    }
+  } finally {
+    for (const s of servers.reverse()) await s.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+if (import.meta.main) await main();

@@ -1,0 +1,118 @@
+/**
+ * The benchmark's mock OpenAI-compatible upstream, kept trivially cheap so it
+ * never bounds a measurement: every answer is pre-encoded at start-up.
+ *
+ * `POST /v1/chat/completions`, chosen by the upstream model name:
+ *   - `chat`  : a fixed small `chat.completion`, at once;
+ *   - `delay` : the same after `DELAY_MS`;
+ *   - `chat` with `"stream": true` : `STREAM_CHUNKS` content chunks, the first
+ *     at once, then one every `CHUNK_GAP_MS`, then usage and `[DONE]`;
+ *   - `hold` with `"stream": true` : one chunk at once, then held open until
+ *     `POST /release` ends every held stream normally.
+ *
+ * Run as a process: `deno run -A bench/mock_upstream.ts`; prints
+ * `mock listening on http://HOST:PORT` on stderr.
+ */
+
+export const DELAY_MS = 20;
+export const STREAM_CHUNKS = 20;
+export const CHUNK_GAP_MS = 10;
+
+const enc = new TextEncoder();
+
+const COMPLETION = enc.encode(JSON.stringify({
+  id: "chatcmpl-bench",
+  object: "chat.completion",
+  created: 1,
+  model: "chat",
+  choices: [{
+    index: 0,
+    message: { role: "assistant", content: "Hello from the mock upstream." },
+    finish_reason: "stop",
+  }],
+  usage: { prompt_tokens: 8, completion_tokens: 6, total_tokens: 14 },
+}));
+
+const chunk = (delta: Record<string, string>, finish: string | null) =>
+  enc.encode(
+    `data: ${
+      JSON.stringify({
+        id: "chatcmpl-bench",
+        object: "chat.completion.chunk",
+        created: 1,
+        model: "chat",
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      })
+    }\n\n`,
+  );
+const FIRST = chunk({ role: "assistant", content: "tok" }, null);
+const TOKEN = chunk({ content: " tok" }, null);
+const LAST = chunk({}, "stop");
+const TAIL = enc.encode(
+  `data: ${
+    JSON.stringify({
+      id: "chatcmpl-bench",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: "chat",
+      choices: [],
+      usage: {
+        prompt_tokens: 8,
+        completion_tokens: STREAM_CHUNKS,
+        total_tokens: 8 + STREAM_CHUNKS,
+      },
+    })
+  }\n\ndata: [DONE]\n\n`,
+);
+
+const JSON_HEADERS = { "content-type": "application/json" };
+const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" };
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** The mock's handler; `held` streams end when `/release` is called. */
+export function createMockHandler(): (req: Request) => Promise<Response> {
+  let release: () => void = () => {};
+  let released = new Promise<void>((r) => (release = r));
+
+  const paced = (held: boolean) =>
+    new ReadableStream<Uint8Array>({
+      async start(c) {
+        c.enqueue(FIRST);
+        if (held) await released;
+        else {
+          for (let i = 1; i < STREAM_CHUNKS; i++) {
+            await sleep(CHUNK_GAP_MS);
+            c.enqueue(TOKEN);
+          }
+        }
+        c.enqueue(LAST);
+        c.enqueue(TAIL);
+        c.close();
+      },
+    });
+
+  return async (req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/release") {
+      release();
+      released = new Promise<void>((r) => (release = r));
+      return new Response(null, { status: 204 });
+    }
+    if (path !== "/v1/chat/completions" || req.method !== "POST") {
+      return new Response("not found", { status: 404 });
+    }
+    const body: unknown = await req.json();
+    const { model, stream } = (body ?? {}) as { model?: unknown; stream?: unknown };
+    if (stream === true) return new Response(paced(model === "hold"), { headers: SSE_HEADERS });
+    if (model === "delay") await sleep(DELAY_MS);
+    return new Response(COMPLETION, { headers: JSON_HEADERS });
+  };
+}
+
+if (import.meta.main) {
+  Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    onListen: ({ hostname, port }) => console.error(`mock listening on http://${hostname}:${port}`),
+  }, createMockHandler());
+}

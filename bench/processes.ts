@@ -1,0 +1,141 @@
+/**
+ * Child processes of the benchmark, each pinned to one core with `taskset`:
+ * spawn, learn the listening URL from stderr, read RSS, stop.
+ */
+
+export const ROOT = new URL("../", import.meta.url).pathname;
+
+export interface Server {
+  url: string;
+  pid: number;
+  stderr: string[];
+  stop(): Promise<void>;
+}
+
+/** Runs `deno <args>` on core `cpu`; resolves with the URL its stderr announces. */
+export async function spawnPinned(
+  cpu: number,
+  denoArgs: string[],
+  ready: RegExp,
+): Promise<Server> {
+  const child = new Deno.Command("taskset", {
+    args: ["-c", String(cpu), Deno.execPath(), ...denoArgs],
+    cwd: ROOT,
+    stdin: "null",
+    // The gateway logs one JSON line per request: discard rather than let a pipe fill.
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const stderr: string[] = [];
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start:\n${stderr.join("\n")}`)), 60_000);
+    (async () => {
+      const dec = new TextDecoder();
+      let buf = "";
+      for await (const chunk of child.stderr) {
+        buf += dec.decode(chunk, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          if (stderr.length < 200) stderr.push(line);
+          const m = line.match(ready);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]);
+          }
+        }
+      }
+    })().catch(() => {});
+    child.status.then((s) => {
+      clearTimeout(timer);
+      reject(new Error(`exited early (${s.code}):\n${stderr.join("\n")}`));
+    });
+  });
+  return {
+    url,
+    pid: child.pid,
+    stderr,
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // already gone
+      }
+      const killer = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, 15_000);
+      await child.status;
+      clearTimeout(killer);
+    },
+  };
+}
+
+/** Resident set size of a process, bytes (`VmRSS` in /proc/<pid>/status). */
+export function rssBytes(pid: number): number {
+  const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(/VmRSS:\s+(\d+)\s+kB/);
+  if (!m) throw new Error(`no VmRSS for ${pid}`);
+  return Number(m[1]) * 1024;
+}
+
+/** Pins this process (all its threads) to `cpu`. */
+export async function pinSelf(cpu: number): Promise<void> {
+  const out = await new Deno.Command("taskset", {
+    args: ["-a", "-p", "-c", String(cpu), String(Deno.pid)],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!out.success) throw new Error(`taskset failed: ${new TextDecoder().decode(out.stderr)}`);
+}
+
+/** Everything the table's header needs to describe this machine. */
+export async function machine(): Promise<string> {
+  const cpuinfo = Deno.readTextFileSync("/proc/cpuinfo");
+  const model = cpuinfo.match(/model name\s*:\s*(.*)/)?.[1] ?? "unknown";
+  const mem = Deno.readTextFileSync("/proc/meminfo").match(/MemTotal:\s+(\d+)/)?.[1];
+  const nproc = new TextDecoder().decode(
+    (await new Deno.Command("nproc", { stdout: "piped" }).output()).stdout,
+  ).trim();
+  const memGiB = mem ? (Number(mem) / 1024 / 1024).toFixed(1) : "?";
+  return `nproc ${nproc}, CPU "${model}", ${memGiB} GiB RAM, Deno ${Deno.version.deno} (V8 ${Deno.version.v8})`;
+}
+
+/** utime + stime of a `/proc/…/stat` line, ms (fields 14 and 15, after the command name). */
+function statCpuMs(stat: string): number {
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+}
+
+/** CPU time (user + system, all threads) a process has used so far, ms. */
+export function cpuMs(pid: number): number {
+  return statCpuMs(Deno.readTextFileSync(`/proc/${pid}/stat`));
+}
+
+/**
+ * CPU time per thread group so far, ms: the JS main thread as "main (JS)",
+ * other threads by their kernel name (V8 helpers, the KV's SQLite thread, …).
+ */
+export function threadCpuMs(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const t of Deno.readDirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = Deno.readTextFileSync(`/proc/${pid}/task/${t.name}/stat`);
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const name = t.name === String(pid)
+      ? "main (JS)"
+      : stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).replace(/[-\d]+$/, "");
+    out.set(name, (out.get(name) ?? 0) + statCpuMs(stat));
+  }
+  return out;
+}
+
+/** USER_HZ; 100 on every Linux this runs on (`getconf CLK_TCK`). */
+const CLOCK_TICKS = 100;
