@@ -43,6 +43,13 @@ export interface DemoUpstreamOptions {
   now?: () => number;
   /** Serve HTTPS with this PEM certificate chain and private key. */
   tls?: { cert: string; key: string };
+  /**
+   * Extra routes (e.g. a development attestation endpoint), tried before the
+   * demo API: a Response answers the request, null falls through. Requests
+   * they answer are not counted in `stats` and need no API key, so `stats`
+   * keeps describing only the inference traffic.
+   */
+  extraRoutes?: (req: Request) => Response | null | Promise<Response | null>;
 }
 
 /** What the demo upstream has received since start or the last `resetStats()`. */
@@ -228,6 +235,8 @@ export async function startDemoUpstream(opts: DemoUpstreamOptions): Promise<Demo
   };
 
   const handle = async (request: Request): Promise<Response> => {
+    const extra = opts.extraRoutes ? await opts.extraRoutes(request) : null;
+    if (extra !== null) return extra;
     const path = new URL(request.url).pathname;
     stats.total += 1;
     stats.byPath[path] = (stats.byPath[path] ?? 0) + 1;

@@ -1,0 +1,103 @@
+/**
+ * Verifier for the development upstream (`dev-insecure/1`): checks the dev
+ * attestation endpoint's binding (`src/demo/dev_attestation.ts`) over the
+ * pinned channel: a DEV quote whose slot is
+ * `sha256(address ‖ sha256(SPKI DER)) ‖ nonce` for the observed TLS key and a
+ * fresh nonce. It refuses hardware-looking or unbound reports, and its claims
+ * say plainly that no TEE stands behind the session.
+ */
+import { isDevQuote, parseDevQuote } from "../../aci/dev_quote.ts";
+import { hexToBytes } from "../../aci/hex.ts";
+import type {
+  SessionDocument,
+  UpstreamVerifier,
+  VerifierDeps,
+  VerifyOutcome,
+  VerifyTarget,
+} from "../../sessions/types.ts";
+import { checkReportData } from "../dstack/report_data.ts";
+import { UNKNOWN } from "./claims.ts";
+import { parseDstackReport } from "./dstack_report.ts";
+import {
+  confidentialOf,
+  fetchEvidence,
+  freshNonce,
+  parseJsonObject,
+  sessionEvidence,
+  unixSeconds,
+  upstreamOrigin,
+  v1Url,
+} from "./endpoint.ts";
+import { refuse, runVerification } from "./outcome.ts";
+
+export const DEV_VERIFIER_ID = "dev-insecure/1";
+
+async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+  const conf = confidentialOf(target);
+  const origin = upstreamOrigin(target.baseUrl);
+  const tls = await deps.observeTls(origin, conf.tls_ca_pem);
+  const nonce = freshNonce(deps);
+  const url = v1Url(target.baseUrl, "/attestation/report", { signing_algo: "ecdsa", nonce });
+  const bytes = await fetchEvidence(
+    deps.pinnedFetch(tls.spkiSha256, conf.tls_ca_pem),
+    url,
+    "development attestation report",
+  );
+  const report = parseDstackReport(parseJsonObject(bytes, "development attestation report"), nonce);
+  if (!isDevQuote(report.quote)) {
+    refuse("report carries a hardware-looking quote; the dev verifier only accepts DEV quotes");
+  }
+  let slot: Uint8Array;
+  try {
+    slot = parseDevQuote(report.quote);
+  } catch (e) {
+    refuse(`malformed development quote: ${e instanceof Error ? e.message : "unparseable"}`);
+  }
+  const bound = checkReportData(slot, {
+    version: "v2",
+    address: report.addressBytes,
+    spkiSha256: hexToBytes(tls.spkiSha256),
+    nonce: hexToBytes(nonce),
+  });
+  if (!bound.ok) refuse(bound.reason);
+
+  const nowS = unixSeconds(deps.now());
+  const document: SessionDocument = {
+    api_version: "aci/1",
+    upstream_name: target.name,
+    endpoint: origin,
+    verifier_id: DEV_VERIFIER_ID,
+    established_at: nowS,
+    expires_at: nowS + conf.session_ttl_seconds,
+    identity: { signing_address: report.signingAddress, signing_algo: report.signingAlgo },
+    channel_binding: [{ type: "tls_spki_sha256", origin, spki_sha256: tls.spkiSha256 }],
+    claims: {
+      tee_attested: {
+        status: "refuted",
+        source: "verifier_derived",
+        reason: "development evidence: no TEE",
+      },
+      tcb_up_to_date: UNKNOWN,
+      os_known_good: UNKNOWN,
+      serving_software_known_good: UNKNOWN,
+      gpu_attested: UNKNOWN,
+      model_weights_provenance: UNKNOWN,
+      extra: {
+        development: {
+          status: "asserted",
+          source: "verifier_derived",
+          reason: "DEV quote (unsigned): it binds the signing address, the TLS key and a fresh " +
+            "nonce, but nothing proves a TEE; for development only",
+        },
+      },
+    },
+    evidence: sessionEvidence("application/json", bytes),
+  };
+  return { ok: true, document, spkiSha256: tls.spkiSha256 };
+}
+
+/** The honest development verifier. */
+export const devVerifier: UpstreamVerifier = {
+  id: DEV_VERIFIER_ID,
+  verify: (target, deps) => runVerification(() => verify(target, deps)),
+};

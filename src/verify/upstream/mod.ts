@@ -1,0 +1,70 @@
+/**
+ * Upstream verifiers by configured name, the session id of a document they
+ * produce, and the production wiring of their dependencies (real TLS
+ * observation and pinned fetch; the clock and TDX collateral come from the
+ * caller).
+ */
+import { randomBytes as nodeRandomBytes } from "node:crypto";
+import type { ProviderConfig } from "../../config/schema.ts";
+import { sessionIdOf } from "../../sessions/store.ts";
+import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
+import { createPinnedFetch } from "../../upstream/pinned_fetch.ts";
+import { observeTls } from "../../upstream/tls_observe.ts";
+import { aciVerifier } from "./aci.ts";
+import { devVerifier } from "./dev.ts";
+import { dstackTdxVerifier } from "./dstack_tdx.ts";
+import { pinnedVerifier } from "./pinned.ts";
+
+export { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
+export { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
+export { DSTACK_TDX_VERIFIER_ID, dstackTdxVerifier } from "./dstack_tdx.ts";
+export { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
+
+/** The names `provider.confidential.verifier` accepts. */
+export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];
+
+const VERIFIERS: Record<VerifierName, UpstreamVerifier> = {
+  "dstack-tdx": dstackTdxVerifier,
+  "aci": aciVerifier,
+  "pinned": pinnedVerifier,
+  "dev": devVerifier,
+};
+
+/** The verifier for a configured name; throws on a name the config schema would not accept. */
+export function verifierFor(name: VerifierName): UpstreamVerifier {
+  const v = Object.hasOwn(VERIFIERS, name) ? VERIFIERS[name] : undefined;
+  if (!v) throw new RangeError(`unknown upstream verifier ${JSON.stringify(name)}`);
+  return v;
+}
+
+/** `hex(sha256(JCS(doc)))`: the id of a session document (not inside it). */
+export function sessionId(doc: SessionDocument): string {
+  return sessionIdOf(doc);
+}
+
+/** Inputs of {@link createVerifierDeps}. */
+export interface VerifierDepsOptions {
+  /** Epoch milliseconds. */
+  now: () => number;
+  tdx: VerifierDeps["tdx"];
+  /** Default: node:crypto randomBytes. */
+  randomBytes?: (n: number) => Uint8Array;
+  /** Bound on each TLS connect + handshake; default 10 000 ms. */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * Verifier dependencies over real sockets. The pinned fetch keeps no pool:
+ * verification is rare, and a socket left behind would outlive the check.
+ */
+export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
+  const timeoutMs = o.connectTimeoutMs ?? 10_000;
+  return {
+    now: o.now,
+    randomBytes: o.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n))),
+    observeTls: (origin, ca) => observeTls(origin, ca, { timeoutMs }),
+    pinnedFetch: (spkiSha256, ca) =>
+      createPinnedFetch({ spkiSha256, ca, keepAlive: false, connectTimeoutMs: timeoutMs }),
+    tdx: o.tdx,
+  };
+}

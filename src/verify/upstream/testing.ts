@@ -1,0 +1,55 @@
+/**
+ * Test helpers for the upstream verifiers: a provider config with a
+ * confidential block, verifier dependencies over real loopback sockets with
+ * a fixed clock, and decoding of a session's `data:` evidence. Test-only.
+ */
+import type { ProviderConfig } from "../../config/schema.ts";
+import type { SessionDocument, VerifierDeps, VerifyTarget } from "../../sessions/types.ts";
+import type { CollateralSource } from "../tdx/collateral_source.ts";
+import { createVerifierDeps } from "./mod.ts";
+
+type Confidential = NonNullable<ProviderConfig["confidential"]>;
+
+/** A verify target for `baseUrl` with the given confidential settings (defaults as the schema's). */
+export function targetFor(
+  baseUrl: string,
+  confidential: Partial<Confidential> & Pick<Confidential, "verifier">,
+  name = "secure",
+): VerifyTarget {
+  const provider: ProviderConfig = {
+    name,
+    base_url: baseUrl,
+    zdr: true,
+    priority: 0,
+    timeout_ms: 60_000,
+    native_formats: [],
+    confidential: {
+      allowed_mrtd: [],
+      allowed_compose_hashes: [],
+      session_ttl_seconds: 3600,
+      reverify_margin_seconds: 300,
+      ...confidential,
+    },
+  };
+  return { name, baseUrl, provider };
+}
+
+/** Real-socket deps with a fixed clock and counting random source. */
+export function testDeps(
+  nowMs: number,
+  tdx: { collateral: CollateralSource; rootCaDer?: Uint8Array },
+): VerifierDeps {
+  return createVerifierDeps({
+    now: () => nowMs,
+    tdx,
+    randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
+    connectTimeoutMs: 5_000,
+  });
+}
+
+/** The bytes and media type of a session's `evidence.data`. */
+export function decodeEvidence(doc: SessionDocument): { mediaType: string; bytes: Uint8Array } {
+  const m = /^data:([^;,]+);base64,(.*)$/.exec(doc.evidence.data);
+  if (!m) throw new Error("evidence.data is not a base64 data URL");
+  return { mediaType: m[1]!, bytes: Uint8Array.from(atob(m[2]!), (c) => c.charCodeAt(0)) };
+}
