@@ -10,6 +10,7 @@ import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts
 import { sha256Prefixed } from "../aci/digest.ts";
 import { newReceiptId } from "../aci/receipt.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
+import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
 import { forward, type ForwardResult } from "../upstream/forward.ts";
@@ -186,11 +187,14 @@ async function wholeResponse(
   } catch {
     throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
   }
-  const out = encoder.encode(JSON.stringify(plan.respond(json, result.candidate)));
+  const answer = plan.respond(json, result.candidate);
+  const out = encoder.encode(JSON.stringify(answer));
   const returnedHash = sha256Prefixed(out);
   if (returnedHash !== receivedHash) rec.event({ type: "transparency.response_modified" });
   rec.event({ type: "response.returned", body_hash: returnedHash });
-  rec.setChatId(plan.chatId(json));
+  // chat_id is the id the client holds (translated formats mint their own from the upstream's).
+  const upstreamId = plan.chatId(json);
+  rec.setChatId(upstreamId === null ? null : responseIdOf(answer) ?? upstreamId);
   const writes = ctx.receipts.finalize(rec.draft);
   writes.push(...settle(plan.usage(json)));
   // Released only once the receipt (and the debit) are durable.

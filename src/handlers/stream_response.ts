@@ -10,6 +10,7 @@ import { GatewayError } from "../http/errors.ts";
 import { BodyHasher } from "../aci/digest.ts";
 import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
+import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import type { ForwardResult } from "../upstream/forward.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { InferencePlan, TokenUsage, Translator } from "./plan.ts";
@@ -43,7 +44,9 @@ export function streamResponse(a: StreamArgs): Response {
   const decoder = new SseDecoder();
   let contentChunks = 0;
   let done = false;
-  rec.setChatId(null);
+  // chat_id: the id the client sees in the stream, when the upstream gave one.
+  let upstreamId: string | null = null;
+  const clientId = new StreamIdFinder();
 
   const usage = (): TokenUsage => {
     // Without an upstream usage report (client left early), bill the estimate
@@ -55,6 +58,7 @@ export function streamResponse(a: StreamArgs): Response {
   };
 
   const finalize = async (outcome: Outcome): Promise<void> => {
+    rec.setChatId(upstreamId === null ? null : clientId.id ?? upstreamId);
     rec.event({ type: "response.received", body_hash: received.digest() });
     if (outcome === "upstream_failed") rec.event({ type: "stream.upstream_failed" });
     if (outcome === "client_disconnected") rec.event({ type: "stream.client_disconnected" });
@@ -83,8 +87,7 @@ export function streamResponse(a: StreamArgs): Response {
       if (chunk && typeof chunk === "object" && ("error" in chunk || ev.event === "error")) {
         throw new GatewayError("upstream_error", "upstream reported an error mid-stream");
       }
-      const id = (chunk as { id?: unknown }).id;
-      if (rec.draft.chatId === null && typeof id === "string") rec.setChatId(id);
+      if (upstreamId === null) upstreamId = responseIdOf(chunk);
       if (hasContent(chunk)) contentChunks++;
       out += translator.chunk(chunk as never, ev.event);
     }
@@ -154,6 +157,7 @@ export function streamResponse(a: StreamArgs): Response {
   function emit(controller: ReadableStreamDefaultController<Uint8Array>, text: string): void {
     const bytes = encoder.encode(text);
     returned.update(bytes);
+    clientId.push(text);
     controller.enqueue(bytes);
   }
 
@@ -166,6 +170,7 @@ export function streamResponse(a: StreamArgs): Response {
     done = true;
     const bytes = encoder.encode(tail);
     returned.update(bytes);
+    clientId.push(tail);
     await finalize(outcome);
     if (bytes.byteLength) controller.enqueue(bytes);
     controller.close();

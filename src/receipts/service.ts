@@ -35,7 +35,7 @@ export function createReceiptService(
     if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw notFound();
     let entry = await kv.get<StoredReceipt>([RECEIPT_PREFIX, id]);
     if (entry.value === null) {
-      const idx = await kv.get<string>([CHAT_INDEX_PREFIX, id]);
+      const idx = await kv.get<string>(chatIndexKey(id, ownerDigest));
       if (idx.value !== null) entry = await kv.get<StoredReceipt>([RECEIPT_PREFIX, idx.value]);
     }
     const stored = entry.value !== null && entry.value.until > opts.now() ? entry.value : null;
@@ -78,7 +78,7 @@ export function createReceiptService(
       if (draft.chatId !== null) {
         writes.push({
           op: "set",
-          key: [CHAT_INDEX_PREFIX, draft.chatId],
+          key: chatIndexKey(draft.chatId, draft.ownerDigest),
           value: draft.receiptId,
           expireIn,
         });
@@ -87,6 +87,15 @@ export function createReceiptService(
     },
     get,
   };
+}
+
+/**
+ * Response ids are chosen by upstreams and can repeat (a restarted upstream
+ * counting from 1 again, deterministic ids); indexing them per owning key
+ * keeps one key's response from shadowing another key's receipt.
+ */
+function chatIndexKey(chatId: string, ownerDigest: string | null): Deno.KvKey {
+  return [CHAT_INDEX_PREFIX, chatId, ownerDigest ?? ""];
 }
 
 function notFound(): GatewayError {
