@@ -23,12 +23,7 @@ import {
   text,
 } from "./support/receipt_check.ts";
 import { verifyReceipt } from "../src/verify/receipt.ts";
-
-/** A settable fake clock (epoch ms). */
-export function fakeClock(start = 1_790_000_000_000) {
-  let t = start;
-  return { now: () => t, advance: (ms: number) => void (t += ms) };
-}
+import { fakeClock } from "./support/fake_clock.ts";
 
 /** A gateway whose `plain` provider is reached through a recording proxy. */
 async function withProxiedGateway(
