@@ -9,12 +9,16 @@ import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { startTestGateway, type TestGateway, type TestGatewayOptions } from "./support/gateway.ts";
 import { type RecordingProxy, startRecordingProxy } from "./support/recording_proxy.ts";
+import { createHash } from "node:crypto";
 import {
+  asRecord,
   assertEventOrder,
   clientResponseId,
   fetchReceipt,
   fetchReport,
+  getJson,
   independentFailures,
+  jcs,
   type Json,
   keysetOf,
   onlyEvent,
@@ -24,6 +28,7 @@ import {
 } from "./support/receipt_check.ts";
 import { verifyReceipt } from "../src/verify/receipt.ts";
 import { fakeClock } from "./support/fake_clock.ts";
+import { plainRoutesOnly } from "./support/route_config.ts";
 
 /** A gateway whose `plain` provider is reached through a recording proxy. */
 async function withProxiedGateway(
@@ -35,6 +40,8 @@ async function withProxiedGateway(
     ...opts,
     configure: (c) => {
       opts.configure?.(c);
+      // The wire is only observable on the plain (non-TLS, unpinned) upstream.
+      plainRoutesOnly(c);
       const plain = c.providers.find((p) => p.name === "plain");
       assert.ok(plain);
       proxy = startRecordingProxy(plain.base_url);
@@ -244,4 +251,42 @@ Deno.test("SDKs: receipt id via .withResponse(), exact bytes via .asResponse(), 
       await check(raw.headers.get("x-receipt-id"), new Uint8Array(await raw.arrayBuffer()));
     }
   });
+});
+
+Deno.test("confidential serving: upstream.verified names an attested session whose document hashes to its id", async () => {
+  const gw = await startTestGateway();
+  try {
+    const { report } = await fetchReport(gw.url);
+    const health = asRecord((await getJson(`${gw.url}/healthz`)).body);
+    const secure = asRecord(asRecord(health.upstreams ?? {}).secure ?? {});
+    for (const stream of [false, true]) {
+      const ex = await postRaw(gw.url, "/v1/chat/completions", {
+        model: "demo/private",
+        stream,
+        provider: { aci_verified: true },
+        messages: [{ role: "user", content: "confidential" }],
+      }, gw.apiKey);
+      const receipt = asRecord((await fetchReceipt(gw.url, ex.receiptId!, gw.apiKey)).body);
+      const bodies = { requestBody: ex.request, responseBody: ex.response };
+      if (secure.verified !== true) {
+        // A harness without an upstream verifier: refused before anything was sent.
+        assert.equal(ex.status, 503);
+        assertEventOrder(receipt, "refused");
+        continue;
+      }
+      assert.equal(ex.status, 200);
+      const checks = verifyReceipt(receipt, { report, ...bodies, requireVerifiedUpstream: true });
+      assert.deepEqual(checks.filter((c) => !c.ok), []);
+      assertEventOrder(receipt, "served");
+      const v = onlyEvent(receipt, "upstream.verified");
+      assert.equal(v.result, "verified");
+      assert.equal(v.required, true);
+      assert.equal(v.model_id, "demo/private");
+      const session = await getJson(`${gw.url}/v1/aci/sessions/${v.session_id}`, gw.apiKey);
+      assert.equal(session.status, 200);
+      assert.equal(createHash("sha256").update(jcs(session.body)).digest("hex"), v.session_id);
+    }
+  } finally {
+    await gw.close();
+  }
 });

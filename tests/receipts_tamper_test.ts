@@ -103,7 +103,7 @@ Deno.test("tampering with a body, an event, the digest or the signature fails, a
         receipt: {
           ...receipt,
           event_log: events.map((e) =>
-            e.type === "route.selected" ? { ...e, target_route_id: "secure:demo-chat" } : e
+            e.type === "route.selected" ? { ...e, target_route_id: `${e.target_route_id}-x` } : e
           ),
         },
         request: ex.request,
