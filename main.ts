@@ -10,7 +10,10 @@
 import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
 import { devConfig } from "./src/config/dev.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
-import { startDemoUpstream } from "./src/demo/upstream.ts";
+import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
+import { pemToDer, productionVerifiers } from "./src/sessions/verifiers.ts";
+import { caTrustingFetch } from "./src/upstream/ca_fetch.ts";
+import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { createKey } from "./src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
@@ -74,13 +77,12 @@ async function serve(args: string[]): Promise<void> {
   const closers: (() => Promise<void>)[] = [];
   let config: GatewayConfig;
   if (dev) {
-    const plain = await startDemoUpstream({ name: "plain", now: Date.now });
-    const secure = await startDemoUpstream({ name: "secure", now: Date.now });
-    closers.push(() => plain.close(), () => secure.close());
-    config = devConfig({ plainUrl: plain.url, confidentialUrl: secure.url }, {
-      port,
-      storePath: DEV_STORE,
-    });
+    const ups = await startDevUpstreams({ now: Date.now, randomBytes: bytes, demoNow: Date.now });
+    closers.push(() => ups.close());
+    config = devConfig(
+      { plainUrl: ups.plain.url, confidentialUrl: ups.secure.url, confidentialCaPem: ups.caPem },
+      { port, storePath: DEV_STORE },
+    );
   } else {
     config = await loadConfigFile(configPath!);
     if (portFlag !== undefined) config.listen.base.port = port;
@@ -112,6 +114,16 @@ async function serve(args: string[]): Promise<void> {
   }
 
   const kv = await openStore(config.store.path);
+  const caFetch = caTrustingFetch((input: string | URL | Request, init?: RequestInit) =>
+    fetch(input, init)
+  );
+  const verifiers = productionVerifiers(config, {
+    now: Date.now,
+    collateral: await collateralSource(config),
+    rootCaDer: config.trust.intel_root_ca_pem
+      ? pemToDer(config.trust.intel_root_ca_pem)
+      : undefined,
+  });
   const gateway = assembleGateway(config, {
     quotes,
     provenance,
@@ -121,7 +133,7 @@ async function serve(args: string[]): Promise<void> {
     randomBytes: bytes,
     log,
     env: (name) => Deno.env.get(name),
-  });
+  }, { verifiers, confidentialFetch: caFetch.fetchFor });
 
   const servers: Deno.HttpServer[] = [];
   const listen = (l: GatewayConfig["listen"]["base"], label: string) =>
@@ -172,11 +184,41 @@ async function serve(args: string[]): Promise<void> {
     await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
     await gateway.close();
     for (const c of closers) await c().catch(() => {});
+    caFetch.close();
     kv.close();
     Deno.exit(0);
   };
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+}
+
+/** TDX collateral: a local directory of `<fmspc>.json` files (offline), or Intel PCS / a PCCS. */
+async function collateralSource(config: GatewayConfig): Promise<CollateralSource> {
+  const dir = config.trust.collateral_dir;
+  if (dir) {
+    const byFmspc = new Map<string, Awaited<ReturnType<CollateralSource["get"]>>>();
+    for await (const e of Deno.readDir(dir)) {
+      const m = e.name.match(/^([0-9a-fA-F]{12})\.json$/);
+      if (!m) continue;
+      const c = collateralFromDcapQvlJson(await Deno.readTextFile(`${dir}/${e.name}`));
+      if (!c.ok) fail(`trust.collateral_dir: ${e.name}: ${c.reason}`);
+      byFmspc.set(m[1].toLowerCase(), c.collateral);
+    }
+    return {
+      get: (fmspc) => {
+        const c = byFmspc.get(fmspc.toLowerCase());
+        return c
+          ? Promise.resolve(c)
+          : Promise.reject(new Error(`no collateral for FMSPC ${fmspc} in ${dir}`));
+      },
+    };
+  }
+  return new PcsCollateralSource({
+    baseUrl: config.trust.pcs_url ?? INTEL_PCS_BASE_URL,
+    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+      fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
+    now: Date.now,
+  });
 }
 
 async function keys(args: string[]): Promise<void> {

@@ -6,7 +6,10 @@ import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 
-async function withGateway(fn: (gw: TestGateway, client: OpenAI) => Promise<void>, opts = {}) {
+async function withGateway(
+  fn: (gw: TestGateway, client: OpenAI) => Promise<void>,
+  opts: Parameters<typeof startTestGateway>[0] = {},
+) {
   const gw = await startTestGateway(opts);
   try {
     await fn(gw, new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey, maxRetries: 0 }));
@@ -320,6 +323,8 @@ Deno.test("validation errors name the parameter (400)", async () => {
   });
 });
 
+const unverified = { verification: "off" as const };
+
 Deno.test("the image model accepts images; the max_completion_tokens model accepts its parameter", async () => {
   await withGateway(async (_gw, client) => {
     const r = await client.chat.completions.create({
@@ -343,6 +348,7 @@ Deno.test("the image model accepts images; the max_completion_tokens model accep
 });
 
 Deno.test("provider block: zdr routing, aci constraints fail closed, validation", async () => {
+  // Nothing is verified in this gateway (no verifier), so attestation constraints must fail closed.
   await withGateway(async (gw, client) => {
     const m = [{ role: "user", content: "secret prompt" }];
     // zdr: only the ZDR provider is used, also when it fails and the other is healthy.
@@ -432,7 +438,7 @@ Deno.test("provider block: zdr routing, aci constraints fail closed, validation"
         assert.equal(r.json.error.param, param);
       }
     }
-  });
+  }, unverified);
 });
 
 Deno.test("routing headers: forced provider, trace id, metadata", async () => {

@@ -287,7 +287,7 @@ Deno.test("the routing block and refusals work on both formats", async () => {
       model: "demo/echo",
       max_tokens: 10,
       messages: [{ role: "user", content: "x" }],
-      provider: { aci_verified: true },
+      provider: { aci_session_ids: ["f".repeat(64)] },
     });
     assert.equal(m.status, 503);
     assert.match(m.headers.get("x-receipt-id") ?? "", /^rcpt-/);

@@ -162,6 +162,14 @@ export const configSchema = z.strictObject({
       });
     }
     names.add(p.name);
+    if (p.confidential?.verifier === "dev" && !cfg.development) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "verifier"],
+        message:
+          "the dev verifier proves nothing and is reserved for the development configuration",
+      });
+    }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {
       ctx.addIssue({
         code: "custom",

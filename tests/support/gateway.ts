@@ -6,7 +6,11 @@
 import { devConfig } from "../../src/config/dev.ts";
 import type { GatewayConfig, ProviderConfig } from "../../src/config/schema.ts";
 import { assembleGateway, type Gateway } from "../../src/app/assemble.ts";
-import { type DemoUpstream, startDemoUpstream } from "../../src/demo/upstream.ts";
+import type { DemoUpstream } from "../../src/demo/upstream.ts";
+import { startDevUpstreams } from "../../src/demo/dev_upstreams.ts";
+import { productionVerifiers } from "../../src/sessions/verifiers.ts";
+import { LocalCollateralSource } from "../../src/verify/tdx/collateral_source.ts";
+import { caTrustingFetch } from "../../src/upstream/ca_fetch.ts";
 import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
@@ -33,6 +37,8 @@ export interface TestGatewayOptions {
   configure?: (c: GatewayConfig) => void;
   kvPath?: string;
   now?: () => number;
+  /** "off": no verifier at all (nothing is ever verified). Default: the configured verifiers. */
+  verification?: "off";
   verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
   confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
   credits?: number;
@@ -40,26 +46,32 @@ export interface TestGatewayOptions {
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
-  const plain = await startDemoUpstream({ name: "plain" });
-  const secure = await startDemoUpstream({ name: "secure" });
-  const config = devConfig({ plainUrl: plain.url, confidentialUrl: secure.url }, {
-    port: 0,
-    storePath: ":memory:",
-  });
+  const now = opts.now ?? Date.now;
+  const random = (n: number) => new Uint8Array(randomBytes(n));
+  const ups = await startDevUpstreams({ now: Date.now, randomBytes: random });
+  const { plain, secure } = ups;
+  const config = devConfig(
+    { plainUrl: plain.url, confidentialUrl: secure.url, confidentialCaPem: ups.caPem },
+    { port: 0, storePath: ":memory:" },
+  );
   opts.configure?.(config);
   const kv = await Deno.openKv(opts.kvPath ?? ":memory:");
   const logs: Record<string, unknown>[] = [];
-  const now = opts.now ?? Date.now;
+  const caFetch = caTrustingFetch((url: string | URL | Request, init?: RequestInit) =>
+    fetch(url, init)
+  );
+  const verifiers = opts.verification === "off" ? undefined : opts.verifiers ??
+    productionVerifiers(config, { now, collateral: new LocalCollateralSource() });
   const gateway = assembleGateway(config, {
     kv,
     now,
     fetch: (url, init) => fetch(url, init),
-    randomBytes: (n) => new Uint8Array(randomBytes(n)),
+    randomBytes: random,
     log: (l) => logs.push(l),
     env: () => undefined,
     quotes: opts.quotes ?? createDevQuoteProvider(),
     provenance: null,
-  }, { verifiers: opts.verifiers, confidentialFetch: opts.confidentialFetch });
+  }, { verifiers, confidentialFetch: opts.confidentialFetch ?? caFetch.fetchFor });
   await gateway.ready;
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
@@ -91,8 +103,8 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     async close() {
       await server.shutdown();
       await gateway.close();
-      await plain.close();
-      await secure.close();
+      await ups.close();
+      caFetch.close();
       kv.close();
     },
   };

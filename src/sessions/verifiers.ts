@@ -1,0 +1,42 @@
+/**
+ * The production wiring of upstream verification: the verifier each provider
+ * names, the TDX trust root and collateral source from `trust`, and a fetch
+ * that trusts a provider's private CA (`tls_ca_pem`) for the requests made
+ * before it is verified. The development verifier only exists in the
+ * development configuration.
+ */
+import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
+import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
+import { createVerifierDeps, verifierFor } from "../verify/upstream/mod.ts";
+import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
+import { GatewayError } from "../http/errors.ts";
+
+export function productionVerifiers(
+  config: GatewayConfig,
+  opts: { now: () => number; collateral: CollateralSource; rootCaDer?: Uint8Array },
+): { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps } {
+  return {
+    verifierFor: (p) => {
+      const name = p.confidential?.verifier;
+      if (!name) throw new GatewayError("internal", "not a confidential provider");
+      if (name === "dev" && !config.development) {
+        return {
+          id: "refused",
+          verify: () =>
+            Promise.resolve({ ok: false, reason: "the dev verifier is development-only" }),
+        };
+      }
+      return verifierFor(name);
+    },
+    deps: createVerifierDeps({
+      now: opts.now,
+      tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
+    }),
+  };
+}
+
+/** DER of the first certificate in a PEM. */
+export function pemToDer(pem: string): Uint8Array {
+  const b64 = pem.replace(/-----(BEGIN|END) CERTIFICATE-----/g, "").replace(/\s+/g, "");
+  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+}

@@ -1,0 +1,287 @@
+/**
+ * Verified upstreams end to end: a loopback TLS upstream whose (forged, test-root)
+ * TDX quote binds its signing address and TLS key is verified into an attested
+ * session; `aci_verified` / `aci_session_ids` are served through it and the
+ * receipt cites the session; a server with another key at the same origin gets
+ * no prompt; verification failure refuses before any prompt is sent.
+ */
+import assert from "node:assert/strict";
+import canonicalize from "canonicalize";
+import { createHash } from "node:crypto";
+import { startTestGateway, type TestGateway } from "./support/gateway.ts";
+import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
+import { startDstackUpstream } from "./support/dstack_upstream.ts";
+import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
+import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
+import type { GatewayConfig } from "../src/config/schema.ts";
+
+// deno-lint-ignore no-explicit-any
+type Json = any;
+const sha256hex = (s: string) => createHash("sha256").update(s).digest("hex");
+
+function addTeeProvider(c: GatewayConfig, url: string, caPem: string) {
+  c.providers.push({
+    name: "tdx",
+    base_url: url,
+    zdr: true,
+    priority: 10,
+    timeout_ms: 5000,
+    native_formats: [],
+    confidential: {
+      verifier: "dstack-tdx",
+      tls_ca_pem: caPem,
+      allowed_mrtd: [],
+      allowed_compose_hashes: [],
+      session_ttl_seconds: 3600,
+      reverify_margin_seconds: 300,
+    },
+  });
+  c.models.push({
+    ...c.models[0],
+    id: "tee/model",
+    aliases: [],
+    routes: [{ provider: "tdx", model: "demo-chat" }],
+  });
+}
+
+async function chat(gw: TestGateway, provider: unknown, model = "tee/model") {
+  const res = await fetch(`${gw.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${gw.apiKey}` },
+    body: JSON.stringify({
+      model,
+      messages: [{ role: "user", content: "top secret prompt" }],
+      provider,
+    }),
+  });
+  return { status: res.status, receiptId: res.headers.get("x-receipt-id"), body: await res.json() };
+}
+
+async function get(gw: TestGateway, path: string, key: string | null = gw.apiKey) {
+  const res = await fetch(`${gw.url}${path}`, {
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+Deno.test("a forged-root TDX upstream is verified into a session; aci constraints route through it", async () => {
+  const forge = await forgeTdxEnvironment();
+  const ca = await makeTestCa();
+  const up = await startDstackUpstream({ forge, ca });
+  const gw = await startTestGateway({
+    configure: (c) => addTeeProvider(c, up.url, up.caPem),
+    verifiers: {
+      verifierFor: (p) => verifierFor(p.confidential!.verifier),
+      deps: createVerifierDeps({
+        now: Date.now,
+        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
+      }),
+    },
+  });
+  try {
+    const state = gw.gateway.ctx.verification("tdx");
+    assert.ok(state?.verified, JSON.stringify(state));
+    const r = await chat(gw, { aci_verified: true });
+    assert.equal(r.status, 200);
+    assert.equal(up.demo.stats.total, 1);
+
+    // The receipt cites the session, and the session recomputes to its id.
+    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
+    assert.equal(ev.result, "verified");
+    assert.equal(ev.required, true);
+    assert.equal(ev.model_id, "tee/model");
+    const doc = (await get(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
+    assert.equal(sha256hex(canonicalize(doc)!), ev.session_id);
+    assert.equal(doc.api_version, "aci/1");
+    assert.equal(doc.upstream_name, "tdx");
+    assert.equal(doc.verifier_id, "dstack-tdx/1");
+    assert.deepEqual(doc.claims.tee_attested.status, "asserted");
+    assert.equal(doc.claims.tee_attested.source, "hardware_proven");
+    assert.equal(doc.claims.gpu_attested.status, "unknown");
+    assert.deepEqual(doc.channel_binding, [{
+      type: "tls_spki_sha256",
+      origin: up.url,
+      spki_sha256: up.spkiSha256,
+    }]);
+    const data = Uint8Array.from(atob(doc.evidence.data.split(",")[1]), (c) => c.charCodeAt(0));
+    assert.equal(doc.evidence.digest, "sha256:" + createHash("sha256").update(data).digest("hex"));
+
+    // The list: current sessions, with ids and without evidence data.
+    const list = (await get(gw, "/v1/aci/sessions?model=tee/model")).body;
+    assert.equal(list.api_version, "aci/1");
+    assert.equal(list.sessions.length, 1);
+    assert.equal(list.sessions[0].session_id, ev.session_id);
+    assert.equal(list.sessions[0].evidence.data, undefined);
+    assert.equal((await get(gw, "/v1/aci/sessions?upstream_name=plain")).body.sessions.length, 0);
+
+    // Pinning to a session: the listed id serves; another id is refused before anything is sent.
+    assert.equal((await chat(gw, { aci_session_ids: [ev.session_id] })).status, 200);
+    const refused = await chat(gw, { aci_session_ids: ["0".repeat(64)] });
+    assert.equal(refused.status, 503);
+    assert.equal(refused.body.error.type, "session_not_accepted");
+    assert.equal(up.demo.stats.total, 2);
+    // Combined with zdr (the TEE provider is ZDR) and through the waiver header: still the verified one.
+    assert.equal((await chat(gw, { aci_verified: true, zdr: true })).status, 200);
+
+    // Access rules and validation of the session endpoints.
+    assert.equal((await get(gw, `/v1/aci/sessions/${ev.session_id}`, null)).status, 401);
+    assert.equal((await get(gw, "/v1/aci/sessions", null)).status, 401);
+    assert.equal((await get(gw, "/v1/aci/sessions/not-hex")).status, 400);
+    assert.equal((await get(gw, `/v1/aci/sessions/${"1".repeat(64)}`)).status, 404);
+
+    // Re-verification gives a new session id; the old one stays retrievable.
+    const again = await gw.gateway.manager!.verify("tdx");
+    assert.ok(again.verified && again.sessionId !== ev.session_id);
+    assert.equal((await get(gw, `/v1/aci/sessions/${ev.session_id}`)).status, 200);
+    const health = (await get(gw, "/healthz", null)).body;
+    assert.equal(health.upstreams.tdx.verified, true);
+  } finally {
+    await gw.close();
+    await up.close();
+  }
+});
+
+Deno.test("a server with another TLS key at the verified origin never receives the prompt", async () => {
+  const forge = await forgeTdxEnvironment();
+  const ca = await makeTestCa();
+  const up = await startDstackUpstream({ forge, ca });
+  const gw = await startTestGateway({
+    configure: (c) => addTeeProvider(c, up.url, up.caPem),
+    verifiers: {
+      verifierFor: (p) => verifierFor(p.confidential!.verifier),
+      deps: createVerifierDeps({
+        now: Date.now,
+        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
+      }),
+    },
+  });
+  const port = Number(new URL(up.url).port);
+  let impostor: Awaited<ReturnType<typeof startCountingTlsServer>> | null = null;
+  try {
+    assert.ok(gw.gateway.ctx.verification("tdx")?.verified);
+    await up.close();
+    // Same CA, same origin, different key: a valid certificate, but not the attested one.
+    const other = await issueServerCert(ca, {});
+    const seen: string[] = [];
+    impostor = startCountingTlsServer({
+      certPem: other.certPem,
+      keyPem: other.keyPem,
+      port,
+      respond: (req) => {
+        seen.push(req.path + " " + new TextDecoder().decode(req.body));
+        return { status: 404, body: "no" };
+      },
+    });
+    const r = await chat(gw, { aci_verified: true });
+    assert.equal(r.status, 503);
+    assert.equal(r.body.error.type, "upstream_verification_failed");
+    assert.ok(r.receiptId);
+    // Re-verification may probe the impostor (and fail), but no inference request ever reaches it.
+    assert.ok(
+      !seen.some((s) => s.startsWith("/v1/chat/completions")),
+      "no inference request reached the impostor",
+    );
+    assert.ok(
+      !seen.some((s) => s.includes("top secret prompt")),
+      "the prompt never reached the impostor",
+    );
+    // The session was dropped; the gateway re-verifies (against the impostor, which fails).
+    assert.equal(gw.gateway.ctx.verification("tdx")?.verified, false);
+    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    assert.ok(receipt.event_log.some((e: Json) => e.type === "upstream.attempt_failed"));
+  } finally {
+    await gw.close();
+    await impostor?.close();
+  }
+});
+
+Deno.test("verification failure: 503 with a refusal receipt, no prompt sent", async () => {
+  const forge = await forgeTdxEnvironment();
+  const ca = await makeTestCa();
+  const up = await startDstackUpstream({ forge, ca, bindSpki: false });
+  const gw = await startTestGateway({
+    configure: (c) => addTeeProvider(c, up.url, up.caPem),
+    verifiers: {
+      verifierFor: (p) => verifierFor(p.confidential!.verifier),
+      deps: createVerifierDeps({
+        now: Date.now,
+        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
+      }),
+    },
+  });
+  try {
+    const state = gw.gateway.ctx.verification("tdx");
+    assert.ok(state && !state.verified);
+    assert.match(state.reason, /report.?data|binding|SPKI|TLS/i);
+    for (const headers of [{}, { "x-upstream-verification": "none" }] as Record<string, string>[]) {
+      const res = await fetch(`${gw.baseURL}/chat/completions`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${gw.apiKey}`,
+          ...headers,
+        },
+        body: JSON.stringify({
+          model: "tee/model",
+          messages: [{ role: "user", content: "x" }],
+          provider: { aci_verified: true },
+        }),
+      });
+      assert.equal(res.status, 503);
+      const receipt = (await get(gw, `/v1/aci/receipts/${res.headers.get("x-receipt-id")}`)).body;
+      assert.ok(!receipt.event_log.some((e: Json) => e.type === "request.forwarded"));
+      await res.body?.cancel();
+    }
+    assert.equal(up.demo.stats.total, 0, "no prompt reached the unverified upstream");
+    // Without constraints the model is still served (unverified), and the receipt says so truthfully.
+    const r = await chat(gw, undefined);
+    assert.equal(r.status, 200);
+    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
+    assert.equal(ev.result, "failed");
+    assert.equal(ev.required, false);
+    assert.ok(ev.reason);
+  } finally {
+    await gw.close();
+    await up.close();
+  }
+});
+
+Deno.test("development mode: the demo confidential upstream is verified honestly and aci_verified works", async () => {
+  const gw = await startTestGateway();
+  try {
+    const r = await chat(gw, { aci_verified: true }, "demo/private");
+    assert.equal(r.status, 200);
+    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
+    assert.equal(ev.result, "verified");
+    const doc = (await get(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
+    assert.equal(doc.verifier_id, "dev-insecure/1");
+    assert.equal(doc.claims.tee_attested.status, "refuted");
+    assert.ok(
+      !JSON.stringify(doc.claims).includes("hardware_proven"),
+      "dev claims are never hardware_proven",
+    );
+    // Unconstrained, the confidential model prefers the verified upstream.
+    gw.secure.resetStats();
+    gw.plain.resetStats();
+    assert.equal((await chat(gw, undefined, "demo/echo")).status, 200);
+    assert.equal(gw.secure.stats.total, 1);
+    // The waiver only drops the preference (plain has the higher priority).
+    const waived = await fetch(`${gw.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${gw.apiKey}`,
+        "x-upstream-verification": "none",
+      },
+      body: JSON.stringify({ model: "demo/echo", messages: [{ role: "user", content: "x" }] }),
+    });
+    assert.equal(waived.status, 200);
+    await waived.body?.cancel();
+    assert.equal(gw.plain.stats.total, 1);
+  } finally {
+    await gw.close();
+  }
+});
