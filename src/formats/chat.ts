@@ -10,10 +10,27 @@ import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, ChatUsage } fro
 import { parseWith } from "./zod_error.ts";
 
 const text = z.strictObject({ type: z.literal("text"), text: z.string() });
+
+const DATA_URL =
+  /^data:[a-z]+\/[a-z0-9.+-]+(?:;[a-z0-9-]+=[^;,]*)*;base64,([A-Za-z0-9+/]*={0,2})$/i;
+
+/**
+ * An image (or video) URL in any format. Inline `data:` URLs must be well-formed
+ * base64, checked here so a corrupt upload is a 400 naming the part instead of
+ * being forwarded for the upstream to choke on.
+ */
+export const mediaUrl = z.string().min(1).refine((u) => {
+  if (!/^data:/i.test(u)) return true;
+  const m = DATA_URL.exec(u);
+  if (m === null || m[1].length === 0) return false;
+  // Padded data must be whole quads; unpadded data can never leave a single char over.
+  return m[1].endsWith("=") ? m[1].length % 4 === 0 : m[1].length % 4 !== 1;
+}, "data URLs must be data:<media type>;base64,<base64 data>");
+
 const image = z.strictObject({
   type: z.literal("image_url"),
   image_url: z.strictObject({
-    url: z.string().min(1),
+    url: mediaUrl,
     detail: z.enum(["auto", "low", "high"]).optional(),
   }),
 });

@@ -3,16 +3,17 @@ import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { EmbeddingModel } from "../catalog/catalog.ts";
 import { parseWith } from "./zod_error.ts";
+import { mediaUrl } from "./chat.ts";
 
 export const MAX_EMBEDDING_INPUTS = 2048;
 
 const imageItem = z.strictObject({
   type: z.literal("image_url"),
-  image_url: z.union([z.string().min(1), z.strictObject({ url: z.string().min(1) })]),
+  image_url: z.union([mediaUrl, z.strictObject({ url: mediaUrl })]),
 });
 const videoItem = z.strictObject({
   type: z.literal("video_url"),
-  video_url: z.union([z.string().min(1), z.strictObject({ url: z.string().min(1) })]),
+  video_url: z.union([mediaUrl, z.strictObject({ url: mediaUrl })]),
 });
 const item = z.union([z.string(), imageItem, videoItem], {
   error: () => "inputs are strings or {type: image_url|video_url} items",

@@ -57,7 +57,9 @@ export function requireJsonContentType(req: Request): void {
   }
 }
 
-const decoder = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM keeps a leading BOM in the text, so JSON.parse refuses it like any other
+// stray byte: the hashed bytes and the parsed value must describe the same document.
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Parse a JSON body strictly: valid UTF-8, valid JSON, no duplicate keys, bounded nesting. */
 export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {

@@ -5,13 +5,14 @@
  */
 
 import { z } from "zod";
+import { mediaUrl } from "../chat.ts";
 
 export const InputText = z.object({ type: z.literal("input_text"), text: z.string() });
 export const OutputText = z.object({ type: z.literal("output_text"), text: z.string() });
 export const Refusal = z.object({ type: z.literal("refusal"), refusal: z.string() });
 export const InputImage = z.object({
   type: z.literal("input_image"),
-  image_url: z.string().min(1).nullable().optional(),
+  image_url: mediaUrl.nullable().optional(),
   file_id: z.string().nullable().optional(),
   detail: z.enum(["low", "high", "auto", "original"]).optional(),
 });
