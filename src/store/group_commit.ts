@@ -107,10 +107,32 @@ function keyBytes(key: Deno.KvKey): number {
   return n;
 }
 
+/**
+ * An upper bound on a value's stored size. JSON text is far cheaper to make
+ * than a V8 serialization (which Deno KV does again anyway), and V8's encoding
+ * of JSON-shaped data never exceeds three bytes per JSON character (a double
+ * like `0.5` is 9 bytes) plus a small
+ * header; values JSON cannot encode (bigints, cycles) fall back to measuring.
+ */
 function valueBytes(value: unknown): number {
   if (value instanceof Deno.KvU64) return 8;
   if (value instanceof Uint8Array) return value.byteLength;
+  if (typeof value === "object" && value !== null && hasBinary(value)) return serialize(value).byteLength;
+  try {
+    const json = JSON.stringify(value);
+    if (json !== undefined) return 3 * json.length + 16;
+  } catch {
+    // not JSON-shaped: measure it exactly below
+  }
   return serialize(value).byteLength;
+}
+
+/** Typed arrays inside objects serialize compactly but JSON-stringify as large objects: measure those. */
+function hasBinary(value: object): boolean {
+  for (const v of Object.values(value)) {
+    if (ArrayBuffer.isView(v)) return true;
+  }
+  return false;
 }
 
 /** Sizes one op and rejects it when it can never fit any commit. */
