@@ -13,6 +13,7 @@ import { assembleGateway } from "./src/app/assemble.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { pemToDer, productionVerifiers } from "./src/sessions/verifiers.ts";
 import { caTrustingFetch } from "./src/upstream/ca_fetch.ts";
+import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { createKey } from "./src/accounts/keys.ts";
@@ -133,7 +134,11 @@ async function serve(args: string[]): Promise<void> {
     randomBytes: bytes,
     log,
     env: (name) => Deno.env.get(name),
-  }, { verifiers, confidentialFetch: caFetch.fetchFor });
+  }, {
+    verifiers,
+    confidentialFetch: caFetch.fetchFor,
+    tlsSpkiSha256s: await listenerSpkis(config),
+  });
 
   const servers: Deno.HttpServer[] = [];
   const listen = (l: GatewayConfig["listen"]["base"], label: string) =>
@@ -190,6 +195,22 @@ async function serve(args: string[]): Promise<void> {
   };
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+}
+
+/** The keyset lists the SPKI of every TLS key the gateway terminates with, so clients can pin it. */
+async function listenerSpkis(
+  config: GatewayConfig,
+): Promise<{ spki_sha256: string; domain?: string }[]> {
+  const out = new Map<string, { spki_sha256: string; domain?: string }>();
+  for (const l of [config.listen.base, config.listen.tee]) {
+    if (!l?.tls_cert_file) continue;
+    const spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    out.set(spki, {
+      spki_sha256: spki,
+      ...(config.identity.subject ? { domain: config.identity.subject } : {}),
+    });
+  }
+  return [...out.values()];
 }
 
 /** TDX collateral: a local directory of `<fmspc>.json` files (offline), or Intel PCS / a PCCS. */

@@ -21,6 +21,8 @@ Deno.test("two gateway processes share one rate limit and one balance; SIGTERM e
       now: Date.now,
       creditsNano: 1n * NANO_PER_CREDIT,
     });
+    const other =
+      (await createKey(kv, { tier: "pro", now: Date.now, creditsNano: NANO_PER_CREDIT })).key;
     const ask = (url: string) =>
       fetch(`${url}/v1/chat/completions`, {
         method: "POST",
@@ -44,6 +46,34 @@ Deno.test("two gateway processes share one rate limit and one balance; SIGTERM e
     }, 0n);
     assert.equal(await getBalance(kv, record.key_id), NANO_PER_CREDIT - spent);
     assert.equal((await getUsage(kv, record.key_id)).requests, 10n);
+
+    // A receipt made by one replica is served by the other.
+    const first = await fetch(`${a.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${other}` },
+      body: JSON.stringify({ model: "demo/echo", messages: [{ role: "user", content: "hi" }] }),
+    });
+    const receiptId = first.headers.get("x-receipt-id");
+    await first.body?.cancel();
+    const fromB = await fetch(`${b.url}/v1/aci/receipts/${receiptId}`, {
+      headers: { authorization: `Bearer ${other}` },
+    });
+    assert.equal(fromB.status, 200);
+    const receipt = await fromB.json();
+    assert.equal(receipt.receipt_id, receiptId);
+    // Each replica lists every live replica's attestation; their keysets differ.
+    const reportA = await (await fetch(`${a.url}/v1/aci/attestation`)).json();
+    const reportB = await (await fetch(`${b.url}/v1/aci/attestation`)).json();
+    assert.equal(reportA.all_attestations.length, 2);
+    assert.equal(reportB.all_attestations.length, 2);
+    assert.notEqual(reportA.workload_keyset_digest, reportB.workload_keyset_digest);
+    assert.equal(receipt.workload_keyset_digest, reportA.workload_keyset_digest);
+    // B can still serve the report of A's keyset, so A's receipts verify from B alone.
+    const archived = await fetch(
+      `${b.url}/v1/aci/attestation?workload_keyset_digest=${reportA.workload_keyset_digest}`,
+    );
+    assert.equal(archived.status, 200);
+    await archived.body?.cancel();
   } finally {
     kv.close();
     const sa = await a.stop("SIGTERM");
@@ -51,6 +81,60 @@ Deno.test("two gateway processes share one rate limit and one balance; SIGTERM e
     await upstream.close();
     assert.equal(sa.code, 0);
     assert.equal(sb.code, 0);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a production configuration refuses to start without a TEE quote provider", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const cfg = baseConfig({ upstreamUrl: "http://127.0.0.1:9", storePath: `${dir}/gw.kv` });
+    cfg.identity = { quote_provider: "auto", configfs_root: `${dir}/no-configfs` };
+    const path = await writeConfig(dir, cfg);
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "main.ts", "serve", "--config", path],
+      cwd: new URL("../", import.meta.url).pathname,
+      env: { NO_COLOR: "1" },
+    }).output();
+    assert.notEqual(out.code, 0);
+    assert.match(new TextDecoder().decode(out.stderr), /no TEE quote provider/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a gateway terminating TLS lists its key in the attested keyset", async () => {
+  const { makeCa, issueServerCert } = await import("../src/demo/certs.ts");
+  const dir = await Deno.makeTempDir();
+  const ca = await makeCa({ now: Date.now() });
+  const cert = await issueServerCert(ca, { now: Date.now(), hosts: ["127.0.0.1", "localhost"] });
+  await Deno.writeTextFile(`${dir}/tls.crt`, cert.certPem);
+  await Deno.writeTextFile(`${dir}/tls.key`, cert.keyPem);
+  const cfg = baseConfig({ upstreamUrl: "http://127.0.0.1:9", storePath: `${dir}/gw.kv` });
+  cfg.listen = {
+    base: {
+      hostname: "127.0.0.1",
+      port: 0,
+      tls_cert_file: `${dir}/tls.crt`,
+      tls_key_file: `${dir}/tls.key`,
+    },
+  };
+  const gw = await spawnGateway(await writeConfig(dir, cfg));
+  const client = Deno.createHttpClient({ caCerts: [ca.certPem] });
+  try {
+    assert.match(gw.url, /^https:/);
+    const report = await (await fetch(`${gw.url}/v1/aci/attestation`, { client })).json();
+    assert.deepEqual(
+      report.attestation.workload_keyset.tls_public_keys.map((k: { spki_sha256: string }) =>
+        k.spki_sha256
+      ),
+      [
+        cert.spkiSha256,
+      ],
+    );
+  } finally {
+    client.close();
+    await gw.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -90,6 +90,8 @@ export function assembleGateway(
     identity?: Identity;
     /** How confidential upstreams are verified (main.ts passes the real verifiers). */
     verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
+    /** SPKI digests of the TLS keys this gateway terminates with (listed in the keyset). */
+    tlsSpkiSha256s?: { spki_sha256: string; domain?: string }[];
     /** Fetch for confidential upstreams not (yet) pinned, e.g. one trusting their private CA. */
     confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
   } = {},
@@ -100,6 +102,7 @@ export function assembleGateway(
     subject: config.identity.subject,
     ttlSeconds: config.identity.keyset_ttl_seconds,
     now,
+    tlsSpkiSha256s: opts.tlsSpkiSha256s,
   });
   const committer = new GroupCommitter(kv, {
     onError: (e) => world.log({ level: "error", msg: "durable write failed", error: String(e) }),

@@ -82,7 +82,7 @@ export async function spawnGateway(
       30_000,
     );
     collectLines(child.stderr, stderr, (l) => {
-      const m = l.match(/gateway base listening on (http:\/\/[^/\s]+)/);
+      const m = l.match(/gateway base listening on (https?:\/\/[^/\s]+)/);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]);
