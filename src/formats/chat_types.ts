@@ -36,7 +36,12 @@ export type ChatMessage =
 
 export interface ChatTool {
   type: "function";
-  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+  function: {
+    name: string;
+    description?: string;
+    parameters?: Record<string, unknown>;
+    strict?: boolean;
+  };
 }
 
 export type ChatToolChoice =

@@ -117,7 +117,9 @@ function keyBytes(key: Deno.KvKey): number {
 function valueBytes(value: unknown): number {
   if (value instanceof Deno.KvU64) return 8;
   if (value instanceof Uint8Array) return value.byteLength;
-  if (typeof value === "object" && value !== null && hasBinary(value)) return serialize(value).byteLength;
+  if (typeof value === "object" && value !== null && hasBinary(value)) {
+    return serialize(value).byteLength;
+  }
   try {
     const json = JSON.stringify(value);
     if (json !== undefined) return 3 * json.length + 16;

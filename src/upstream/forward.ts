@@ -237,7 +237,7 @@ export function sanitizeUpstreamError(text: string): string {
   }
   return msg
     .replace(/"[^"]*"|'[^']*'|`[^`]*`/g, "…")
-    .replace(/[\u0000-\u001f\u007f]/g, " ")
+    .replace(/\p{Cc}/gu, " ")
     .slice(0, 200)
     .trim();
 }
