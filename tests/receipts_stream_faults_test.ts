@@ -76,7 +76,10 @@ Deno.test("client disconnect mid-stream: receipt finalized over the bytes writte
     assert.ok(!text(got).includes("[DONE]"), "the client left before the end");
 
     const receipt = await waitForReceipt(gw.url, id!, gw.apiKey);
-    assert.ok(eventTypes(receipt).includes("stream.client_disconnected"), eventTypes(receipt).join());
+    assert.ok(
+      eventTypes(receipt).includes("stream.client_disconnected"),
+      eventTypes(receipt).join(),
+    );
     assert.ok(!eventTypes(receipt).includes("stream.upstream_failed"));
     // Provable: the receipt hashes exactly what the gateway wrote; with the
     // upstream paused for 600 ms after its first chunk, that is what the client read.
