@@ -148,9 +148,11 @@ export async function handleInference(
     const out = encoder.encode(JSON.stringify(errorBody(err, ep.errorFormat)));
     for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
     headers.set("content-type", "application/json");
-    if (rec && rec.draft.events.length > 0) {
-      // A refusal after authentication still gets a signed, durable receipt (once
-      // the body was received: a body refused unread, e.g. 413, has nothing to bind).
+    // A refusal after authentication still gets a signed, durable receipt, once the
+    // body was received (a body refused unread, e.g. 413, has nothing to bind) and
+    // unless the failure was the final commit itself (then no receipt can be promised).
+    const finalized = rec?.draft.events.some((e) => e.type === "response.returned") ?? false;
+    if (rec && rec.draft.events.length > 0 && !finalized) {
       if (!rec.forwarded) rec.event({ type: "request.refused", reason: err.kind });
       rec.event({ type: "response.returned", body_hash: sha256Prefixed(out) });
       const writes = ctx.receipts.finalize(rec.draft);
@@ -159,7 +161,11 @@ export async function handleInference(
           ...admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n }),
         );
       }
-      await ctx.committer.write(writes);
+      try {
+        await ctx.committer.write(writes);
+      } catch {
+        headers.delete("x-receipt-id");
+      }
     } else headers.delete("x-receipt-id");
     return new Response(out, { status: err.status, headers });
   }
