@@ -126,6 +126,13 @@ function genericCases(path: InferencePath): Case[] {
     c("UTF-16LE body", new Uint8Array([...enc.encode(v)].flatMap((b) => [b, 0])), {
       status: 400,
     }),
+    c("lone high surrogate escape in model", v.replace('"model":"', '"model":"\\ud800'), {
+      status: 400,
+    }),
+    c("lone low surrogate escape in prompt", v.replace(SENTINEL, "\\udc00"), { status: 400 }),
+    c("reversed surrogate pair in a key", v.slice(0, -1) + ',"\\udc00\\ud800":1}', {
+      status: 400,
+    }),
     c("raw control char in string", v.replace(SENTINEL, "a\u0001b"), { status: 400 }),
     c("body over max_body_bytes", with_(path, { pad: "x".repeat(5 * 1024 * 1024) }), {
       status: 413,

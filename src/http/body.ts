@@ -61,7 +61,10 @@ export function requireJsonContentType(req: Request): void {
 // stray byte: the hashed bytes and the parsed value must describe the same document.
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-/** Parse a JSON body strictly: valid UTF-8, valid JSON, no duplicate keys, bounded nesting. */
+/**
+ * Parse a JSON body strictly: valid UTF-8, valid JSON, no duplicate keys,
+ * bounded nesting, no unpaired surrogate escapes.
+ */
 export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {
   let text: string;
   try {
@@ -73,11 +76,37 @@ export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {
     throw new GatewayError("invalid_request", "request body is empty; expected JSON");
   }
   checkStructure(text, maxDepth);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new GatewayError("invalid_request", "request body is not valid JSON");
   }
+  // Only a `\uD8xx`-style escape can produce an unpaired surrogate (the fatal
+  // decoder refuses them as raw bytes), so most bodies skip the walk.
+  if (SURROGATE_ESCAPE.test(text) && !wellFormed(value)) {
+    throw new GatewayError(
+      "invalid_request",
+      "request body contains an unpaired UTF-16 surrogate escape (not I-JSON)",
+    );
+  }
+  return value;
+}
+
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/**
+ * Unpaired surrogates cannot be encoded as UTF-8: forwarding, hashing or
+ * signing such a string would silently turn it into U+FFFD or fail, so the
+ * value read would not be the value sent on. Depth is already bounded.
+ */
+function wellFormed(v: unknown): boolean {
+  if (typeof v === "string") return v.isWellFormed();
+  if (Array.isArray(v)) return v.every(wellFormed);
+  if (v !== null && typeof v === "object") {
+    for (const [k, x] of Object.entries(v)) if (!k.isWellFormed() || !wellFormed(x)) return false;
+  }
+  return true;
 }
 
 /**
