@@ -26,6 +26,7 @@ import type { KeyRecord } from "./keys.ts";
 import {
   type AccountState,
   balanceKey,
+  creditRefundKey,
   debtKey,
   parseState,
   stateKey,
@@ -92,7 +93,22 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
-const KEYS_PER_READ = 2;
+/** How long read account entries may be reused (the counters in them can only lag). */
+const CACHE_MS = 500;
+
+/**
+ * Near a limit, decisions must see every settlement: fewer than four more
+ * requests of this size fit in the token window or in the balance.
+ */
+function nearLimit(
+  tok: number,
+  tpm: number,
+  estTokens: number,
+  balance: bigint,
+  costNano: bigint,
+): boolean {
+  return tpm - tok < 4 * estTokens || balance < 4n * costNano || balance <= 0n;
+}
 
 function validate(est: AdmissionEstimate): void {
   if (!Number.isSafeInteger(est.tokens) || est.tokens < 0) {
@@ -167,37 +183,64 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     return batch;
   }
 
+  /**
+   * The entries of each account, per KV read (a `getMany` takes at most 10
+   * keys, so one account's 6 entries per call keeps them one consistent read).
+   */
   async function readAll(keyIds: string[]): Promise<Map<string, Deno.KvEntryMaybe<unknown>[]>> {
-    const groups: string[][] = [];
-    for (let i = 0; i < keyIds.length; i += KEYS_PER_READ) {
-      groups.push(keyIds.slice(i, i + KEYS_PER_READ));
-    }
-    const results = await Promise.all(groups.map((g) =>
-      kv.getMany(
-        g.flatMap((id) => [
-          balanceKey(id),
-          stateKey(id),
-          debtKey(id),
-          tokRefundKey(id),
-          tokOverKey(id),
-        ]),
-      )
+    const results = await Promise.all(keyIds.map((id) =>
+      kv.getMany([
+        balanceKey(id),
+        stateKey(id),
+        debtKey(id),
+        tokRefundKey(id),
+        tokOverKey(id),
+        creditRefundKey(id),
+      ])
     ));
+    const t = opts.now();
     const out = new Map<string, Deno.KvEntryMaybe<unknown>[]>();
-    groups.forEach((g, gi) =>
-      g.forEach((id, i) => out.set(id, results[gi].slice(i * 5, i * 5 + 5)))
-    );
+    keyIds.forEach((id, i) => {
+      out.set(id, results[i]);
+      cache.set(id, { entries: results[i], at: t });
+    });
+    return out;
+  }
+
+  /**
+   * Recently read (or written) account entries. Settlements only ever add to
+   * the separate counters (refunds, overruns, debt), never to the two checked
+   * entries, so a cached balance/state stays exact until another process
+   * admits on the same key — which the versionstamp checks detect, forcing a
+   * fresh read. Cached counters can only lag; admission uses them only when
+   * the decision is far from every limit (see `nearLimit`).
+   */
+  const cache = new Map<string, { entries: Deno.KvEntryMaybe<unknown>[]; at: number }>();
+
+  function cached(keyIds: string[]): Map<string, Deno.KvEntryMaybe<unknown>[]> | null {
+    const t = opts.now();
+    const out = new Map<string, Deno.KvEntryMaybe<unknown>[]>();
+    for (const id of keyIds) {
+      const c = cache.get(id);
+      if (!c || t - c.at > CACHE_MS || t < c.at) return null;
+      out.set(id, c.entries);
+    }
     return out;
   }
 
   type Outcome = { ok: true; admission: Admission } | { ok: false; error: GatewayError };
 
-  /** One read-decide-commit attempt; null when the commit lost a versionstamp race. */
-  async function attempt(batch: Pending[]): Promise<Outcome[] | null> {
+  /**
+   * One read-decide-commit attempt; null when the commit lost a versionstamp
+   * race. With `fresh` false it may decide from cached entries, and returns
+   * "stale" when that decision would reject or land near a limit.
+   */
+  async function attempt(batch: Pending[], fresh: boolean): Promise<Outcome[] | null | "stale"> {
     const t = opts.now();
     const window = windowOf(t);
     const keyIds = [...new Set(batch.map((p) => p.key.key_id))];
-    const entries = await readAll(keyIds);
+    const fromCache = fresh ? null : cached(keyIds);
+    const entries = fromCache ?? await readAll(keyIds);
     interface Working {
       balance: bigint;
       state: AccountState;
@@ -207,9 +250,9 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     }
     const work = new Map<string, Working>();
     for (const id of keyIds) {
-      const [b, s, d, r, o] = entries.get(id) ?? [];
+      const [b, s, d, r, o, cr] = entries.get(id) ?? [];
       const state = foldTokens(parseState(s.value), window, u64(r.value), u64(o.value));
-      const fold = foldDebt(state, u64(b.value), u64(d.value));
+      const fold = foldDebt(state, u64(b.value), u64(d.value), u64(cr.value));
       work.set(id, {
         balance: fold.balance,
         state: fold.state,
@@ -222,8 +265,10 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     for (const p of batch) {
       const w = work.get(p.key.key_id);
       if (w === undefined) throw new Error("admission batch lost a key");
-      const rate = decideRate(w.state, limitsFor(p.key, opts.tiers), p.est.tokens, t);
+      const limits = limitsFor(p.key, opts.tiers);
+      const rate = decideRate(w.state, limits, p.est.tokens, t);
       if (!rate.ok) {
+        if (fromCache) return "stale";
         outcomes.push(rate);
         continue;
       }
@@ -232,8 +277,17 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         p.est.costNano,
       );
       if (!credit.ok) {
+        if (fromCache) return "stale";
         outcomes.push(credit);
         continue;
+      }
+      // Cached counters may lag by a few settlements: decide from them only with
+      // room for several more such requests on every limit.
+      if (
+        fromCache &&
+        nearLimit(rate.state.tok, limits.tpm, p.est.tokens, credit.balance, p.est.costNano)
+      ) {
+        return "stale";
       }
       w.state = rate.state;
       w.balance = credit.balance;
@@ -252,14 +306,32 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     }
     if (writes === 0) return outcomes;
     const res = await atomic.commit();
-    return res.ok ? outcomes : null;
+    if (!res.ok) {
+      for (const id of keyIds) cache.delete(id);
+      return null;
+    }
+    // This commit wrote the checked entries: cache them as they now stand.
+    for (const [id, w] of work) {
+      if (!w.admitted) continue;
+      const prev = entries.get(id)!;
+      const next = [...prev];
+      next[0] = {
+        key: balanceKey(id),
+        value: new Deno.KvU64(w.balance),
+        versionstamp: res.versionstamp,
+      };
+      next[1] = { key: stateKey(id), value: w.state, versionstamp: res.versionstamp };
+      cache.set(id, { entries: next, at: cache.get(id)?.at ?? t });
+    }
+    return outcomes;
   }
 
   async function runBatch(batch: Pending[]): Promise<void> {
+    let fresh = false;
     for (let n = 1;; n++) {
-      let outcomes: Outcome[] | null;
+      let outcomes: Outcome[] | null | "stale";
       try {
-        outcomes = await attempt(batch);
+        outcomes = await attempt(batch, fresh);
       } catch (e) {
         if (!isTransientKvError(e) || n >= maxAttempts) {
           for (const p of batch) p.reject(e);
@@ -268,6 +340,12 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         await sleep(backoffMs(n, random));
         continue;
       }
+      if (outcomes === "stale") {
+        fresh = true;
+        n--;
+        continue;
+      }
+      // After a lost race the cache is gone; later attempts read afresh anyway.
       if (outcomes !== null) {
         outcomes.forEach((o, i) => o.ok ? batch[i].resolve(o.admission) : batch[i].reject(o.error));
         return;

@@ -52,7 +52,7 @@ Deno.test("concurrent admissions of one process share one read round and one com
   );
   assert.equal(all.length, 90);
   assert.equal(counts.commits, 1);
-  assert.equal(counts.reads, 2, "3 keys x 5 entries = 2 getMany calls of <= 10 keys");
+  assert.equal(counts.reads, 3, "one read round: a getMany of 6 entries per key, in parallel");
   for (const k of keys) {
     assert.equal(await getBalance(kv, k.key_id), 700n);
     assert.equal((await readRateWindow(kv, k, DEFAULT_TIERS, T0)).requests, 30);
@@ -176,4 +176,42 @@ Deno.test("two KV handles on one file share one rate limit and one balance exact
     kv2.close();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("a repeat admission far from every limit reuses the cached entries (no read)", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const key = (await createKey(kv, { tier: "pro", creditsNano: 1_000_000n, now })).record;
+  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 0 };
+  const admitter = createAdmitter(instrument(kv, counts), { tiers: DEFAULT_TIERS, now });
+  await admitter.admit(key, est(1, 10n));
+  assert.equal(counts.reads, 1);
+  for (let i = 2; i <= 5; i++) await admitter.admit(key, est(i, 10n));
+  assert.equal(counts.reads, 1, "cached entries, checked by versionstamp at commit");
+  assert.equal(counts.commits, 5);
+  assert.equal(await getBalance(kv, key.key_id), 1_000_000n - 50n);
+  kv.close();
+});
+
+Deno.test("near a limit, or after another process wrote, admission reads afresh and stays exact", async () => {
+  const path = await Deno.makeTempFile({ suffix: ".kv" });
+  const kv1 = await Deno.openKv(path);
+  const kv2 = await Deno.openKv(path);
+  const key = (await createKey(kv1, { tier: "free", creditsNano: 100n, now })).record;
+  const c1: Counts = { commits: 0, reads: 0, failFirstCommits: 0 };
+  const a1 = createAdmitter(instrument(kv1, c1), { tiers: DEFAULT_TIERS, now });
+  const a2 = createAdmitter(kv2, { tiers: DEFAULT_TIERS, now });
+  await a1.admit(key, est(1, 10n)); // read 1, balance 90
+  await a2.admit(key, est(2, 10n)); // the other process: balance 80, a1's cache is now stale
+  await a1.admit(key, est(3, 10n)); // cached → check fails → fresh read → exact
+  assert.ok(c1.reads >= 2, "a lost versionstamp race forces a fresh read");
+  assert.equal(await getBalance(kv1, key.key_id), 70n);
+  // Balance 70, cost 10: "near" (fewer than 4 more fit below 40) → fresh reads, exact to zero.
+  const results = await Promise.allSettled(
+    Array.from({ length: 12 }, (_, i) => (i % 2 ? a1 : a2).admit(key, est(10 + i, 10n))),
+  );
+  assert.equal(results.filter((r) => r.status === "fulfilled").length, 7);
+  assert.equal(await getBalance(kv1, key.key_id), 0n);
+  kv1.close();
+  kv2.close();
+  await Deno.remove(path);
 });

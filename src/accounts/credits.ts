@@ -18,6 +18,7 @@ import { isTransientKvError } from "../store/group_commit.ts";
 import {
   type AccountState,
   balanceKey,
+  creditRefundKey,
   debtKey,
   keyRecordKey,
   parseState,
@@ -63,13 +64,24 @@ export interface DebtFold {
   unpaid: bigint;
 }
 
-/** Pays pending overrun debt (`debt - state.debtSeen`) out of the balance. */
-export function foldDebt(state: AccountState, balance: bigint, debt: bigint): DebtFold {
+/**
+ * Folds settlements into the balance: pending refunds (`refund - state.refundSeen`)
+ * are added, then pending overrun debt (`debt - state.debtSeen`) is paid out of it.
+ * A counter read older than the state lags it and never folds backwards.
+ */
+export function foldDebt(
+  state: AccountState,
+  balance: bigint,
+  debt: bigint,
+  refund = 0n,
+): DebtFold {
+  const refunded = refund > state.refundSeen ? refund - state.refundSeen : 0n;
+  const funds = balance + refunded;
   const pending = debt > state.debtSeen ? debt - state.debtSeen : 0n;
-  const pay = pending < balance ? pending : balance;
+  const pay = pending < funds ? pending : funds;
   return {
-    balance: balance - pay,
-    state: { ...state, debtSeen: state.debtSeen + pay },
+    balance: funds - pay,
+    state: { ...state, debtSeen: state.debtSeen + pay, refundSeen: state.refundSeen + refunded },
     unpaid: pending - pay,
   };
 }
@@ -100,7 +112,7 @@ export function creditSettlementWrites(
 ): KvWrite[] {
   const writes: KvWrite[] = [];
   if (actual.costNano < reservedNano) {
-    writes.push({ op: "sum", key: balanceKey(keyId), value: reservedNano - actual.costNano });
+    writes.push({ op: "sum", key: creditRefundKey(keyId), value: reservedNano - actual.costNano });
   } else if (actual.costNano > reservedNano) {
     writes.push({ op: "sum", key: debtKey(keyId), value: actual.costNano - reservedNano });
   }
@@ -128,8 +140,13 @@ export function creditSettlementWrites(
  * the last request's overrun exceeded what was left.
  */
 export async function getBalance(kv: Deno.Kv, keyId: string): Promise<bigint> {
-  const [b, d, s] = await kv.getMany([balanceKey(keyId), debtKey(keyId), stateKey(keyId)]);
-  const fold = foldDebt(parseState(s.value), u64(b.value), u64(d.value));
+  const [b, d, s, r] = await kv.getMany([
+    balanceKey(keyId),
+    debtKey(keyId),
+    stateKey(keyId),
+    creditRefundKey(keyId),
+  ]);
+  const fold = foldDebt(parseState(s.value), u64(b.value), u64(d.value), u64(r.value));
   return fold.balance - fold.unpaid;
 }
 

@@ -22,6 +22,12 @@ export const debtKey = (keyId: string): Deno.KvKey => ["acct", keyId, "debt"];
 export const tokRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_refund"];
 /** Monotonic KvU64: tokens used beyond their estimate. */
 export const tokOverKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_over"];
+/**
+ * Credits returned by settlements (estimate − actual), folded into the balance
+ * at the next admission. Kept apart from the balance so that settlements never
+ * touch the versionstamp-checked entries (which lets admission cache them).
+ */
+export const creditRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "refund"];
 /** `AccountState` object. */
 export const stateKey = (keyId: string): Deno.KvKey => ["acct", keyId, "state"];
 /** Usage totals (KvU64 each). */
@@ -52,6 +58,8 @@ export interface AccountState {
   tokRefundSeen: bigint;
   tokOverSeen: bigint;
   debtSeen: bigint;
+  /** Value of the credit refund counter already folded into the balance. */
+  refundSeen: bigint;
 }
 
 export const EMPTY_STATE: AccountState = {
@@ -61,6 +69,7 @@ export const EMPTY_STATE: AccountState = {
   tokRefundSeen: 0n,
   tokOverSeen: 0n,
   debtSeen: 0n,
+  refundSeen: 0n,
 };
 
 /** Narrows a stored state; anything else means the store is corrupt. */
@@ -69,14 +78,15 @@ export function parseState(v: unknown): AccountState {
   if (typeof v !== "object") throw new Error("corrupt account state");
   const o = v as Record<string, unknown>;
   const { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen } = o;
+  const refundSeen = o.refundSeen ?? 0n;
   if (
     typeof window !== "number" || typeof req !== "number" || typeof tok !== "number" ||
     typeof tokRefundSeen !== "bigint" || typeof tokOverSeen !== "bigint" ||
-    typeof debtSeen !== "bigint"
+    typeof debtSeen !== "bigint" || typeof refundSeen !== "bigint"
   ) {
     throw new Error("corrupt account state");
   }
-  return { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen };
+  return { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen, refundSeen };
 }
 
 /** A `Deno.KvU64` entry's value, 0 when absent. */
