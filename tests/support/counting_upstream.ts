@@ -31,6 +31,8 @@ export interface CountingUpstream {
   stats: CountingStats;
   /** Lets streams held at the barrier continue. */
   release(): void;
+  /** Re-arms the barrier for streams that reach it from now on. */
+  hold(): void;
   /** Resolves when `pred(stats)` holds; rejects after `timeoutMs`. */
   waitFor(pred: (s: CountingStats) => boolean, timeoutMs: number): Promise<void>;
   close(): Promise<void>;
@@ -49,7 +51,11 @@ export function startCountingUpstream(opts: CountingUpstreamOptions): CountingUp
   };
   const closing = new AbortController();
   let releaseBarrier: () => void = () => {};
-  const barrier = new Promise<void>((r) => releaseBarrier = r);
+  let barrier = Promise.resolve();
+  const hold = () => {
+    barrier = new Promise<void>((r) => releaseBarrier = r);
+  };
+  hold();
   const listeners = new Set<() => void>();
   const changed = () => listeners.forEach((l) => l());
 
@@ -175,6 +181,7 @@ export function startCountingUpstream(opts: CountingUpstreamOptions): CountingUp
     url: `http://127.0.0.1:${server.addr.port}`,
     stats,
     release: () => releaseBarrier(),
+    hold,
     waitFor(pred, timeoutMs) {
       return new Promise<void>((resolve, reject) => {
         const check = () => {
