@@ -78,8 +78,8 @@ Deno.test("a hanging upstream is cut at timeout_ms; failover honours every const
       ]);
     }
     assert.equal(second.stats.total, 2);
-    // Not `=== 2`: see the KNOWN BUG test below (an aborted pinned request is re-sent).
-    assert.ok(first.stats.total >= 2);
+    // Exactly once each: an aborted pinned request is never re-sent (see the test below).
+    assert.equal(first.stats.total, 2);
     first.setFault(null);
 
     // zdr: only the ZDR provider qualifies; its hang is a 504, never a failover to plain.
@@ -126,17 +126,13 @@ Deno.test("a hanging upstream is cut at timeout_ms; failover honours every const
 });
 
 /**
- * Found by the test above, in src/upstream/pinned_fetch.ts (not this suite's to
- * edit): when a request on a reused keep-alive pinned (node:https) connection
- * is aborted at the timeout, the same request arrives at the upstream a second
- * time ~100 ms later, after the gateway has already failed over: the prompt is
- * delivered twice. Reproduced without the gateway by one warm-up request, then
- * a `hang` fault and an abort after 400 ms: the upstream's `stats.total` goes
- * 1 → 2. Enable once fixed.
+ * Found by the test above: a request aborted at the timeout on a reused
+ * keep-alive pinned (node:https) connection arrived at the upstream a second
+ * time ~100 ms later, after failover: the prompt was delivered twice. The
+ * gateway's pinned clients no longer reuse connections (src/app/assemble.ts).
  */
 Deno.test({
-  name: "KNOWN BUG: a timed-out request to a verified upstream reaches it exactly once",
-  ignore: true,
+  name: "a timed-out request to a verified upstream reaches it exactly once",
   fn: async () => {
     const gw = await startTestGateway({ configure: shortTimeouts });
     try {

@@ -77,6 +77,7 @@ export function createApp(
       provider: null,
       usage: undefined,
       metadata: undefined,
+      phases: {},
     };
     let res: Response;
     let pattern = "unmatched";
@@ -98,7 +99,12 @@ export function createApp(
     const h = res.headers;
     h.set("x-aci-version", "aci/1");
     h.set("x-aci-keyset-digest", ctx.identity.current().digest);
-    h.set("server-timing", `gw;dur=${(performance.now() - started).toFixed(2)}`);
+    // The gateway's own time, and its phases (admission, upstream wait, durable commit).
+    const timing = [`gw;dur=${(performance.now() - started).toFixed(2)}`];
+    for (const [name, ms] of Object.entries(info.phases)) {
+      timing.push(`${name};dur=${ms.toFixed(2)}`);
+    }
+    h.set("server-timing", timing.join(", "));
     (info as RequestInfo & { route?: string }).route = pattern;
     if (!info.deferLog) ctx.logRequest({ ...info, route: pattern } as RequestInfo, res.status);
     return res;

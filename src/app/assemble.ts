@@ -166,6 +166,10 @@ export function assembleGateway(
       let f = pinned.get(key);
       if (!f) {
         f = createPinnedFetch({
+          // No connection reuse: a request aborted on a reused node:https socket was
+          // seen re-sent after failover (tests/faults_test.ts); one fresh,
+          // pin-checked connection per request delivers a prompt at most once.
+          keepAlive: false,
           spkiSha256: v.spkiSha256,
           ca: c.provider.confidential?.tls_ca_pem,
           onMismatch: () =>

@@ -38,6 +38,18 @@ export interface RequestInfo {
   metadata: unknown;
   /** Streams log when they end, not when the headers leave. */
   deferLog?: boolean;
+  /** Milliseconds spent in each phase (the `Server-Timing` header). */
+  phases: Record<string, number>;
+}
+
+/** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
+async function phase<T>(info: RequestInfo, name: string, f: () => Promise<T>): Promise<T> {
+  const t0 = performance.now();
+  try {
+    return await f();
+  } finally {
+    info.phases[name] = (info.phases[name] ?? 0) + performance.now() - t0;
+  }
 }
 
 export async function handleInference(
@@ -78,43 +90,46 @@ export async function handleInference(
       modelId: plan.modelId,
     });
     const estTokens = plan.estimate.promptTokens + plan.estimate.outputTokens;
-    admission = await ctx.admitter.admit(key, {
-      tokens: estTokens,
-      costNano: costNano(
-        {
-          prompt_tokens: plan.estimate.promptTokens,
-          completion_tokens: plan.estimate.outputTokens,
-        },
-        plan.pricing,
-      ),
-      requestId: info.requestId,
-    });
+    admission = await phase(info, "admit", () =>
+      ctx.admitter.admit(key, {
+        tokens: estTokens,
+        costNano: costNano(
+          {
+            prompt_tokens: plan.estimate.promptTokens,
+            completion_tokens: plan.estimate.outputTokens,
+          },
+          plan.pricing,
+        ),
+        requestId: info.requestId,
+      }));
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
 
     const bodies = new Map<string, Uint8Array<ArrayBuffer>>();
     const abort = new AbortController();
     req.signal.addEventListener("abort", () => abort.abort(), { once: true });
-    const result = await forward(
-      {
-        candidates,
-        path: plan.upstreamPath,
-        body: (c) => {
-          let b = bodies.get(c.routeId);
-          if (!b) {
-            b = encoder.encode(JSON.stringify(plan.upstreamBody(c)));
-            bodies.set(c.routeId, b);
-          }
-          return b;
+    const recorder = rec;
+    const result = await phase(info, "upstream", () =>
+      forward(
+        {
+          candidates,
+          path: plan.upstreamPath,
+          body: (c) => {
+            let b = bodies.get(c.routeId);
+            if (!b) {
+              b = encoder.encode(JSON.stringify(plan.upstreamBody(c)));
+              bodies.set(c.routeId, b);
+            }
+            return b;
+          },
+          verificationRequired: constraints.aciVerified,
+          modelId: plan.modelId,
+          receivedHash,
+          signal: abort.signal,
         },
-        verificationRequired: constraints.aciVerified,
-        modelId: plan.modelId,
-        receivedHash,
-        signal: abort.signal,
-      },
-      ctx.forward,
-      rec,
-    );
+        ctx.forward,
+        recorder,
+      ));
     info.provider = result.candidate.provider.name;
 
     const settle = (u: TokenUsage | undefined) => {
@@ -139,7 +154,7 @@ export async function handleInference(
         errorFormat: ep.errorFormat,
       });
     }
-    return await wholeResponse(ctx, plan, rec, result, headers, settle);
+    return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
   } catch (e) {
     const err = asGatewayError(e);
     if (err.kind === "internal") {
@@ -178,6 +193,7 @@ async function wholeResponse(
   result: ForwardResult,
   headers: Headers,
   settle: (u: TokenUsage | undefined) => import("../store/group_commit.ts").KvWrite[],
+  info: RequestInfo,
 ): Promise<Response> {
   let raw: Uint8Array;
   try {
@@ -204,7 +220,7 @@ async function wholeResponse(
   const writes = ctx.receipts.finalize(rec.draft);
   writes.push(...settle(plan.usage(json)));
   // Released only once the receipt (and the debit) are durable.
-  await ctx.committer.write(writes);
+  await phase(info, "commit", () => ctx.committer.write(writes));
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });
 }

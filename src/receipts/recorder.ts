@@ -42,8 +42,9 @@ export class ReceiptRecorder {
     this.draft.events.push(e);
   }
 
+  /** The requested model (bounded: it is client input, stored before validation). */
   setModel(model: string): void {
-    this.draft.model = model;
+    this.draft.model = model.length <= 256 ? model : model.slice(0, 256);
   }
 
   setChatId(id: string | null): void {
