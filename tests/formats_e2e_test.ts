@@ -7,7 +7,10 @@ import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 
-async function withGateway(fn: (gw: TestGateway) => Promise<void>, opts = {}) {
+async function withGateway(
+  fn: (gw: TestGateway) => Promise<void>,
+  opts: Parameters<typeof startTestGateway>[0] = {},
+) {
   const gw = await startTestGateway(opts);
   try {
     await fn(gw);
@@ -308,4 +311,30 @@ Deno.test("the routing block and refusals work on both formats", async () => {
     await z.body?.cancel();
     assert.equal(gw.plain.stats.total, 0);
   });
+});
+
+Deno.test("an idle Anthropic stream gets event: ping keep-alives; the SDK still assembles the message", async () => {
+  await withGateway(async (gw) => {
+    gw.plain.setFault({ kind: "token_delay", ms: 250 });
+    gw.secure.setFault({ kind: "token_delay", ms: 250 });
+    const res = await fetch(`${gw.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": gw.apiKey },
+      body: JSON.stringify({
+        model: "demo/echo",
+        max_tokens: 20,
+        stream: true,
+        messages: [{ role: "user", content: "slow one two" }],
+      }),
+    });
+    const raw = await res.text();
+    assert.match(raw, /event: ping\ndata: \{"type":"ping"\}/);
+    assert.match(raw, /event: message_stop/);
+    const final = await anthropic(gw).messages.stream({
+      model: "demo/echo",
+      max_tokens: 20,
+      messages: [{ role: "user", content: "slow one two" }],
+    }).finalMessage();
+    assert.match(JSON.stringify(final.content), /slow one two/);
+  }, { configure: (c) => (c.limits.sse_keepalive_ms = 60) });
 });

@@ -108,11 +108,14 @@ export const configSchema = z.strictObject({
   limits: z.strictObject({
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
     stream_idle_timeout_ms: z.number().int().positive().default(120_000),
+    /** Silence after which a stream gets the format's keep-alive frame (Anthropic `event: ping`). */
+    sse_keepalive_ms: z.number().int().positive().default(15_000),
     /** Output tokens reserved (credits, tokens/min) when a request names no maximum. */
     default_output_reserve: z.number().int().positive().default(1024),
   }).default({
     max_body_bytes: 4 * 1024 * 1024,
     stream_idle_timeout_ms: 120_000,
+    sse_keepalive_ms: 15_000,
     default_output_reserve: 1024,
   }),
   identity: z.strictObject({

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { ChatModel } from "../catalog/catalog.ts";
-import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, ChatUsage } from "./chat_types.ts";
+import type { ChatMessage, ChatRequest, ChatResponse } from "./chat_types.ts";
 import { parseWith } from "./zod_error.ts";
 
 const text = z.strictObject({ type: z.literal("text"), text: z.string() });
@@ -218,40 +218,4 @@ export function estimateChatTokens(messages: ChatMessage[]): number {
 /** Rewrite the upstream's model name to the id the client asked for. */
 export function chatResponseForClient(res: ChatResponse, model: string): ChatResponse {
   return { ...res, model };
-}
-
-export function usageOf(
-  u: ChatUsage | null | undefined,
-): { prompt_tokens: number; completion_tokens: number } | undefined {
-  if (!u || typeof u.prompt_tokens !== "number" || typeof u.completion_tokens !== "number") {
-    return undefined;
-  }
-  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens };
-}
-
-/**
- * Chat streaming pass-through: each upstream chunk re-emitted with the client's
- * model id; the usage-only chunk the gateway asked for is dropped unless the
- * client asked for it too; the `[DONE]` terminator is always written.
- */
-export function createChatStreamPassthrough(opts: { model: string; clientWantsUsage: boolean }) {
-  let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
-  let ended = false;
-  return {
-    chunk(c: ChatChunk): string {
-      const u = usageOf(c.usage);
-      if (u) usage = u;
-      const isUsageOnly = c.choices.length === 0;
-      if (isUsageOnly && !opts.clientWantsUsage) return "";
-      const out: ChatChunk = { ...c, model: opts.model };
-      if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
-      return `data: ${JSON.stringify(out)}\n\n`;
-    },
-    end(): string {
-      if (ended) return "";
-      ended = true;
-      return "data: [DONE]\n\n";
-    },
-    usage: () => usage,
-  };
 }

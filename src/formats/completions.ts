@@ -1,8 +1,6 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
 import { z } from "zod";
 import { parseWith } from "./zod_error.ts";
-import { usageOf } from "./chat.ts";
-import type { ChatUsage } from "./chat_types.ts";
 
 export const completionRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -59,36 +57,4 @@ export function upstreamCompletionBody(
   const out: CompletionRequest = { ...body, model: upstreamModel };
   if (out.stream) out.stream_options = { include_usage: true };
   return out;
-}
-
-interface CompletionChunk {
-  choices?: unknown[];
-  usage?: ChatUsage | null;
-  model?: string;
-  [k: string]: unknown;
-}
-
-/** Same contract as the chat pass-through, for `text_completion` chunks. */
-export function createCompletionStreamPassthrough(
-  opts: { model: string; clientWantsUsage: boolean },
-) {
-  let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
-  let ended = false;
-  return {
-    chunk(c: CompletionChunk): string {
-      const u = usageOf(c.usage);
-      if (u) usage = u;
-      const usageOnly = Array.isArray(c.choices) && c.choices.length === 0;
-      if (usageOnly && !opts.clientWantsUsage) return "";
-      const out: CompletionChunk = { ...c, model: opts.model };
-      if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
-      return `data: ${JSON.stringify(out)}\n\n`;
-    },
-    end(): string {
-      if (ended) return "";
-      ended = true;
-      return "data: [DONE]\n\n";
-    },
-    usage: () => usage,
-  };
 }

@@ -3,14 +3,13 @@ import type { InferenceEndpoint } from "./pipeline.ts";
 import {
   chatResponseForClient,
   checkChatAgainstModel,
-  createChatStreamPassthrough,
   estimateChatTokens,
   parseChatRequest,
   upstreamChatBody,
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { idOf, usageField } from "./plan.ts";
-import { errorBody } from "../http/errors.ts";
+import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
   endpoint: "/v1/chat/completions",
@@ -36,13 +35,8 @@ export const chatEndpoint: InferenceEndpoint = {
       respond: (u) => chatResponseForClient(u as ChatResponse, p.model),
       usage: usageField,
       chatId: idOf,
-      translator: () => {
-        const t = createChatStreamPassthrough({
-          model: p.model,
-          clientWantsUsage: p.clientWantsUsage,
-        });
-        return { ...t, fail: (err) => `data: ${JSON.stringify(errorBody(err, "openai"))}\n\n` };
-      },
+      translator: () =>
+        createOpenAiStreamPassthrough({ model: p.model, clientWantsUsage: p.clientWantsUsage }),
     };
   },
 };

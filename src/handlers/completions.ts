@@ -1,13 +1,13 @@
 /** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
 import type { InferenceEndpoint } from "./pipeline.ts";
 import {
-  createCompletionStreamPassthrough,
   estimateCompletionTokens,
   parseCompletionRequest,
   upstreamCompletionBody,
 } from "../formats/completions.ts";
-import { badParam, errorBody } from "../http/errors.ts";
+import { badParam } from "../http/errors.ts";
 import { idOf, usageField } from "./plan.ts";
+import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const completionsEndpoint: InferenceEndpoint = {
   endpoint: "/v1/completions",
@@ -35,13 +35,8 @@ export const completionsEndpoint: InferenceEndpoint = {
       respond: (u) => ({ ...(u as Record<string, unknown>), model: p.model }),
       usage: usageField,
       chatId: idOf,
-      translator: () => {
-        const t = createCompletionStreamPassthrough({
-          model: p.model,
-          clientWantsUsage: p.clientWantsUsage,
-        });
-        return { ...t, fail: (err) => `data: ${JSON.stringify(errorBody(err, "openai"))}\n\n` };
-      },
+      translator: () =>
+        createOpenAiStreamPassthrough({ model: p.model, clientWantsUsage: p.clientWantsUsage }),
     };
   },
 };

@@ -19,6 +19,8 @@ export interface Translator {
   end(): string;
   fail(err: GatewayError): string;
   usage(): TokenUsage | undefined;
+  /** A keep-alive frame for idle upstreams (formats that have a safe one). */
+  keepAlive?(): string;
 }
 
 export interface InferencePlan {

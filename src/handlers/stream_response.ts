@@ -95,16 +95,31 @@ export function streamResponse(a: StreamArgs): Response {
   };
 
   const idleMs = ctx.config.limits.stream_idle_timeout_ms;
-  const readWithIdle = async () => {
+  const keepAliveMs = ctx.config.limits.sse_keepalive_ms;
+  let pending: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
+  let lastData = performance.now();
+  /**
+   * The next upstream read, or "keepalive" when the upstream has been silent for
+   * `keepAliveMs` and the format has a keep-alive frame (Anthropic `ping`). A
+   * read still pending is kept for the next call; silence past `idleMs` fails.
+   */
+  const next = async (): Promise<ReadableStreamReadResult<Uint8Array> | "keepalive"> => {
+    pending ??= reader.read();
+    const idleLeft = idleMs - (performance.now() - lastData);
+    const wait = Math.max(0, translator.keepAlive ? Math.min(keepAliveMs, idleLeft) : idleLeft);
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new GatewayError("upstream_timeout", "upstream stream went idle")),
-        idleMs,
-      );
-    });
+    const tick = new Promise<"tick">((r) => (timer = setTimeout(() => r("tick"), wait)));
     try {
-      return await Promise.race([reader.read(), timeout]);
+      const r = await Promise.race([pending, tick]);
+      if (r === "tick") {
+        if (performance.now() - lastData >= idleMs) {
+          throw new GatewayError("upstream_timeout", "upstream stream went idle");
+        }
+        return "keepalive";
+      }
+      pending = null;
+      lastData = performance.now();
+      return r;
     } finally {
       clearTimeout(timer);
     }
@@ -115,7 +130,11 @@ export function streamResponse(a: StreamArgs): Response {
       if (done) return;
       try {
         while (true) {
-          const r = await readWithIdle();
+          const r = await next();
+          if (r === "keepalive") {
+            emit(controller, translator.keepAlive!());
+            return;
+          }
           if (r.done) {
             const { out } = translate(decoder.end());
             await finish(controller, out + translator.end(), "completed");

@@ -314,10 +314,11 @@ export class GroupCommitter {
     owner.reject(e);
   }
 
-  async #commitWithRetry(ops: Sized[]): Promise<void> {
+  async #commitWithRetry(sized: Sized[]): Promise<void> {
+    const ops = coalesceSums(sized.map((s) => s.op));
     for (let attempt = 1;; attempt++) {
       const atomic = this.#kv.atomic();
-      for (const { op } of ops) {
+      for (const op of ops) {
         if (op.op === "set") {
           atomic.set(op.key, op.value, op.expireIn === undefined ? {} : { expireIn: op.expireIn });
         } else if (op.op === "sum") {
@@ -336,6 +337,41 @@ export class GroupCommitter {
       }
     }
   }
+}
+
+/**
+ * Merges `sum` mutations on the same key into one (sums commute, and the
+ * commit is all-or-nothing): a group of requests settling on one API key
+ * writes each usage counter once instead of once per request. Keys that a
+ * `set` or `delete` also touches in the batch are left as they are, in order.
+ */
+export function coalesceSums(ops: KvWrite[]): KvWrite[] {
+  const keyOf = (k: Deno.KvKey) =>
+    k.map((p) => p instanceof Uint8Array ? `u8:${[...p].join(",")}` : `${typeof p}:${String(p)}`)
+      .join("\u0000");
+  const touched = new Set<string>();
+  for (const op of ops) if (op.op !== "sum") touched.add(keyOf(op.key));
+  const merged = new Map<string, { op: "sum"; key: Deno.KvKey; value: bigint }>();
+  const out: KvWrite[] = [];
+  for (const op of ops) {
+    if (op.op !== "sum") {
+      out.push(op);
+      continue;
+    }
+    const k = keyOf(op.key);
+    if (touched.has(k)) {
+      out.push(op);
+      continue;
+    }
+    const m = merged.get(k);
+    if (m) m.value += op.value;
+    else {
+      const first = { op: "sum" as const, key: op.key, value: op.value };
+      merged.set(k, first);
+      out.push(first);
+    }
+  }
+  return out;
 }
 
 /** Short random backoff: up to 1, 2, 4 … 32 ms, jittered so two processes desynchronise. */

@@ -1,0 +1,51 @@
+/**
+ * The OpenAI streaming pass-through shared by `/v1/chat/completions` and
+ * `/v1/completions`: each upstream chunk re-emitted with the client's model
+ * id; the usage-only chunk the gateway asked for (for billing) dropped unless
+ * the client asked for it too; `data: [DONE]` always written at the end; an
+ * upstream failure mid-stream becomes an in-band `data: {"error": …}` frame.
+ * Pure.
+ */
+import { errorBody, type GatewayError } from "../http/errors.ts";
+import type { ChatUsage } from "./chat_types.ts";
+import type { TokenUsage, Translator } from "../handlers/plan.ts";
+
+interface OpenAiChunk {
+  choices?: unknown[];
+  usage?: ChatUsage | null;
+  model?: string;
+  [k: string]: unknown;
+}
+
+export function usageOf(u: ChatUsage | null | undefined): TokenUsage | undefined {
+  if (!u || typeof u.prompt_tokens !== "number" || typeof u.completion_tokens !== "number") {
+    return undefined;
+  }
+  return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens };
+}
+
+export function createOpenAiStreamPassthrough(
+  opts: { model: string; clientWantsUsage: boolean },
+): Translator {
+  let usage: TokenUsage | undefined;
+  let ended = false;
+  return {
+    chunk(data: never): string {
+      const c = data as OpenAiChunk;
+      const u = usageOf(c.usage);
+      if (u) usage = u;
+      const usageOnly = Array.isArray(c.choices) && c.choices.length === 0;
+      if (usageOnly && !opts.clientWantsUsage) return "";
+      const out: OpenAiChunk = { ...c, model: opts.model };
+      if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
+      return `data: ${JSON.stringify(out)}\n\n`;
+    },
+    end(): string {
+      if (ended) return "";
+      ended = true;
+      return "data: [DONE]\n\n";
+    },
+    fail: (err: GatewayError) => `data: ${JSON.stringify(errorBody(err, "openai"))}\n\n`,
+    usage: () => usage,
+  };
+}
