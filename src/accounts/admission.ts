@@ -20,7 +20,12 @@
 
 import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
-import { backoffMs, isTransientKvError } from "../store/group_commit.ts";
+import {
+  applyWrites,
+  backoffMs,
+  type BorrowedWrites,
+  isTransientKvError,
+} from "../store/group_commit.ts";
 import { creditSettlementWrites, decideCredit, foldDebt } from "./credits.ts";
 import type { KeyRecord } from "./keys.ts";
 import {
@@ -71,6 +76,8 @@ export interface Admitter {
 export interface AdmitterOptions {
   tiers: Tiers;
   now: () => number;
+  /** The group committer whose queued writes may ride admission commits. */
+  piggyback?: { borrow(maxMutations: number, maxBytes: number): BorrowedWrites | null };
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
   /**
@@ -92,6 +99,10 @@ interface Pending {
   resolve: (a: Admission) => void;
   reject: (e: unknown) => void;
 }
+
+/** Room left in an admission commit for borrowed writes (KV allows 1000 mutations, 800 KB). */
+const PIGGYBACK_MUTATIONS = 600;
+const PIGGYBACK_BYTES = 400_000;
 
 /** How long read account entries may be reused (the counters in them can only lag). */
 const CACHE_MS = 500;
@@ -305,7 +316,17 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       writes++;
     }
     if (writes === 0) return outcomes;
-    const res = await atomic.commit();
+    // Queued blind writes (receipts, settlements) ride this commit when there is room.
+    const lent = opts.piggyback?.borrow(PIGGYBACK_MUTATIONS, PIGGYBACK_BYTES) ?? null;
+    if (lent) applyWrites(atomic, lent.ops);
+    let res: Deno.KvCommitResult | Deno.KvCommitError;
+    try {
+      res = await atomic.commit();
+    } catch (e) {
+      lent?.settle(false);
+      throw e;
+    }
+    lent?.settle(res.ok);
     if (!res.ok) {
       for (const id of keyIds) cache.delete(id);
       return null;

@@ -193,7 +193,7 @@ export function assembleGateway(
     kv,
     catalog,
     auth: createAuthenticator(kv, { now }),
-    admitter: createAdmitter(kv, { tiers: config.tiers, now }),
+    admitter: createAdmitter(kv, { tiers: config.tiers, now, piggyback: committer }),
     committer,
     receipts: createReceiptService(kv, {
       identity,

@@ -174,6 +174,8 @@ export class GroupCommitter {
   readonly #maxAttempts: number;
   #queue: Pending[] = [];
   #running = false;
+  /** Writers handed to another commit (`borrow`) and not yet settled. */
+  #borrowed = 0;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
 
@@ -222,8 +224,58 @@ export class GroupCommitter {
 
   /** Resolves once every write queued before this call has settled. */
   flush(): Promise<void> {
-    if (!this.#running) return Promise.resolve();
+    if (!this.#running && this.#borrowed === 0) return Promise.resolve();
     return new Promise((r) => this.#idleWaiters.push(r));
+  }
+
+  /**
+   * Hands whole queued writers (within the given mutation and byte budgets) to
+   * another atomic commit that is about to happen anyway, e.g. an admission
+   * commit: under load, queued receipts then ride the next commit instead of
+   * waiting for this committer's own. `settle(true)` after that commit is
+   * durable resolves them; `settle(false)` puts them back in front of the queue.
+   */
+  borrow(maxMutations: number, maxBytes: number): BorrowedWrites | null {
+    const taken: Pending[] = [];
+    let mutations = 0;
+    let bytes = 0;
+    while (this.#queue.length > 0) {
+      const p = this.#queue[0];
+      const pb = p.ops.reduce((a, o) => a + o.bytes, 0);
+      if (mutations + p.ops.length > maxMutations || bytes + pb > maxBytes) break;
+      this.#queue.shift();
+      taken.push(p);
+      mutations += p.ops.length;
+      bytes += pb;
+    }
+    if (taken.length === 0) return null;
+    this.#borrowed += taken.length;
+    let settled = false;
+    return {
+      ops: coalesceSums(taken.flatMap((p) => p.ops.map((o) => o.op))),
+      settle: (ok) => {
+        if (settled) return;
+        settled = true;
+        this.#borrowed -= taken.length;
+        if (ok) {
+          for (const p of taken) p.resolve();
+        } else {
+          this.#queue.unshift(...taken);
+          if (!this.#running) {
+            this.#running = true;
+            queueMicrotask(() => void this.#drain());
+          }
+        }
+        this.#notifyIdle();
+      },
+    };
+  }
+
+  #notifyIdle(): void {
+    if (this.#running || this.#borrowed > 0) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const w of waiters) w();
   }
 
   /** Flushes, then refuses new writes. */
@@ -239,9 +291,7 @@ export class GroupCommitter {
       for (const chunk of this.#chunks(batch)) await this.#commitChunk(chunk);
     }
     this.#running = false;
-    const waiters = this.#idleWaiters;
-    this.#idleWaiters = [];
-    for (const w of waiters) w();
+    this.#notifyIdle();
   }
 
   /** Cuts a batch into commits within the limits, keeping each writer whole if it fits. */
@@ -318,15 +368,7 @@ export class GroupCommitter {
     const ops = coalesceSums(sized.map((s) => s.op));
     for (let attempt = 1;; attempt++) {
       const atomic = this.#kv.atomic();
-      for (const op of ops) {
-        if (op.op === "set") {
-          atomic.set(op.key, op.value, op.expireIn === undefined ? {} : { expireIn: op.expireIn });
-        } else if (op.op === "sum") {
-          atomic.sum(op.key, ((op.value % U64_MOD) + U64_MOD) % U64_MOD);
-        } else {
-          atomic.delete(op.key);
-        }
-      }
+      applyWrites(atomic, ops);
       try {
         const res = await atomic.commit();
         if (!res.ok) throw new Error("KV commit was not applied");
@@ -335,6 +377,25 @@ export class GroupCommitter {
         if (!isTransientKvError(e) || attempt >= this.#maxAttempts) throw e;
         await this.#sleep(backoffMs(attempt, this.#random));
       }
+    }
+  }
+}
+
+/** Writers lent to another commit by {@link GroupCommitter.borrow}. */
+export interface BorrowedWrites {
+  ops: KvWrite[];
+  settle(committed: boolean): void;
+}
+
+/** Adds writes to an atomic operation (negative sums as wrapping u64 adds). */
+export function applyWrites(atomic: Deno.AtomicOperation, ops: KvWrite[]): void {
+  for (const op of ops) {
+    if (op.op === "set") {
+      atomic.set(op.key, op.value, op.expireIn === undefined ? {} : { expireIn: op.expireIn });
+    } else if (op.op === "sum") {
+      atomic.sum(op.key, ((op.value % U64_MOD) + U64_MOD) % U64_MOD);
+    } else {
+      atomic.delete(op.key);
     }
   }
 }

@@ -225,3 +225,37 @@ Deno.test("sums on one key in one commit are merged; sets and deletes keep their
   await c.close();
   kv.close();
 });
+
+Deno.test("borrowed writers resolve with the commit that carried them, or go back to the queue", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const c = new GroupCommitter(kv);
+  // Hold the committer busy so the next writers queue up.
+  const first = c.write([{ op: "set", key: ["first"], value: 1 }]);
+  await Promise.resolve(); // the drain takes `first` and its commit is in flight
+  const a = c.write([{ op: "set", key: ["a"], value: 1 }, { op: "sum", key: ["n"], value: 2n }]);
+  const b = c.write([{ op: "sum", key: ["n"], value: 3n }]);
+  const lent = c.borrow(100, 100_000);
+  assert.ok(lent);
+  assert.deepEqual(lent.ops.map((o) => o.op), ["set", "sum"], "the two sums merged");
+  let flushed = false;
+  const f = c.flush().then(() => (flushed = true));
+  await first;
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(flushed, false, "flush waits for lent writers");
+  // The borrowing commit fails: they go back and the committer commits them itself.
+  lent.settle(false);
+  await Promise.all([a, b, f]);
+  assert.equal((await kv.get<Deno.KvU64>(["n"])).value?.value, 5n);
+  // A successful borrowing commit resolves its writers.
+  const d = c.write([{ op: "set", key: ["d"], value: 4 }]);
+  const lent2 = c.borrow(100, 100_000);
+  if (lent2) {
+    const atomic = kv.atomic();
+    (await import("./group_commit.ts")).applyWrites(atomic, lent2.ops);
+    lent2.settle((await atomic.commit()).ok);
+  }
+  await d;
+  assert.equal((await kv.get(["d"])).value, 4);
+  await c.close();
+  kv.close();
+});
