@@ -5,10 +5,14 @@ import type { Params } from "../http/router.ts";
 import { jsonResponse } from "../http/json.ts";
 import { signatureEnvelope } from "../aci/legacy.ts";
 import { signingAlgo } from "./attestation.ts";
+import { credentialHeader } from "./pipeline.ts";
 
-/** The digest of the presented key, null when no credential was presented; 401 for a bad one. */
+/**
+ * The digest of the presented key (Bearer or `x-api-key`), null when no
+ * credential was presented; 401 `unauthorized` for a bad one.
+ */
 export async function callerDigest(req: Request, ctx: GatewayContext): Promise<string | null> {
-  const header = req.headers.get("authorization");
+  const header = credentialHeader(req.headers);
   if (header === null) return null;
   try {
     return (await ctx.auth.authenticate(header)).digest;

@@ -8,17 +8,11 @@ import type { GatewayContext } from "../app/context.ts";
 import { badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { Params } from "../http/router.ts";
-import { credentialHeader } from "./pipeline.ts";
+import { callerDigest } from "./receipts.ts";
 
 async function requireKey(req: Request, ctx: GatewayContext): Promise<void> {
-  const h = credentialHeader(req.headers);
-  if (h === null) {
+  if ((await callerDigest(req, ctx)) === null) {
     throw new GatewayError("unauthorized", "an API key is required (Authorization: Bearer <key>)");
-  }
-  try {
-    await ctx.auth.authenticate(h);
-  } catch {
-    throw new GatewayError("unauthorized", "the presented API key is not valid");
   }
 }
 
