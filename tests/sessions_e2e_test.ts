@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import canonicalize from "canonicalize";
 import { createHash } from "node:crypto";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
-import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
+import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
 import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
@@ -44,6 +44,23 @@ function addTeeProvider(c: GatewayConfig, url: string, caPem: string) {
   });
 }
 
+/** A gateway with the TEE provider at `up`, verified with the real verifiers under the forge's root. */
+function gatewayVerifying(
+  up: { url: string; caPem: string },
+  forge: TdxForge,
+): Promise<TestGateway> {
+  return startTestGateway({
+    configure: (c) => addTeeProvider(c, up.url, up.caPem),
+    verifiers: {
+      verifierFor: (p) => verifierFor(p.confidential!.verifier),
+      deps: createVerifierDeps({
+        now: Date.now,
+        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
+      }),
+    },
+  });
+}
+
 async function chat(gw: TestGateway, provider: unknown, model = "tee/model") {
   const res = await fetch(`${gw.baseURL}/chat/completions`, {
     method: "POST",
@@ -68,16 +85,7 @@ Deno.test("a forged-root TDX upstream is verified into a session; aci constraint
   const forge = await forgeTdxEnvironment();
   const ca = await makeTestCa();
   const up = await startDstackUpstream({ forge, ca });
-  const gw = await startTestGateway({
-    configure: (c) => addTeeProvider(c, up.url, up.caPem),
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
-        now: Date.now,
-        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
-      }),
-    },
-  });
+  const gw = await gatewayVerifying(up, forge);
   try {
     const state = gw.gateway.ctx.verification("tdx");
     assert.ok(state?.verified, JSON.stringify(state));
@@ -146,16 +154,7 @@ Deno.test("a server with another TLS key at the verified origin never receives t
   const forge = await forgeTdxEnvironment();
   const ca = await makeTestCa();
   const up = await startDstackUpstream({ forge, ca });
-  const gw = await startTestGateway({
-    configure: (c) => addTeeProvider(c, up.url, up.caPem),
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
-        now: Date.now,
-        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
-      }),
-    },
-  });
+  const gw = await gatewayVerifying(up, forge);
   const port = Number(new URL(up.url).port);
   let impostor: Awaited<ReturnType<typeof startCountingTlsServer>> | null = null;
   try {
@@ -200,16 +199,7 @@ Deno.test("verification failure: 503 with a refusal receipt, no prompt sent", as
   const forge = await forgeTdxEnvironment();
   const ca = await makeTestCa();
   const up = await startDstackUpstream({ forge, ca, bindSpki: false });
-  const gw = await startTestGateway({
-    configure: (c) => addTeeProvider(c, up.url, up.caPem),
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
-        now: Date.now,
-        tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
-      }),
-    },
-  });
+  const gw = await gatewayVerifying(up, forge);
   try {
     const state = gw.gateway.ctx.verification("tdx");
     assert.ok(state && !state.verified);
