@@ -76,7 +76,12 @@ Deno.test("canonical report through the configfs-tsm provider (imitation), concu
   try {
     const nonces = Array.from({ length: 12 }, randomNonce);
     const reports = await Promise.all(
-      nonces.map((n) => fetch(`${gw.baseURL}/aci/attestation?nonce=${n}`).then((r) => r.json())),
+      nonces.map(async (n) => {
+        const r = await fetch(`${gw.baseURL}/aci/attestation?nonce=${n}`);
+        const body = await r.json();
+        assert.equal(r.status, 200, JSON.stringify(body));
+        return body;
+      }),
     );
     reports.forEach((report, i) => {
       const slot = checkBinding(report, nonces[i]);

@@ -105,23 +105,25 @@ export function streamResponse(a: StreamArgs): Response {
    */
   const next = async (): Promise<ReadableStreamReadResult<Uint8Array> | "keepalive"> => {
     pending ??= reader.read();
-    const idleLeft = idleMs - (performance.now() - lastData);
-    const wait = Math.max(0, translator.keepAlive ? Math.min(keepAliveMs, idleLeft) : idleLeft);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const tick = new Promise<"tick">((r) => (timer = setTimeout(() => r("tick"), wait)));
-    try {
-      const r = await Promise.race([pending, tick]);
-      if (r === "tick") {
-        if (performance.now() - lastData >= idleMs) {
-          throw new GatewayError("upstream_timeout", "upstream stream went idle");
+    while (true) {
+      const idleLeft = idleMs - (performance.now() - lastData);
+      // 1 ms of slack: a timer may fire a hair before the monotonic clock reaches it.
+      if (idleLeft <= 1) throw new GatewayError("upstream_timeout", "upstream stream went idle");
+      const keepAlive = translator.keepAlive !== undefined && keepAliveMs < idleLeft;
+      const wait = keepAlive ? keepAliveMs : idleLeft;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const tick = new Promise<"tick">((r) => (timer = setTimeout(() => r("tick"), wait)));
+      try {
+        const r = await Promise.race([pending, tick]);
+        if (r !== "tick") {
+          pending = null;
+          lastData = performance.now();
+          return r;
         }
-        return "keepalive";
+        if (keepAlive) return "keepalive";
+      } finally {
+        clearTimeout(timer);
       }
-      pending = null;
-      lastData = performance.now();
-      return r;
-    } finally {
-      clearTimeout(timer);
     }
   };
 
