@@ -71,7 +71,10 @@ Deno.test("canonical report through the configfs-tsm provider (imitation), concu
   const dir = await Deno.makeTempDir();
   const fake = await startFakeConfigfsTsm(dir, { provider: "tdx_guest" });
   const gw = await startTestGateway({
-    quotes: createConfigfsTsmProvider({ root: fake.root, fs: fake.fs }),
+    // The imitation polls its directory; under a fully loaded parallel suite it can see a
+    // half-written inblob and bump the generation twice, which the provider treats as a
+    // race and retries. More attempts than production's default keep that from flaking.
+    quotes: createConfigfsTsmProvider({ root: fake.root, fs: fake.fs, maxAttempts: 10 }),
   });
   try {
     const nonces = Array.from({ length: 12 }, randomNonce);
