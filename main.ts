@@ -11,7 +11,9 @@ import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
 import { devConfig } from "./src/config/dev.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
-import { pemToDer, productionVerifiers } from "./src/sessions/verifiers.ts";
+import { productionVerifiers } from "./src/sessions/verifiers.ts";
+import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
+import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
 import { caTrustingFetch } from "./src/upstream/ca_fetch.ts";
 import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
@@ -36,6 +38,12 @@ function flag(args: string[], name: string): string | undefined {
   const v = args[i + 1];
   if (v === undefined || v.startsWith("--")) fail(`--${name} needs a value`);
   return v;
+}
+
+/** `args` without `--name VALUE` (flags main.ts consumes before handing the rest on). */
+function withoutFlags(args: string[], names: string[]): string[] {
+  const drop = new Set(names.map((n) => `--${n}`));
+  return args.filter((a, i) => !drop.has(a) && !drop.has(args[i - 1]));
 }
 
 function fail(msg: string): never {
@@ -122,7 +130,7 @@ async function serve(args: string[]): Promise<void> {
     now: Date.now,
     collateral: await collateralSource(config),
     rootCaDer: config.trust.intel_root_ca_pem
-      ? pemToDer(config.trust.intel_root_ca_pem)
+      ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
   });
   const gateway = assembleGateway(config, {
@@ -244,17 +252,10 @@ async function collateralSource(config: GatewayConfig): Promise<CollateralSource
 
 async function keys(args: string[]): Promise<void> {
   const configPath = flag(args, "config");
-  const rest = configPath === undefined
-    ? args
-    : args.filter((_, i) => i !== args.indexOf("--config") && i !== args.indexOf("--config") + 1);
+  const rest = withoutFlags(args, ["config"]);
   const config = configPath ? await loadConfigFile(configPath) : undefined;
   const kv = await openStore(config?.store.path ?? DEV_STORE);
-  const tiers = config?.tiers ??
-    {
-      free: { rpm: 60, tpm: 100_000 },
-      pro: { rpm: 600, tpm: 1_000_000 },
-      enterprise: { rpm: 6_000, tpm: 10_000_000 },
-    };
+  const tiers = config?.tiers ?? DEFAULT_TIERS;
   const code = await runKeys(rest, { kv, print: (l) => console.log(l), now: Date.now, tiers });
   kv.close();
   Deno.exit(code);
@@ -264,10 +265,7 @@ async function verify(args: string[]): Promise<void> {
   // Collateral options are ours; everything else belongs to the verify command.
   const collateralFile = flag(args, "collateral");
   const pccs = flag(args, "pccs-url");
-  const rest = args.filter((a, i) =>
-    !["--collateral", "--pccs-url"].includes(a) &&
-    !["--collateral", "--pccs-url"].includes(args[i - 1])
-  );
+  const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
   if (collateralFile) {
     const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));

@@ -105,8 +105,8 @@ export function createApp(
       timing.push(`${name};dur=${ms.toFixed(2)}`);
     }
     h.set("server-timing", timing.join(", "));
-    (info as RequestInfo & { route?: string }).route = pattern;
-    if (!info.deferLog) ctx.logRequest({ ...info, route: pattern } as RequestInfo, res.status);
+    info.route = pattern;
+    if (!info.deferLog) ctx.logRequest(info, res.status);
     return res;
   };
 }

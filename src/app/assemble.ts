@@ -213,7 +213,7 @@ export function assembleGateway(
     now,
     randomBytes: world.randomBytes,
     log: world.log,
-    logRequest: (info: RequestInfo & { route?: string }, status: number, outcome?: string) =>
+    logRequest: (info: RequestInfo, status: number, outcome?: string) =>
       world.log({
         level: "info",
         request_id: info.requestId,

@@ -1,6 +1,7 @@
 /** Turning a zod validation failure into the gateway's 400, naming the parameter path. */
 import type { z } from "zod";
 import { badParam, type GatewayError } from "../http/errors.ts";
+import { formatParamPath } from "./messages/param_error.ts";
 
 export function zodToGatewayError(err: z.ZodError): GatewayError {
   const issue = err.issues[0];
@@ -15,12 +16,7 @@ export function zodToGatewayError(err: z.ZodError): GatewayError {
 }
 
 export function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const p of path) {
-    if (typeof p === "number") out += `[${p}]`;
-    else out += out ? `.${String(p)}` : String(p);
-  }
-  return out || "body";
+  return formatParamPath(path) || "body";
 }
 
 /** Parse with a schema or throw the 400. */

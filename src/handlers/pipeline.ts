@@ -36,6 +36,8 @@ export interface RequestInfo {
   provider: string | null;
   usage: TokenUsage | undefined;
   metadata: unknown;
+  /** The matched route pattern (never the raw path, which may carry ids). */
+  route?: string;
   /** Streams log when they end, not when the headers leave. */
   deferLog?: boolean;
   /** Milliseconds spent in each phase (the `Server-Timing` header). */

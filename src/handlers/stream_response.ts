@@ -68,7 +68,7 @@ export function streamResponse(a: StreamArgs): Response {
     const writes = ctx.receipts.finalize(rec.draft);
     writes.push(...a.settle(usage()));
     await ctx.committer.write(writes);
-    ctx.logRequest(a.info, outcome === "completed" ? 200 : 200, outcome);
+    ctx.logRequest(a.info, 200, outcome);
   };
 
   /** Feed decoded upstream events to the translator; returns text for the client. */

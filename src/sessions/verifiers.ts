@@ -34,9 +34,3 @@ export function productionVerifiers(
     }),
   };
 }
-
-/** DER of the first certificate in a PEM. */
-export function pemToDer(pem: string): Uint8Array {
-  const b64 = pem.replace(/-----(BEGIN|END) CERTIFICATE-----/g, "").replace(/\s+/g, "");
-  return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-}
