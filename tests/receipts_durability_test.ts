@@ -26,7 +26,7 @@ import { verifyReceipt } from "../src/verify/receipt.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
-import { RECEIPT_PREFIX } from "../src/receipts/service.ts";
+import { parseStoredReceipt, RECEIPT_PREFIX } from "../src/receipts/service.ts";
 
 Deno.test("restart between response and lookup: receipts and response-id lookups survive, old keyset still verifies", async () => {
   const dir = await Deno.makeTempDir({ prefix: "receipts_restart_" });
@@ -219,10 +219,10 @@ async function loadThenSignal(signal: "SIGTERM" | "SIGKILL") {
     try {
       for (const o of done) {
         assert.match(o.receiptId ?? "", /^rcpt-/);
-        const entry = await kv.get<{ receipt: Json }>([RECEIPT_PREFIX, o.receiptId!]);
-        assert.ok(entry.value, `receipt ${o.receiptId} of a delivered response is missing`);
+        const entry = parseStoredReceipt((await kv.get([RECEIPT_PREFIX, o.receiptId!])).value);
+        assert.ok(entry, `receipt ${o.receiptId} of a delivered response is missing`);
         assert.equal(
-          onlyEvent(entry.value.receipt, "response.returned").body_hash,
+          onlyEvent(entry.receipt as unknown as Json, "response.returned").body_hash,
           sha256Prefixed(o.body!),
         );
       }

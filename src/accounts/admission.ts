@@ -76,8 +76,11 @@ export interface Admitter {
 export interface AdmitterOptions {
   tiers: Tiers;
   now: () => number;
-  /** The group committer whose queued writes may ride admission commits. */
-  piggyback?: { borrow(maxMutations: number, maxBytes: number): BorrowedWrites | null };
+  /**
+   * The group committer on the same store: admission commits take turns with
+   * its commits and carry the writes queued behind them.
+   */
+  piggyback?: CommitLane;
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
   /**
@@ -88,6 +91,13 @@ export interface AdmitterOptions {
   maxKeysPerBatch?: number;
   /** Commit attempts per batch before giving up with 503. */
   maxAttempts?: number;
+}
+
+/** What admission needs of the group committer (see `GroupCommitter.exclusive`). */
+export interface CommitLane {
+  borrow(maxMutations: number, maxBytes: number): BorrowedWrites | null;
+  exclusive<T>(f: () => Promise<T>): Promise<T>;
+  laneFree(): Promise<void>;
 }
 
 /** The KV operations admission needs (lets tests inject lock errors). */
@@ -164,7 +174,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         settled = true;
         const t = opts.now();
         return [
-          ...creditSettlementWrites(key.key_id, est.requestId, est.costNano, actual, t),
+          ...creditSettlementWrites(key.key_id, est.costNano, actual),
           ...tokenSettlementWrites(
             key.key_id,
             est.tokens,
@@ -316,17 +326,21 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       writes++;
     }
     if (writes === 0) return outcomes;
-    // Queued blind writes (receipts, settlements) ride this commit when there is room.
-    const lent = opts.piggyback?.borrow(PIGGYBACK_MUTATIONS, PIGGYBACK_BYTES) ?? null;
-    if (lent) applyWrites(atomic, lent.ops);
-    let res: Deno.KvCommitResult | Deno.KvCommitError;
-    try {
-      res = await atomic.commit();
-    } catch (e) {
-      lent?.settle(false);
-      throw e;
-    }
-    lent?.settle(res.ok);
+    const commit = async () => {
+      // Queued blind writes (receipts, settlements) ride this commit when there is room.
+      const lent = opts.piggyback?.borrow(PIGGYBACK_MUTATIONS, PIGGYBACK_BYTES) ?? null;
+      if (lent) applyWrites(atomic, lent.ops);
+      let r: Deno.KvCommitResult | Deno.KvCommitError;
+      try {
+        r = await atomic.commit();
+      } catch (e) {
+        lent?.settle(false);
+        throw e;
+      }
+      lent?.settle(r.ok);
+      return r;
+    };
+    const res = opts.piggyback ? await opts.piggyback.exclusive(commit) : await commit();
     if (!res.ok) {
       for (const id of keyIds) cache.delete(id);
       return null;
@@ -384,7 +398,11 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
 
   async function drain(): Promise<void> {
     try {
-      while (queue.length > 0) await runBatch(takeBatch());
+      while (queue.length > 0) {
+        // Behind an in-flight commit: let more requests join this batch meanwhile.
+        await opts.piggyback?.laneFree();
+        await runBatch(takeBatch());
+      }
     } finally {
       running = false;
     }

@@ -22,7 +22,6 @@ import {
   debtKey,
   keyRecordKey,
   parseState,
-  settledKey,
   stateKey,
   u64,
   USAGE_FIELDS,
@@ -33,8 +32,6 @@ import {
 export const NANO_PER_CREDIT = 1_000_000_000n;
 /** Balances stay below 2^63 nano (about 9.2e9 credits) so sums never wrap. */
 export const MAX_BALANCE_NANO = (1n << 63n) - 1n;
-/** How long the `["settled", request_id]` marker is kept. */
-export const SETTLED_MARKER_TTL_MS = 7 * 24 * 3600 * 1000;
 
 /** Exact decimal credits → nano-credits. Rejects anything but a plain non-negative decimal. */
 export function parseCredits(text: string): bigint {
@@ -102,13 +99,15 @@ export function decideCredit(fold: DebtFold, costNano: bigint): CreditDecision {
   return { ok: true, balance: fold.balance - costNano };
 }
 
-/** Blind settlement writes for a request that reserved `reservedNano`. */
+/**
+ * Blind settlement writes for a request that reserved `reservedNano`. They are
+ * committed with the request's receipt, which is the per-request record; no
+ * separate marker is written (the in-memory `Admission` already settles once).
+ */
 export function creditSettlementWrites(
   keyId: string,
-  requestId: string,
   reservedNano: bigint,
   actual: { promptTokens: number; completionTokens: number; costNano: bigint },
-  settledAt: number,
 ): KvWrite[] {
   const writes: KvWrite[] = [];
   if (actual.costNano < reservedNano) {
@@ -125,12 +124,6 @@ export function creditSettlementWrites(
       value: BigInt(actual.completionTokens),
     },
     { op: "sum", key: usageKey(keyId, "spent_nano"), value: actual.costNano },
-    {
-      op: "set",
-      key: settledKey(requestId),
-      value: { key_id: keyId, settled_at: settledAt },
-      expireIn: SETTLED_MARKER_TTL_MS,
-    },
   );
   return writes;
 }

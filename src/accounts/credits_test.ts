@@ -68,7 +68,6 @@ Deno.test("reserve then settle below the estimate refunds the difference", async
     completion_tokens: 2n,
     spent_nano: 120n,
   });
-  assert.deepEqual((await kv.get(["settled", "r1"])).value, { key_id: key.key_id, settled_at: T0 });
   kv.close();
 });
 

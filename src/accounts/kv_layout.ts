@@ -43,8 +43,6 @@ export const usageKey = (keyId: string, field: UsageField): Deno.KvKey => [
   keyId,
   field,
 ];
-/** Idempotency/audit marker written with a request's settlement. */
-export const settledKey = (requestId: string): Deno.KvKey => ["settled", requestId];
 
 /** Per-key admission state, read and replaced under a versionstamp check. */
 export interface AccountState {

@@ -83,9 +83,15 @@ export function isTransientKvError(e: unknown): boolean {
   return /database is locked|database is busy|SQLITE_BUSY|SQLITE_LOCKED/i.test(msg);
 }
 
+/** Characters that are not one UTF-8 byte each, or need escaping (NUL). */
+const NOT_PLAIN_ASCII = /[^\x01-\x7f]/;
+/** Characters V8 cannot store one byte each. */
+const WIDE_CHAR = /[^\x00-\xff]/;
+
 /** Size of a key part in Deno KV's tuple encoding (type byte, NUL-escaped bytes, terminator). */
 function keyPartBytes(part: Deno.KvKeyPart): number {
   if (typeof part === "string") {
+    if (!NOT_PLAIN_ASCII.test(part)) return part.length + 2;
     const b = Buffer.from(part, "utf8");
     return b.byteLength + countZeros(b) + 2;
   }
@@ -116,6 +122,7 @@ function keyBytes(key: Deno.KvKey): number {
  */
 function valueBytes(value: unknown): number {
   if (value instanceof Deno.KvU64) return 8;
+  if (typeof value === "string") return (WIDE_CHAR.test(value) ? 2 : 1) * value.length + 16;
   if (value instanceof Uint8Array) return value.byteLength;
   if (typeof value === "object" && value !== null && hasBinary(value)) {
     return serialize(value).byteLength;
@@ -178,6 +185,13 @@ export class GroupCommitter {
   #borrowed = 0;
   #closed = false;
   #idleWaiters: (() => void)[] = [];
+  /** A commit of this committer is being written. */
+  #inFlight = false;
+  /** An `exclusive` section (another writer's commit) holds the lane. */
+  #laneHeld = false;
+  /** Exclusive sections waiting for the lane (they go before this committer's next commit). */
+  #wanting = 0;
+  #laneWaiters: (() => void)[] = [];
 
   constructor(kv: KvAtomicSource, opts: GroupCommitterOptions = {}) {
     const max = opts.maxBatchMutations ?? DEFAULT_MAX_MUTATIONS;
@@ -271,6 +285,46 @@ export class GroupCommitter {
     };
   }
 
+  /**
+   * Runs `f` (another writer's commit on the same store, e.g. an admission)
+   * while no commit of this committer is in flight, and starts none until `f`
+   * settles. SQLite writes one transaction at a time anyway, so two commits in
+   * flight only cost two fsyncs; taking turns lets `f` carry the writes queued
+   * meanwhile (`borrow`), and this committer's next commit carry the rest.
+   * `f` must not wait for this committer's own writes (they would wait for `f`).
+   */
+  async exclusive<T>(f: () => Promise<T>): Promise<T> {
+    if (this.#inFlight || this.#laneHeld) {
+      this.#wanting++;
+      try {
+        while (this.#inFlight || this.#laneHeld) {
+          await new Promise<void>((r) => this.#laneWaiters.push(r));
+        }
+      } finally {
+        this.#wanting--;
+      }
+    }
+    this.#laneHeld = true;
+    try {
+      return await f();
+    } finally {
+      this.#laneHeld = false;
+      this.#wakeLane();
+    }
+  }
+
+  /** Resolves when no commit of this committer is in flight (for batching behind it). */
+  laneFree(): Promise<void> {
+    if (!this.#inFlight) return Promise.resolve();
+    return new Promise<void>((r) => this.#laneWaiters.push(r));
+  }
+
+  #wakeLane(): void {
+    const waiters = this.#laneWaiters;
+    this.#laneWaiters = [];
+    for (const w of waiters) w();
+  }
+
   #notifyIdle(): void {
     if (this.#running || this.#borrowed > 0) return;
     const waiters = this.#idleWaiters;
@@ -286,9 +340,23 @@ export class GroupCommitter {
 
   async #drain(): Promise<void> {
     while (this.#queue.length > 0) {
+      // A waiting exclusive section goes first: it takes the queue with it.
+      if (this.#laneHeld || this.#wanting > 0) {
+        await new Promise<void>((r) => this.#laneWaiters.push(r));
+        continue;
+      }
       const batch = this.#queue;
       this.#queue = [];
-      for (const chunk of this.#chunks(batch)) await this.#commitChunk(chunk);
+      this.#inFlight = true;
+      try {
+        for (const chunk of this.#chunks(batch)) await this.#commitChunk(chunk);
+      } finally {
+        this.#inFlight = false;
+        this.#wakeLane();
+      }
+      // Let what was just woken (sections, admissions batching behind this
+      // commit) take the lane before this committer commits again.
+      await Promise.resolve();
     }
     this.#running = false;
     this.#notifyIdle();
@@ -407,9 +475,17 @@ export function applyWrites(atomic: Deno.AtomicOperation, ops: KvWrite[]): void 
  * `set` or `delete` also touches in the batch are left as they are, in order.
  */
 export function coalesceSums(ops: KvWrite[]): KvWrite[] {
-  const keyOf = (k: Deno.KvKey) =>
-    k.map((p) => p instanceof Uint8Array ? `u8:${[...p].join(",")}` : `${typeof p}:${String(p)}`)
-      .join("\u0000");
+  const keyOf = (k: Deno.KvKey) => {
+    let out = "";
+    for (const p of k) {
+      out += typeof p === "string"
+        ? `s${p.length}:${p}`
+        : p instanceof Uint8Array
+        ? `u${p.length}:${[...p].join(",")}`
+        : `${typeof p}:${String(p)};`;
+    }
+    return out;
+  };
   const touched = new Set<string>();
   for (const op of ops) if (op.op !== "sum") touched.add(keyOf(op.key));
   const merged = new Map<string, { op: "sum"; key: Deno.KvKey; value: bigint }>();

@@ -259,3 +259,47 @@ Deno.test("borrowed writers resolve with the commit that carried them, or go bac
   await c.close();
   kv.close();
 });
+
+Deno.test("exclusive sections take turns with the committer's commits and carry its queue", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const hooks: Hooks = { commits: 0, mutationsPerCommit: [] };
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  hooks.before = (n) => n === 1 ? gate : undefined;
+  const c = new GroupCommitter(instrument(kv, hooks));
+  const first = c.write([{ op: "set", key: ["first"], value: 1 }]);
+  await Promise.resolve(); // `first` is now in flight, held at the gate
+  const order: string[] = [] as string[];
+  const queued = c.write([{ op: "set", key: ["queued"], value: 2 }]);
+  const section = c.exclusive(async () => {
+    order.push("exclusive starts");
+    const lent = c.borrow(100, 100_000);
+    assert.ok(lent, "the writer queued behind the in-flight commit can be borrowed");
+    const atomic = kv.atomic();
+    (await import("./group_commit.ts")).applyWrites(atomic, lent.ops);
+    atomic.set(["mine"], 3);
+    lent.settle((await atomic.commit()).ok);
+    order.push("exclusive ends");
+  });
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal(order.length, 0, "the section waits for the in-flight commit");
+  release();
+  await first;
+  order.push("first committed");
+  await Promise.all([section, queued]);
+  assert.equal((await kv.get(["queued"])).value, 2);
+  assert.equal((await kv.get(["mine"])).value, 3);
+  assert.equal(hooks.commits, 1, "the queued writer rode the section's commit");
+  // While a section holds the lane, new writes wait for it.
+  let inside!: () => void;
+  const hold = new Promise<void>((r) => (inside = r));
+  const s2 = c.exclusive(() => hold);
+  const w = c.write([{ op: "set", key: ["after"], value: 4 }]);
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal((await kv.get(["after"])).value, null, "no commit while the lane is held");
+  inside();
+  await Promise.all([s2, w]);
+  assert.equal((await kv.get(["after"])).value, 4);
+  await c.close();
+  kv.close();
+});
