@@ -34,15 +34,25 @@ import {
   creditRefundKey,
   debtKey,
   parseState,
+  reqRefundKey,
   stateKey,
   tokOverKey,
   tokRefundKey,
   u64,
 } from "./kv_layout.ts";
 import {
+  type Lease,
+  LEASE_IDLE_MS,
+  LEASE_LIFETIME_MS,
+  leaseReturnWrites,
+  leaseSlice,
+  takeFromLease,
+} from "./leases.ts";
+import {
   decideRate,
   foldTokens,
   limitsFor,
+  rateHeaders,
   type Tiers,
   tokenSettlementWrites,
   windowOf,
@@ -71,6 +81,8 @@ export interface Admission {
 
 export interface Admitter {
   admit(key: KeyRecord, est: AdmissionEstimate): Promise<Admission>;
+  /** Hands back every quota lease (durably) and stops leasing. */
+  close(): Promise<void>;
 }
 
 export interface AdmitterOptions {
@@ -81,6 +93,14 @@ export interface AdmitterOptions {
    * its commits and carry the writes queued behind them.
    */
   piggyback?: CommitLane;
+  /**
+   * Whether this process is the only live replica on the store. Quota leases
+   * (see leases.ts) are taken only then, and only with `piggyback` set: with
+   * several replicas one's unused lease could refuse another's request.
+   */
+  soleReplica?: () => Promise<boolean>;
+  /** Monotonic milliseconds for lease lifetimes (durations, not the wall clock). */
+  monotonic?: () => number;
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
   /**
@@ -95,6 +115,7 @@ export interface AdmitterOptions {
 
 /** What admission needs of the group committer (see `GroupCommitter.exclusive`). */
 export interface CommitLane {
+  write(ops: KvWrite[]): Promise<void>;
   borrow(maxMutations: number, maxBytes: number): BorrowedWrites | null;
   exclusive<T>(f: () => Promise<T>): Promise<T>;
   laneFree(): Promise<void>;
@@ -158,6 +179,40 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   let queue: Pending[] = [];
   let running = false;
+  const mono = opts.monotonic ?? (() => performance.now());
+  const leasing = opts.piggyback !== undefined && opts.soleReplica !== undefined;
+  /** Live leases by key id; a key's lease is detached while a batch folds it back. */
+  const leases = new Map<string, Lease>();
+  const detached = new Map<string, Lease>();
+  let sweeper: ReturnType<typeof setInterval> | undefined;
+  let closed = false;
+
+  /** Returns leases that went idle, got old, or outlived the sole-replica condition. */
+  async function sweep(all: boolean): Promise<void> {
+    const sole = all || leases.size === 0 ? false : await opts.soleReplica!().catch(() => false);
+    const t = mono();
+    const window = windowOf(opts.now());
+    const writes: KvWrite[] = [];
+    for (const [id, l] of leases) {
+      const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS ||
+        l.window !== window;
+      if (all || !sole || stale) {
+        leases.delete(id);
+        writes.push(...leaseReturnWrites(id, l, window));
+      }
+    }
+    if (leases.size === 0 && sweeper !== undefined) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+    // A lost return only keeps quota reserved (never over-admits); the next retry is the sweep.
+    if (writes.length > 0) await opts.piggyback!.write(writes);
+  }
+
+  function installLease(id: string, l: Lease): void {
+    leases.set(id, l);
+    sweeper ??= setInterval(() => void sweep(false).catch(() => {}), LEASE_IDLE_MS / 2);
+  }
 
   function makeAdmission(
     key: KeyRecord,
@@ -217,6 +272,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         tokRefundKey(id),
         tokOverKey(id),
         creditRefundKey(id),
+        reqRefundKey(id),
       ])
     ));
     const t = opts.now();
@@ -266,21 +322,50 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       balance: bigint;
       state: AccountState;
       unpaid: bigint;
+      /** Balance and state must be written (a request admitted, or a lease folded back). */
       admitted: boolean;
+      /** The last admitted request's size, for sizing a new lease. */
+      last: AdmissionEstimate | null;
       entries: Deno.KvEntryMaybe<unknown>[];
     }
     const work = new Map<string, Working>();
     for (const id of keyIds) {
-      const [b, s, d, r, o, cr] = entries.get(id) ?? [];
-      const state = foldTokens(parseState(s.value), window, u64(r.value), u64(o.value));
+      // This key's live lease is folded back into the decision (exactly, in this commit).
+      const live = leases.get(id);
+      if (live) {
+        leases.delete(id);
+        detached.set(id, live);
+      }
+      const [b, s, d, r, o, cr, rr] = entries.get(id) ?? [];
+      const state = foldTokens(
+        parseState(s.value),
+        window,
+        u64(r.value),
+        u64(o.value),
+        u64(rr?.value),
+      );
       const fold = foldDebt(state, u64(b.value), u64(d.value), u64(cr.value));
-      work.set(id, {
+      const w: Working = {
         balance: fold.balance,
         state: fold.state,
         unpaid: fold.unpaid,
         admitted: false,
+        last: null,
         entries: [b, s],
-      });
+      };
+      const back = detached.get(id);
+      if (back) {
+        w.balance += back.credit;
+        if (back.window === window) {
+          w.state = {
+            ...w.state,
+            req: Math.max(0, w.state.req - back.req),
+            tok: Math.max(0, w.state.tok - back.tok),
+          };
+        }
+        w.admitted = true;
+      }
+      work.set(id, w);
     }
     const outcomes: Outcome[] = [];
     for (const p of batch) {
@@ -313,7 +398,38 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       w.state = rate.state;
       w.balance = credit.balance;
       w.admitted = true;
+      w.last = p.est;
       outcomes.push({ ok: true, admission: makeAdmission(p.key, p.est, window, rate.headers) });
+    }
+    // Far from every limit, reserve a slice for the next requests of the key.
+    const granted = new Map<string, Lease>();
+    if (leasing && !closed && [...work.values()].some((w) => w.last !== null)) {
+      if (await opts.soleReplica!().catch(() => false)) {
+        const tm = mono();
+        for (const p of batch) {
+          const w = work.get(p.key.key_id)!;
+          if (w.last === null || granted.has(p.key.key_id) || w.unpaid > 0n) continue;
+          const limits = limitsFor(p.key, opts.tiers);
+          const slice = leaseSlice(
+            { req: limits.rpm - w.state.req, tok: limits.tpm - w.state.tok, credit: w.balance },
+            w.last.tokens,
+            w.last.costNano,
+          );
+          if (slice === null) continue;
+          granted.set(p.key.key_id, {
+            window,
+            req: slice.req,
+            tok: slice.tok,
+            credit: slice.credit,
+            shownReq: w.state.req,
+            shownTok: w.state.tok,
+            grantedAt: tm,
+            lastUse: tm,
+          });
+          w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
+          w.balance -= slice.credit;
+        }
+      }
     }
     const atomic = kv.atomic();
     let writes = 0;
@@ -345,6 +461,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       for (const id of keyIds) cache.delete(id);
       return null;
     }
+    for (const id of keyIds) detached.delete(id);
+    for (const [id, l] of granted) installLease(id, l);
     // This commit wrote the checked entries: cache them as they now stand.
     for (const [id, w] of work) {
       if (!w.admitted) continue;
@@ -361,6 +479,16 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     return outcomes;
   }
 
+  /** A batch that never committed leaves its folded-back leases reserved: keep using them. */
+  function restoreDetached(batch: Pending[]): void {
+    for (const p of batch) {
+      const l = detached.get(p.key.key_id);
+      if (l === undefined) continue;
+      detached.delete(p.key.key_id);
+      if (!leases.has(p.key.key_id)) installLease(p.key.key_id, l);
+    }
+  }
+
   async function runBatch(batch: Pending[]): Promise<void> {
     let fresh = false;
     for (let n = 1;; n++) {
@@ -369,6 +497,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         outcomes = await attempt(batch, fresh);
       } catch (e) {
         if (!isTransientKvError(e) || n >= maxAttempts) {
+          restoreDetached(batch);
           for (const p of batch) p.reject(e);
           return;
         }
@@ -386,6 +515,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         return;
       }
       if (n >= maxAttempts) {
+        restoreDetached(batch);
         const err = new GatewayError("unavailable", "Account store is busy; retry shortly.");
         for (const p of batch) p.reject(err);
         return;
@@ -409,11 +539,29 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   }
 
   return {
+    async close() {
+      closed = true;
+      await sweep(true);
+    },
     admit(key, est) {
       try {
         validate(est);
       } catch (e) {
         return Promise.reject(e);
+      }
+      const lease = leases.get(key.key_id);
+      if (lease !== undefined && !closed) {
+        const t = opts.now();
+        const window = windowOf(t);
+        if (takeFromLease(lease, window, mono(), est.tokens, est.costNano)) {
+          const headers = rateHeaders(
+            limitsFor(key, opts.tiers),
+            lease.shownReq,
+            lease.shownTok,
+            t,
+          );
+          return Promise.resolve(makeAdmission(key, est, window, headers));
+        }
       }
       return new Promise<Admission>((resolve, reject) => {
         queue.push({ key, est, resolve, reject });

@@ -52,7 +52,7 @@ Deno.test("concurrent admissions of one process share one read round and one com
   );
   assert.equal(all.length, 90);
   assert.equal(counts.commits, 1);
-  assert.equal(counts.reads, 3, "one read round: a getMany of 6 entries per key, in parallel");
+  assert.equal(counts.reads, 3, "one read round: a getMany of 7 entries per key, in parallel");
   for (const k of keys) {
     assert.equal(await getBalance(kv, k.key_id), 700n);
     assert.equal((await readRateWindow(kv, k, DEFAULT_TIERS, T0)).requests, 30);
@@ -214,4 +214,88 @@ Deno.test("near a limit, or after another process wrote, admission reads afresh 
   kv1.close();
   kv2.close();
   await Deno.remove(path);
+});
+
+/** A sole-replica admitter with quota leases on, its commits counted. */
+async function leasing(credits: bigint, rpm: number) {
+  const kv = await Deno.openKv(":memory:");
+  const key = (await createKey(kv, { tier: "pro", creditsNano: credits, rpm, tpm: 1_000_000, now }))
+    .record;
+  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 0 };
+  const committer = new GroupCommitter(kv);
+  const admitter = createAdmitter(instrument(kv, counts), {
+    tiers: DEFAULT_TIERS,
+    now,
+    piggyback: committer,
+    soleReplica: () => Promise.resolve(true),
+  });
+  return { kv, key, counts, committer, admitter };
+}
+
+Deno.test("leases: sequential requests far from the limits admit in memory, exactly", async () => {
+  const { kv, key, counts, committer, admitter } = await leasing(1_000_000n, 500);
+  for (let i = 0; i < 40; i++) await admitter.admit(key, est(i, 10n));
+  assert.ok(counts.commits <= 5, `40 admissions took ${counts.commits} commits`);
+  // The store counts the reserved slice; handing it back leaves exactly what was used.
+  await admitter.close();
+  await committer.close();
+  assert.equal(await getBalance(kv, key.key_id), 1_000_000n - 400n);
+  assert.equal((await readRateWindow(kv, key, DEFAULT_TIERS, T0)).requests, 40);
+  kv.close();
+});
+
+Deno.test("leases: N racing requests against a limit of M still admit exactly M", async () => {
+  for (
+    const [rpm, credits, n, want] of [[50, 1_000_000n, 200, 50], [1_000, 370n, 100, 37]] as const
+  ) {
+    const { kv, key, committer, admitter } = await leasing(credits, rpm);
+    // Waves, so later requests meet live leases and fold them back near the limit.
+    let ok = 0;
+    for (let wave = 0; wave < 4; wave++) {
+      const rs = await Promise.allSettled(
+        Array.from({ length: n / 4 }, (_, i) => admitter.admit(key, est(wave * 100 + i, 10n))),
+      );
+      ok += rs.filter((r) => r.status === "fulfilled").length;
+    }
+    assert.equal(ok, want, `rpm ${rpm}, credits ${credits}`);
+    await admitter.close();
+    await committer.close();
+    assert.equal(await getBalance(kv, key.key_id), credits - BigInt(want) * 10n);
+    assert.equal((await readRateWindow(kv, key, DEFAULT_TIERS, T0)).requests, want);
+    kv.close();
+  }
+});
+
+Deno.test("leases: an idle lease is handed back on its own; none without sole-replica", async () => {
+  const { kv, key, committer, admitter } = await leasing(1_000_000n, 500);
+  await admitter.admit(key, est(1, 10n));
+  assert.ok(await getBalance(kv, key.key_id) < 1_000_000n - 10n, "a slice is reserved");
+  let balance = 0n;
+  for (let i = 0; i < 50 && balance !== 1_000_000n - 10n; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    balance = await getBalance(kv, key.key_id);
+  }
+  assert.equal(balance, 1_000_000n - 10n, "the unused slice came back within a second");
+  await admitter.close();
+  await committer.close();
+  kv.close();
+
+  const kv2 = await Deno.openKv(":memory:");
+  const key2 = (await createKey(kv2, { tier: "pro", creditsNano: 1_000_000n, now })).record;
+  const c2 = new GroupCommitter(kv2);
+  const shared = createAdmitter(kv2, {
+    tiers: DEFAULT_TIERS,
+    now,
+    piggyback: c2,
+    soleReplica: () => Promise.resolve(false),
+  });
+  await shared.admit(key2, est(1, 10n));
+  assert.equal(
+    await getBalance(kv2, key2.key_id),
+    1_000_000n - 10n,
+    "no slice with other replicas",
+  );
+  await shared.close();
+  await c2.close();
+  kv2.close();
 });

@@ -20,6 +20,8 @@ export const balanceKey = (keyId: string): Deno.KvKey => ["acct", keyId, "balanc
 export const debtKey = (keyId: string): Deno.KvKey => ["acct", keyId, "debt"];
 /** Monotonic KvU64: tokens admitted on estimate but not used (same-window refunds). */
 export const tokRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_refund"];
+/** Monotonic KvU64: requests reserved by a quota lease and handed back unused (same window). */
+export const reqRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "req_refund"];
 /** Monotonic KvU64: tokens used beyond their estimate. */
 export const tokOverKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_over"];
 /**
@@ -55,6 +57,8 @@ export interface AccountState {
   /** Values of the tok_refund / tok_over / debt counters already folded in. */
   tokRefundSeen: bigint;
   tokOverSeen: bigint;
+  /** Value of the req_refund counter already folded in. */
+  reqRefundSeen: bigint;
   debtSeen: bigint;
   /** Value of the credit refund counter already folded into the balance. */
   refundSeen: bigint;
@@ -66,6 +70,7 @@ export const EMPTY_STATE: AccountState = {
   tok: 0,
   tokRefundSeen: 0n,
   tokOverSeen: 0n,
+  reqRefundSeen: 0n,
   debtSeen: 0n,
   refundSeen: 0n,
 };
@@ -77,14 +82,16 @@ export function parseState(v: unknown): AccountState {
   const o = v as Record<string, unknown>;
   const { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen } = o;
   const refundSeen = o.refundSeen ?? 0n;
+  const reqRefundSeen = o.reqRefundSeen ?? 0n;
   if (
     typeof window !== "number" || typeof req !== "number" || typeof tok !== "number" ||
     typeof tokRefundSeen !== "bigint" || typeof tokOverSeen !== "bigint" ||
-    typeof debtSeen !== "bigint" || typeof refundSeen !== "bigint"
+    typeof debtSeen !== "bigint" || typeof refundSeen !== "bigint" ||
+    typeof reqRefundSeen !== "bigint"
   ) {
     throw new Error("corrupt account state");
   }
-  return { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen, refundSeen };
+  return { window, req, tok, tokRefundSeen, tokOverSeen, reqRefundSeen, debtSeen, refundSeen };
 }
 
 /** A `Deno.KvU64` entry's value, 0 when absent. */

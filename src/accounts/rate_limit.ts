@@ -17,6 +17,7 @@ import type { KeyRecord, Tier } from "./keys.ts";
 import {
   type AccountState,
   parseState,
+  reqRefundKey,
   stateKey,
   tokOverKey,
   tokRefundKey,
@@ -63,18 +64,29 @@ export function foldTokens(
   window: number,
   tokRefund: bigint,
   tokOver: bigint,
+  reqRefund: bigint = state.reqRefundSeen,
 ): AccountState {
   // A counter read older than the state can only lag it; never fold backwards.
   const refund = tokRefund > state.tokRefundSeen ? tokRefund : state.tokRefundSeen;
   const over = tokOver > state.tokOverSeen ? tokOver : state.tokOverSeen;
+  const reqBack = reqRefund > state.reqRefundSeen ? reqRefund : state.reqRefundSeen;
   if (state.window !== window) {
-    return { ...state, window, req: 0, tok: 0, tokRefundSeen: refund, tokOverSeen: over };
+    return {
+      ...state,
+      window,
+      req: 0,
+      tok: 0,
+      tokRefundSeen: refund,
+      tokOverSeen: over,
+      reqRefundSeen: reqBack,
+    };
   }
   const delta = Number(over - state.tokOverSeen) - Number(refund - state.tokRefundSeen);
-  // Refunds only return tokens this window admitted, so this stays >= 0; the
-  // floor guards against a settlement whose clock disagreed about the window.
+  // Refunds only return tokens (and lease requests) this window admitted, so
+  // these stay >= 0; the floor guards against a clock that disagreed about the window.
   const tok = Math.max(0, state.tok + delta);
-  return { ...state, tok, tokRefundSeen: refund, tokOverSeen: over };
+  const req = Math.max(0, state.req - Number(reqBack - state.reqRefundSeen));
+  return { ...state, req, tok, tokRefundSeen: refund, tokOverSeen: over, reqRefundSeen: reqBack };
 }
 
 function secondsToReset(nowMs: number): number {
@@ -164,13 +176,14 @@ export async function readRateWindow(
   tiers: Tiers,
   nowMs: number,
 ): Promise<RateView> {
-  const [s, r, o] = await kv.getMany([
+  const [s, r, o, rr] = await kv.getMany([
     stateKey(key.key_id),
     tokRefundKey(key.key_id),
     tokOverKey(key.key_id),
+    reqRefundKey(key.key_id),
   ]);
   const window = windowOf(nowMs);
-  const st = foldTokens(parseState(s.value), window, u64(r.value), u64(o.value));
+  const st = foldTokens(parseState(s.value), window, u64(r.value), u64(o.value), u64(rr.value));
   return {
     limits: limitsFor(key, tiers),
     window,

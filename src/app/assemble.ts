@@ -136,6 +136,16 @@ export function assembleGateway(
       world.log({ level: "error", msg: "replica announce failed", error: String(e) })
     );
   }, REPLICA_TTL_MS / 3);
+  // Quota leases are only safe while no other replica shares the store (see
+  // accounts/leases.ts); the replica list is re-read at most twice a second.
+  let sole: { at: number; value: Promise<boolean> } | null = null;
+  const soleReplica = (): Promise<boolean> => {
+    const t = now();
+    if (sole === null || t - sole.at > 500 || t < sole.at) {
+      sole = { at: t, value: replicas.others().then((o) => o.length === 0) };
+    }
+    return sole.value;
+  };
   const sessions = createSessionStore(kv, {
     now,
     receiptRetentionMs: config.receipts.retention_days * 86_400_000,
@@ -193,7 +203,12 @@ export function assembleGateway(
     kv,
     catalog,
     auth: createAuthenticator(kv, { now }),
-    admitter: createAdmitter(kv, { tiers: config.tiers, now, piggyback: committer }),
+    admitter: createAdmitter(kv, {
+      tiers: config.tiers,
+      now,
+      piggyback: committer,
+      soleReplica: config.store.quota_leases ? soleReplica : undefined,
+    }),
     committer,
     receipts: createReceiptService(kv, {
       identity,
@@ -243,6 +258,7 @@ export function assembleGateway(
       manager?.stop();
       for (const f of pinned.values()) f.close();
       await ready.catch(() => {});
+      await ctx.admitter.close();
       await committer.close();
     },
   };

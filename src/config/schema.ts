@@ -104,6 +104,12 @@ export const configSchema = z.strictObject({
   store: z.strictObject({
     /** A local Deno KV file, or a KV Connect URL (`https://…`, token in DENO_KV_ACCESS_TOKEN). */
     path: z.string().min(1),
+    /**
+     * Quota leases: while this is the only replica on the store, admit most
+     * requests from a small reserved slice of the key's limits in memory (no
+     * KV commit before the prompt leaves). See src/accounts/leases.ts.
+     */
+    quota_leases: z.boolean().default(true),
   }),
   limits: z.strictObject({
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),

@@ -84,8 +84,10 @@ export function isTransientKvError(e: unknown): boolean {
 }
 
 /** Characters that are not one UTF-8 byte each, or need escaping (NUL). */
+// deno-lint-ignore no-control-regex -- NUL is exactly what must be found
 const NOT_PLAIN_ASCII = /[^\x01-\x7f]/;
 /** Characters V8 cannot store one byte each. */
+// deno-lint-ignore no-control-regex -- the range is all one-byte characters
 const WIDE_CHAR = /[^\x00-\xff]/;
 
 /** Size of a key part in Deno KV's tuple encoding (type byte, NUL-escaped bytes, terminator). */
