@@ -30,7 +30,7 @@ export interface Lease {
 /** A lease older than this is not used again (its unused part is returned). */
 export const LEASE_LIFETIME_MS = 1_000;
 /** A lease unused for this long is returned. */
-export const LEASE_IDLE_MS = 100;
+export const LEASE_IDLE_MS = 500;
 const MAX_REQUESTS = 64;
 
 export interface Remaining {
