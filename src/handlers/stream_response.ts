@@ -12,6 +12,7 @@ import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import type { ForwardResult } from "../upstream/forward.ts";
+import { chunkReader } from "../upstream/chunk_reader.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { InferencePlan, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "../app/context.ts";
@@ -37,7 +38,7 @@ export function streamResponse(a: StreamArgs): Response {
   const { ctx, plan, rec, result } = a;
   const upstream = result.response.body;
   if (!upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
-  const reader = upstream.getReader();
+  const reader = chunkReader(upstream);
   const translator: Translator = plan.translator(result.candidate);
   const received = new BodyHasher();
   const returned = new BodyHasher();

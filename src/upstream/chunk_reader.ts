@@ -1,0 +1,47 @@
+/**
+ * Reads a streamed upstream body chunk by chunk into one small reused buffer.
+ * Deno's `fetch` bodies are byte streams whose default reader allocates a
+ * fresh 64 KiB buffer for every read: a held stream pinned 64 KiB while it
+ * waited for its next event, and every SSE event of a few hundred bytes left
+ * 64 KiB of garbage. A BYOB reader over one buffer avoids both. Bodies that
+ * are not byte streams (the TLS-pinned fetch, test doubles) are read with
+ * their default reader.
+ */
+
+/**
+ * One page: an SSE event is usually a few hundred bytes, and a larger burst
+ * only takes more reads, while this buffer is held for the stream's whole life.
+ */
+export const CHUNK_READER_BYTES = 4 * 1024;
+
+export interface ChunkReader {
+  /**
+   * The next chunk. Valid only until the next `read()`, which reuses (and
+   * detaches) its buffer: consume or copy it first.
+   */
+  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
+  cancel(reason?: unknown): Promise<void>;
+}
+
+export function chunkReader(
+  body: ReadableStream<Uint8Array>,
+  bufferBytes = CHUNK_READER_BYTES,
+): ChunkReader {
+  let byob: ReadableStreamBYOBReader;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e; // not a byte stream
+    return body.getReader();
+  }
+  // Each read transfers the buffer into the stream and hands it back in the result.
+  let buffer: ArrayBuffer | null = null;
+  return {
+    async read() {
+      const r = await byob.read(new Uint8Array(buffer ?? new ArrayBuffer(bufferBytes)));
+      buffer = r.value ? r.value.buffer as ArrayBuffer : null;
+      return r.done ? { done: true, value: undefined } : { done: false, value: r.value };
+    },
+    cancel: (reason) => byob.cancel(reason),
+  };
+}
