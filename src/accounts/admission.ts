@@ -205,11 +205,17 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       clearInterval(sweeper);
       sweeper = undefined;
     }
-    // A lost return only keeps quota reserved (never over-admits); the next retry is the sweep.
+    // A failed return leaves the slice reserved in the store (it never
+    // over-admits); the committer reports the failure.
     if (writes.length > 0) await opts.piggyback!.write(writes);
   }
 
   function installLease(id: string, l: Lease): void {
+    if (closed) {
+      // After close (a batch that failed late): hand the slice back, start no timer.
+      void opts.piggyback!.write(leaseReturnWrites(id, l, windowOf(opts.now()))).catch(() => {});
+      return;
+    }
     leases.set(id, l);
     sweeper ??= setInterval(() => void sweep(false).catch(() => {}), LEASE_IDLE_MS / 2);
   }
