@@ -72,7 +72,7 @@ Deno.test("receipt: signature verifies independently over JCS of the document mi
   const keys = generateWorkloadKeys();
   const receipt = signReceipt({
     ...vectorReceipt(),
-    receipt_id: newReceiptId((n) => crypto.getRandomValues(new Uint8Array(n))),
+    receipt_id: newReceiptId((n) => crypto.getRandomValues(new Uint8Array(n)), 1_700_000_000_000),
   }, keys);
   // Re-encode (pretty) and parse back, as a verifier fetching it would.
   const parsed = JSON.parse(JSON.stringify(receipt, null, 2));
@@ -82,12 +82,18 @@ Deno.test("receipt: signature verifies independently over JCS of the document mi
   assert.equal(receipt.key_id, keys.ed25519KeyId);
 });
 
-Deno.test("receipt: newReceiptId is rcpt- + 32 lowercase hex from 16 random bytes", () => {
-  const id = newReceiptId((n) => new Uint8Array(n).fill(0xab));
-  assert.equal(id, "rcpt-" + "ab".repeat(16));
+Deno.test("receipt: newReceiptId is rcpt- + 12 hex of the ms clock + 20 hex of 10 random bytes", () => {
+  const id = newReceiptId((n) => new Uint8Array(n).fill(0xab), 0x18b_cfe5_6800);
+  assert.equal(id, "rcpt-018bcfe56800" + "ab".repeat(10));
   assert.ok(isReceiptId(id));
   assert.ok(!isReceiptId("rcpt-0001"));
-  assert.throws(() => newReceiptId(() => new Uint8Array(8)));
+  assert.throws(() => newReceiptId(() => new Uint8Array(8), 0));
+  assert.throws(() => newReceiptId((n) => new Uint8Array(n), -1), RangeError);
+  assert.throws(() => newReceiptId((n) => new Uint8Array(n), 1.5), RangeError);
+  // Later ids sort after earlier ones, so new rows land at the end of the KV range.
+  const a = newReceiptId((n) => new Uint8Array(n).fill(0xff), 1_700_000_000_000);
+  const b = newReceiptId((n) => new Uint8Array(n), 1_700_000_000_001);
+  assert.ok(a < b);
 });
 
 Deno.test("receipt: signReceipt refuses a foreign key_id and broken invariants", () => {

@@ -68,7 +68,7 @@ export async function handleInference(
   });
   try {
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
-    rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes), ep.endpoint, "POST");
+    rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
     requireJsonContentType(req);
