@@ -2,8 +2,14 @@ import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway } from "./support/gateway.ts";
 
-Deno.test("chat: non-streamed and streamed through the openai SDK", async () => {
-  const gw = await startTestGateway();
+for (const client of ["http1", "fetch"] as const) {
+  Deno.test(`chat: non-streamed and streamed through the openai SDK (upstream client ${client})`, async () => {
+    await chatRoundTrip(client);
+  });
+}
+
+async function chatRoundTrip(upstreamClient: "http1" | "fetch"): Promise<void> {
+  const gw = await startTestGateway({ configure: (c) => (c.upstream.client = upstreamClient) });
   try {
     const client = new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey });
     const res = await client.chat.completions.create({
@@ -31,7 +37,7 @@ Deno.test("chat: non-streamed and streamed through the openai SDK", async () => 
   } finally {
     await gw.close();
   }
-});
+}
 
 Deno.test("usage chunk only when asked for; billed either way, and on client disconnect", async () => {
   const { getUsage } = await import("../src/accounts/credits.ts");

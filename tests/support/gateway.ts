@@ -11,6 +11,7 @@ import { startDevUpstreams } from "../../src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "../../src/sessions/verifiers.ts";
 import { LocalCollateralSource } from "../../src/verify/tdx/collateral_source.ts";
 import { caTrustingFetch } from "../../src/upstream/ca_fetch.ts";
+import { createUpstreamClient } from "../../src/upstream/upstream_client.ts";
 import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
@@ -62,10 +63,17 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   );
   const verifiers = opts.verification === "off" ? undefined : opts.verifiers ??
     productionVerifiers(config, { now, collateral: new LocalCollateralSource() });
+  // The upstream client main.ts uses (the HTTP/1.1 client unless configured otherwise).
+  const upstream = createUpstreamClient(config.upstream.client, {
+    connect: async ({ hostname, port, tls }) =>
+      tls ? await Deno.connectTls({ hostname, port }) : await Deno.connect({ hostname, port }),
+    fetch: (url, init) => fetch(url, init),
+    now: () => performance.now(),
+  });
   const gateway = assembleGateway(config, {
     kv,
     now,
-    fetch: (url, init) => fetch(url, init),
+    fetch: upstream.fetch,
     randomBytes: random,
     log: (l) => logs.push(l),
     env: () => undefined,
@@ -105,6 +113,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
       await gateway.close();
       await ups.close();
       caFetch.close();
+      upstream.close();
       kv.close();
     },
   };
