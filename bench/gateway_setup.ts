@@ -3,6 +3,7 @@
  * file on a temp disk directory, and an enterprise key whose limits and
  * credits never interfere with the measurement.
  */
+import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
 import { RECEIPT_PREFIX } from "../src/receipts/service.ts";
@@ -62,7 +63,17 @@ export async function startGateway(
   kv.close();
   const server = await spawnPinned(
     cpu,
-    ["run", "-A", ...denoFlags, "main.ts", "serve", "--config", configPath],
+    // As `deno task start` runs it.
+    [
+      "run",
+      "-A",
+      `--v8-flags=${GATEWAY_V8_FLAGS.join(",")}`,
+      ...denoFlags,
+      "main.ts",
+      "serve",
+      "--config",
+      configPath,
+    ],
     /gateway base listening on (http:\/\/[^/\s]+)/,
   );
   return { ...server, key, storePath };

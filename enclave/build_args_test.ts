@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   compileArgs,
   DEFAULT_WRITE_PATHS,
+  GATEWAY_V8_FLAGS,
   parseBuildArgs,
   scanRuntimeLoads,
 } from "./build_args.ts";
@@ -58,6 +59,7 @@ Deno.test("compileArgs: narrow permissions baked in, entry last", () => {
   assert.ok(!a.includes("--allow-write"), "write access must be restricted");
   assert.ok(!a.some((x) => x.startsWith("--allow-run") || x.startsWith("--allow-all")));
   assert.ok(a.includes("--include=config/dev.json"));
+  assert.ok(a.includes(`--v8-flags=${GATEWAY_V8_FLAGS.join(",")}`));
   assert.deepEqual(a.slice(-3), ["--output", "dist/gateway", "main.ts"]);
   assert.throws(() =>
     compileArgs({ ...{ entry: "m", output: "o", includes: [], target: null }, writePaths: [] })
@@ -78,4 +80,12 @@ Deno.test("scanRuntimeLoads finds URL loads and computed imports only", () => {
   const r = scanRuntimeLoads(src);
   assert.deepEqual(r.urls, ["../../config/dev.json", "./template.html"]);
   assert.equal(r.opaqueImports, 2);
+});
+
+Deno.test("deno task start and dev run with the V8 flags the binary is compiled with", async () => {
+  const tasks = JSON.parse(
+    await Deno.readTextFile(new URL("../deno.json", import.meta.url)),
+  ).tasks as Record<string, string>;
+  const flag = `--v8-flags=${GATEWAY_V8_FLAGS.join(",")}`;
+  for (const t of ["start", "dev"]) assert.ok(tasks[t].includes(` ${flag} `), t);
 });
