@@ -59,6 +59,7 @@ export function streamResponse(a: StreamArgs): Response {
   };
 
   const finalize = async (outcome: Outcome): Promise<void> => {
+    stopTimer();
     rec.setChatId(upstreamId === null ? null : clientId.id ?? upstreamId);
     rec.event({ type: "response.received", body_hash: received.digest() });
     if (outcome === "upstream_failed") rec.event({ type: "stream.upstream_failed" });
@@ -99,32 +100,59 @@ export function streamResponse(a: StreamArgs): Response {
   const keepAliveMs = ctx.config.limits.sse_keepalive_ms;
   let pending: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
   let lastData = performance.now();
+  // One timer per stream, not one per read: it is armed for the current wait's
+  // deadline and, when data arrived meanwhile (the deadline moved on), re-armed
+  // for the rest when it fires. Deadlines only move later, so it never fires late.
+  let deadline = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let wake: ((v: "tick") => void) | null = null;
+  const onTimer = () => {
+    timer = undefined;
+    const left = deadline - performance.now();
+    if (wake === null) return; // no read waiting: the next wait arms it again
+    // 1 ms of slack: a timer may fire a hair before the monotonic clock reaches it.
+    if (left > 1) {
+      timer = setTimeout(onTimer, left);
+      return;
+    }
+    const w = wake;
+    wake = null;
+    w("tick");
+  };
+  const stopTimer = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    wake = null;
+  };
   /**
    * The next upstream read, or "keepalive" when the upstream has been silent for
    * `keepAliveMs` and the format has a keep-alive frame (Anthropic `ping`). A
    * read still pending is kept for the next call; silence past `idleMs` fails.
    */
   const next = async (): Promise<ReadableStreamReadResult<Uint8Array> | "keepalive"> => {
-    pending ??= reader.read();
+    const read = pending ??= reader.read();
     while (true) {
-      const idleLeft = idleMs - (performance.now() - lastData);
-      // 1 ms of slack: a timer may fire a hair before the monotonic clock reaches it.
+      const t = performance.now();
+      const idleLeft = idleMs - (t - lastData);
       if (idleLeft <= 1) throw new GatewayError("upstream_timeout", "upstream stream went idle");
       const keepAlive = translator.keepAlive !== undefined && keepAliveMs < idleLeft;
-      const wait = keepAlive ? keepAliveMs : idleLeft;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const tick = new Promise<"tick">((r) => (timer = setTimeout(() => r("tick"), wait)));
+      deadline = t + (keepAlive ? keepAliveMs : idleLeft);
+      let r: ReadableStreamReadResult<Uint8Array> | "tick";
       try {
-        const r = await Promise.race([pending, tick]);
-        if (r !== "tick") {
-          pending = null;
-          lastData = performance.now();
-          return r;
-        }
-        if (keepAlive) return "keepalive";
+        r = await new Promise((resolve, reject) => {
+          wake = resolve;
+          read.then(resolve, reject);
+          timer ??= setTimeout(onTimer, deadline - t);
+        });
       } finally {
-        clearTimeout(timer);
+        wake = null;
       }
+      if (r !== "tick") {
+        pending = null;
+        lastData = performance.now();
+        return r;
+      }
+      if (keepAlive) return "keepalive";
     }
   };
 
