@@ -12,7 +12,7 @@ import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import type { ForwardResult } from "../upstream/forward.ts";
-import { chunkReader } from "../upstream/chunk_reader.ts";
+import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { InferencePlan, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "../app/context.ts";
@@ -174,7 +174,7 @@ export function streamResponse(a: StreamArgs): Response {
           received.update(r.value);
           const { out, finished } = translate(decoder.push(r.value));
           if (finished) {
-            reader.cancel().catch(() => {});
+            drainRest(reader, { maxReads: 4, graceMs: 1_000 });
             await finish(controller, out + translator.end(), "completed");
             return;
           }

@@ -45,3 +45,26 @@ export function chunkReader(
     cancel: (reason) => byob.cancel(reason),
   };
 }
+
+/**
+ * After the last event a client needs (`[DONE]`), read the little that is left
+ * of the upstream body (the chunked terminator) so the connection can go back
+ * to the keep-alive pool; cancelling instead would close it and make the next
+ * request pay a new TCP (and TLS) handshake. Bounded: anything more than
+ * `maxReads` reads, an error, or no end within `graceMs` cancels the body.
+ * Runs in the background; never throws.
+ */
+export function drainRest(reader: ChunkReader, opts: { maxReads: number; graceMs: number }): void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const giveUp = () => {
+    clearTimeout(timer);
+    reader.cancel().catch(() => {});
+  };
+  timer = setTimeout(giveUp, opts.graceMs);
+  (async () => {
+    for (let i = 0; i < opts.maxReads; i++) {
+      if ((await reader.read()).done) return clearTimeout(timer);
+    }
+    giveUp();
+  })().catch(giveUp);
+}

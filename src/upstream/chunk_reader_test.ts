@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chunkReader } from "./chunk_reader.ts";
+import { chunkReader, drainRest } from "./chunk_reader.ts";
 
 /** A byte stream (as Deno's fetch bodies are) that delivers `parts` in order. */
 function byteStream(parts: Uint8Array[]): ReadableStream<Uint8Array> {
@@ -75,4 +75,49 @@ Deno.test("other streams fall back to the default reader; cancel reaches the sou
   assert.deepEqual([...(await r.read()).value!], [7, 8]);
   await r.cancel("bye");
   assert.equal(cancelled, "bye");
+});
+
+/** A default stream of `parts` (then open forever when `hang`), recording a cancel. */
+function tail(parts: number, hang: boolean) {
+  const seen = { cancelled: false, closed: false };
+  let left = parts;
+  const body = new ReadableStream<Uint8Array>({
+    pull(c): Promise<void> | void {
+      if (hang && left === 0) return new Promise<void>(() => {}); // never answers
+      if (left > 0) {
+        left--;
+        c.enqueue(new Uint8Array([1]));
+        return;
+      }
+      seen.closed = true;
+      c.close();
+    },
+    cancel() {
+      seen.cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  return { reader: chunkReader(body), seen };
+}
+
+const until = async (pred: () => boolean) => {
+  for (let i = 0; i < 200 && !pred(); i++) await new Promise((r) => setTimeout(r, 5));
+};
+
+Deno.test("drainRest: a short tail is read to its end (the connection can be reused), not cancelled", async () => {
+  const { reader, seen } = tail(1, false);
+  drainRest(reader, { maxReads: 4, graceMs: 1_000 });
+  await until(() => seen.closed);
+  assert.ok(seen.closed && !seen.cancelled);
+});
+
+Deno.test("drainRest: more than maxReads, or no end within the grace time, cancels", async () => {
+  const long = tail(10, false);
+  drainRest(long.reader, { maxReads: 4, graceMs: 1_000 });
+  await until(() => long.seen.cancelled);
+  assert.ok(long.seen.cancelled && !long.seen.closed);
+
+  const hung = tail(0, true);
+  drainRest(hung.reader, { maxReads: 4, graceMs: 30 });
+  await until(() => hung.seen.cancelled);
+  assert.ok(hung.seen.cancelled);
 });
