@@ -857,7 +857,18 @@ function trimOws(s: string): string {
   return s.slice(a, b);
 }
 
+const ascii = new TextDecoder();
+
 function latin1(bytes: Uint8Array): string {
+  // Heads are nearly always ASCII, where one native decode beats building the string by hand.
+  let high = false;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] > 0x7f) {
+      high = true;
+      break;
+    }
+  }
+  if (!high) return ascii.decode(bytes);
   let s = "";
   for (let i = 0; i < bytes.length; i += 4096) {
     s += String.fromCharCode(...bytes.subarray(i, i + 4096));
