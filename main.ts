@@ -15,8 +15,11 @@ import { productionVerifiers } from "./src/sessions/verifiers.ts";
 import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
 import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
 import { caTrustingFetch } from "./src/upstream/ca_fetch.ts";
-import { createUpstreamClient, PROXY_VARIABLES } from "./src/upstream/upstream_client.ts";
-import type { H1Target } from "./src/upstream/h1_client.ts";
+import {
+  createUpstreamClient,
+  PROXY_VARIABLES,
+  socketConnector,
+} from "./src/upstream/upstream_client.ts";
 import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
@@ -73,14 +76,6 @@ function flushLog(): void {
   } catch {
     // A closed stdout must not take the gateway down with it; the lines are dropped.
   }
-}
-
-/** Sockets for the HTTP/1.1 upstream client; small requests must not wait on Nagle. */
-async function connectUpstream(t: H1Target): Promise<Deno.Conn> {
-  if (t.tls) return await Deno.connectTls({ hostname: t.hostname, port: t.port });
-  const conn = await Deno.connect({ hostname: t.hostname, port: t.port });
-  conn.setNoDelay(true);
-  return conn;
 }
 
 const bytes = (n: number) => new Uint8Array(randomBytes(n));
@@ -156,7 +151,7 @@ async function serve(args: string[]): Promise<void> {
     console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
   }
   const upstream = createUpstreamClient(proxied ? "fetch" : config.upstream.client, {
-    connect: connectUpstream,
+    connect: socketConnector({ connect: Deno.connect, startTls: Deno.startTls }),
     fetch: (url, init) => fetch(url, init),
     now: () => performance.now(),
   });

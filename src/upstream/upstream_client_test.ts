@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { createUpstreamClient } from "./upstream_client.ts";
+import { createUpstreamClient, socketConnector } from "./upstream_client.ts";
+import { issueServerCert, makeCa } from "../demo/certs.ts";
 import type { UpstreamFetch } from "./forward.ts";
 
 /** A loopback upstream that echoes the request body and counts TCP connections. */
@@ -82,4 +83,44 @@ Deno.test("upstream client: fetch is passed through unchanged", async () => {
   assert.equal(await res.text(), "ok");
   assert.deepEqual(calls, ["http://upstream.invalid/x"]);
   client.close();
+});
+
+Deno.test("socket connector: TLS over a no-delay TCP socket, the certificate checked", async () => {
+  const now = Date.now();
+  const ca = await makeCa({ now });
+  const cert = await issueServerCert(ca, { hosts: ["localhost"], now });
+  const server = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    cert: cert.certPem,
+    key: cert.keyPem,
+    onListen() {},
+  }, () => new Response("secure"));
+  const port = server.addr.port;
+  const net = { connect: Deno.connect, startTls: Deno.startTls };
+  const client = createUpstreamClient("http1", {
+    connect: socketConnector(net, { caCerts: [ca.certPem] }),
+    fetch: () => Promise.reject(new Error("unused")),
+    now: () => performance.now(),
+  });
+  // Without the test CA the same server is refused: the chain is really checked.
+  const strict = createUpstreamClient("http1", {
+    connect: socketConnector(net),
+    fetch: () => Promise.reject(new Error("unused")),
+    now: () => performance.now(),
+  });
+  try {
+    const res = await client.fetch(`https://localhost:${port}/`, {
+      signal: new AbortController().signal,
+    });
+    assert.equal(await res.text(), "secure");
+    await assert.rejects(
+      strict.fetch(`https://localhost:${port}/`, { signal: new AbortController().signal }),
+      TypeError,
+    );
+  } finally {
+    client.close();
+    strict.close();
+    await server.shutdown();
+  }
 });

@@ -11,7 +11,7 @@ import { startDevUpstreams } from "../../src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "../../src/sessions/verifiers.ts";
 import { LocalCollateralSource } from "../../src/verify/tdx/collateral_source.ts";
 import { caTrustingFetch } from "../../src/upstream/ca_fetch.ts";
-import { createUpstreamClient } from "../../src/upstream/upstream_client.ts";
+import { createUpstreamClient, socketConnector } from "../../src/upstream/upstream_client.ts";
 import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
@@ -65,8 +65,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     productionVerifiers(config, { now, collateral: new LocalCollateralSource() });
   // The upstream client main.ts uses (the HTTP/1.1 client unless configured otherwise).
   const upstream = createUpstreamClient(config.upstream.client, {
-    connect: async ({ hostname, port, tls }) =>
-      tls ? await Deno.connectTls({ hostname, port }) : await Deno.connect({ hostname, port }),
+    connect: socketConnector({ connect: Deno.connect, startTls: Deno.startTls }),
     fetch: (url, init) => fetch(url, init),
     now: () => performance.now(),
   });
