@@ -288,6 +288,15 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
       return new Response(null, init);
     }
     const formats = contentDecoders(headers, req.origin);
+    const length = framing.chunked ? null : framing.length;
+    if (formats.length === 0 && length !== null && c.end - c.start >= length) {
+      // The whole body came with the head (the usual small JSON answer): hand it over as
+      // bytes, with no stream machinery, and free the connection at once.
+      const bytes = c.buf.slice(c.start, c.start + length);
+      c.start += length;
+      ex.finish(reusable);
+      return new Response(bytes, init);
+    }
     const decoder: BodyDecoder = framing.chunked
       ? new ChunkedBody(maxHeaderBytes, req.origin)
       : framing.length !== null
