@@ -78,7 +78,9 @@ function flushLog(): void {
   }
 }
 
-const bytes = (n: number) => new Uint8Array(randomBytes(n));
+// One native call into a fresh array (getRandomValues takes at most 64 KiB at a time).
+const bytes = (n: number) =>
+  n <= 65_536 ? crypto.getRandomValues(new Uint8Array(n)) : new Uint8Array(randomBytes(n));
 
 async function openStore(path: string): Promise<Deno.Kv> {
   if (!/^https?:\/\//.test(path) && path !== ":memory:") {
