@@ -54,6 +54,12 @@ export const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
 export const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
 /** Per-connection read buffer: an SSE event is usually a few hundred bytes. */
 export const H1_READ_BUFFER_BYTES = 4 * 1024;
+/**
+ * The read buffer while an event stream (`text/event-stream`) is read: such a
+ * body may stay open for minutes delivering events of a few hundred bytes,
+ * and its buffer is held all that time (hundreds of streams at once).
+ */
+export const H1_SSE_READ_BUFFER_BYTES = 1024;
 /** Bodies up to this size go out in the same write as the head. */
 const SINGLE_WRITE_BYTES = 64 * 1024;
 
@@ -87,7 +93,8 @@ class H1Error extends TypeError {}
 interface Conn {
   readonly socket: Deno.Conn;
   readonly key: string;
-  readonly buf: Uint8Array<ArrayBuffer>;
+  /** The read buffer: H1_READ_BUFFER_BYTES, or H1_SSE_READ_BUFFER_BYTES during an event stream. */
+  buf: Uint8Array<ArrayBuffer>;
   /** Unconsumed bytes are buf[start, end). */
   start: number;
   end: number;
@@ -174,6 +181,7 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
     let list = pools.get(c.key); // closeConn drops an emptied list
     if (!list) pools.set(c.key, list = []);
     c.start = c.end = 0;
+    if (c.buf.length !== H1_READ_BUFFER_BYTES) c.buf = new Uint8Array(H1_READ_BUFFER_BYTES);
     c.idle = true;
     c.idleSince = t;
     list.push(c);
@@ -296,6 +304,16 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
       c.start += length;
       ex.finish(reusable);
       return new Response(bytes, init);
+    }
+    if (
+      c.buf.length > H1_SSE_READ_BUFFER_BYTES && c.end - c.start <= H1_SSE_READ_BUFFER_BYTES &&
+      headers.get("content-type")?.toLowerCase().startsWith("text/event-stream")
+    ) {
+      const small = new Uint8Array(H1_SSE_READ_BUFFER_BYTES);
+      small.set(c.buf.subarray(c.start, c.end));
+      c.end -= c.start;
+      c.start = 0;
+      c.buf = small;
     }
     const decoder: BodyDecoder = framing.chunked
       ? new ChunkedBody(maxHeaderBytes, req.origin)

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import {
   createH1Client,
+  H1_READ_BUFFER_BYTES,
+  H1_SSE_READ_BUFFER_BYTES,
   type H1Client,
   type H1ClientOptions,
   type H1Connect,
@@ -615,6 +617,53 @@ Deno.test("streaming is pull-driven: the first SSE event arrives before the serv
       c2.close();
       await big.close();
     }
+  } finally {
+    firstSeen.resolve();
+    client.close();
+    await server.close();
+  }
+});
+
+Deno.test("an event stream is read through a 1 KiB buffer; the connection gets 4 KiB back after", async () => {
+  const event = "data: " + "e".repeat(3000) + "\n\n";
+  const body = "z".repeat(20_000);
+  const firstSeen = deferred();
+  const server = rawServer(async (p) => {
+    await p.request();
+    await p.send(
+      "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+        "d\r\ndata: first\n\n\r\n",
+    );
+    await firstSeen.promise; // the rest only once the stream (and its buffer) is set up
+    await p.send(`${event.length.toString(16)}\r\n${event}\r\n0\r\n\r\n`);
+    await p.request();
+    await p.send(
+      "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n" +
+        `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+    );
+    await p.request();
+  });
+  const { client } = newClient({}, server.port);
+  try {
+    const read = async (path: string, onFirst?: () => void) => {
+      const r = await client.fetch(`${server.base}${path}`, {});
+      const sizes: number[] = [];
+      let text = "";
+      for await (const chunk of r.body!) {
+        if (sizes.length === 0) onFirst?.();
+        sizes.push(chunk.length);
+        text += dec.decode(chunk);
+      }
+      return { sizes, text };
+    };
+    const sse = await read("/sse", () => firstSeen.resolve());
+    assert.equal(sse.text, "data: first\n\n" + event);
+    assert.ok(sse.sizes.every((n) => n <= H1_SSE_READ_BUFFER_BYTES), `sse chunks ${sse.sizes}`);
+    const big = await read("/big");
+    assert.equal(big.text, body);
+    assert.ok(big.sizes.some((n) => n > H1_SSE_READ_BUFFER_BYTES), `later chunks ${big.sizes}`);
+    assert.ok(big.sizes.every((n) => n <= H1_READ_BUFFER_BYTES));
+    assert.deepEqual(client.stats(), { open: 1, idle: 1 }, "one connection served both");
   } finally {
     firstSeen.resolve();
     client.close();
