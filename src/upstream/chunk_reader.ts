@@ -55,12 +55,11 @@ export function chunkReader(
  * Runs in the background; never throws.
  */
 export function drainRest(reader: ChunkReader, opts: { maxReads: number; graceMs: number }): void {
-  let timer: ReturnType<typeof setTimeout> | undefined;
   const giveUp = () => {
     clearTimeout(timer);
     reader.cancel().catch(() => {});
   };
-  timer = setTimeout(giveUp, opts.graceMs);
+  const timer = setTimeout(giveUp, opts.graceMs);
   (async () => {
     for (let i = 0; i < opts.maxReads; i++) {
       if ((await reader.read()).done) return clearTimeout(timer);
