@@ -488,8 +488,20 @@ export function coalesceSums(ops: KvWrite[]): KvWrite[] {
     }
     return out;
   };
+  // Only writes that may share a key with a sum need their key spelled out (a
+  // receipt row never does: its first key part is no sum's).
+  const sumHeads = new Set<string>();
+  for (const op of ops) {
+    const head = op.key[0];
+    if (op.op === "sum" && typeof head === "string") sumHeads.add(head);
+  }
   const touched = new Set<string>();
-  for (const op of ops) if (op.op !== "sum") touched.add(keyOf(op.key));
+  for (const op of ops) {
+    const head = op.key[0];
+    if (op.op !== "sum" && (typeof head !== "string" || sumHeads.has(head))) {
+      touched.add(keyOf(op.key));
+    }
+  }
   const merged = new Map<string, { op: "sum"; key: Deno.KvKey; value: bigint }>();
   const out: KvWrite[] = [];
   for (const op of ops) {
