@@ -18,6 +18,7 @@ import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
+import type { KvWrite } from "../store/group_commit.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
@@ -108,8 +109,6 @@ export async function handleInference(
     rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
 
     const bodies = new Map<string, Uint8Array<ArrayBuffer>>();
-    const abort = new AbortController();
-    req.signal.addEventListener("abort", () => abort.abort(), { once: true });
     const recorder = rec;
     const result = await phase(info, "upstream", () =>
       forward(
@@ -127,33 +126,30 @@ export async function handleInference(
           verificationRequired: constraints.aciVerified,
           modelId: plan.modelId,
           receivedHash,
-          signal: abort.signal,
+          // The client's own signal: a listener on it would live as long as the request.
+          signal: req.signal,
         },
         ctx.forward,
         recorder,
       ));
     info.provider = result.candidate.provider.name;
-
-    const settle = (u: TokenUsage | undefined) => {
-      const usage = u ?? { prompt_tokens: 0, completion_tokens: 0 };
-      info.usage = usage;
-      return admission!.settlement({
-        promptTokens: usage.prompt_tokens,
-        completionTokens: usage.completion_tokens,
-        costNano: costNano(usage, plan.pricing),
-      });
-    };
+    bodies.clear(); // the prompt's bytes are not kept for the answer's life
+    const settle = settlementFor(admission, plan.pricing, info);
 
     if (plan.stream) {
+      // Only what the stream needs from here on: not the plan (it holds the parsed
+      // prompt), nor the upstream Response.
       return streamResponse({
         ctx,
-        plan,
         rec,
-        result,
+        upstream: result.response.body,
+        abortUpstream: result.abort,
+        translator: plan.translator(result.candidate),
+        promptEstimate: plan.estimate.promptTokens,
+        contentType: plan.streamContentType,
         headers,
         settle,
         info,
-        errorFormat: ep.errorFormat,
       });
     }
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
@@ -194,7 +190,7 @@ async function wholeResponse(
   rec: ReceiptRecorder,
   result: ForwardResult,
   headers: Headers,
-  settle: (u: TokenUsage | undefined) => import("../store/group_commit.ts").KvWrite[],
+  settle: (u: TokenUsage | undefined) => KvWrite[],
   info: RequestInfo,
 ): Promise<Response> {
   let raw: Uint8Array;
@@ -225,6 +221,27 @@ async function wholeResponse(
   await phase(info, "commit", () => ctx.committer.write(writes));
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });
+}
+
+/**
+ * The settlement of an admission at the actual usage. Made here rather than as a
+ * closure of `handleInference`, whose scope (the plan, the prompt's bytes) it
+ * would otherwise keep alive for as long as a stream runs.
+ */
+function settlementFor(
+  admission: Admission,
+  pricing: InferencePlan["pricing"],
+  info: RequestInfo,
+): (u: TokenUsage | undefined) => KvWrite[] {
+  return (u) => {
+    const usage = u ?? { prompt_tokens: 0, completion_tokens: 0 };
+    info.usage = usage;
+    return admission.settlement({
+      promptTokens: usage.prompt_tokens,
+      completionTokens: usage.completion_tokens,
+      costNano: costNano(usage, pricing),
+    });
+  };
 }
 
 /** `Authorization: Bearer <key>`, or the Anthropic SDK's `x-api-key: <key>`. */

@@ -11,23 +11,26 @@ import { BodyHasher } from "../aci/digest.ts";
 import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
-import type { ForwardResult } from "../upstream/forward.ts";
 import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import type { KvWrite } from "../store/group_commit.ts";
-import type { InferencePlan, TokenUsage, Translator } from "./plan.ts";
+import type { TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { RequestInfo } from "./pipeline.ts";
-import type { ErrorFormat } from "../http/errors.ts";
 
 export interface StreamArgs {
   ctx: GatewayContext;
-  plan: InferencePlan;
   rec: ReceiptRecorder;
-  result: ForwardResult;
+  /** The upstream's event stream. */
+  upstream: ReadableStream<Uint8Array> | null;
+  /** Aborts the upstream request (client gone, upstream failed or idle). */
+  abortUpstream: (reason?: unknown) => void;
+  translator: Translator;
+  /** Prompt tokens estimated at admission: billed when the upstream never reports usage. */
+  promptEstimate: number;
+  contentType: string | undefined;
   headers: Headers;
   settle: (u: TokenUsage | undefined) => KvWrite[];
   info: RequestInfo;
-  errorFormat: ErrorFormat;
 }
 
 const encoder = new TextEncoder();
@@ -35,11 +38,10 @@ const encoder = new TextEncoder();
 type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 
 export function streamResponse(a: StreamArgs): Response {
-  const { ctx, plan, rec, result } = a;
-  const upstream = result.response.body;
-  if (!upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
-  const reader = chunkReader(upstream);
-  const translator: Translator = plan.translator(result.candidate);
+  // Closures below use these, never `a`: a held stream keeps only what it needs.
+  const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info } = a;
+  if (!a.upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
+  const reader = chunkReader(a.upstream);
   const received = new BodyHasher();
   const returned = new BodyHasher();
   const decoder = new SseDecoder();
@@ -53,7 +55,7 @@ export function streamResponse(a: StreamArgs): Response {
     // Without an upstream usage report (client left early), bill the estimate
     // of the prompt and one token per content chunk delivered.
     return translator.usage() ?? {
-      prompt_tokens: plan.estimate.promptTokens,
+      prompt_tokens: promptEstimate,
       completion_tokens: contentChunks,
     };
   };
@@ -68,9 +70,9 @@ export function streamResponse(a: StreamArgs): Response {
     if (returnedHash !== received.digest()) rec.event({ type: "transparency.response_modified" });
     rec.event({ type: "response.returned", body_hash: returnedHash });
     const writes = ctx.receipts.finalize(rec.draft);
-    writes.push(...a.settle(usage()));
+    writes.push(...settle(usage()));
     await ctx.committer.write(writes);
-    ctx.logRequest(a.info, 200, outcome);
+    ctx.logRequest(info, 200, outcome);
   };
 
   /** Feed decoded upstream events to the translator; returns text for the client. */
@@ -185,7 +187,7 @@ export function streamResponse(a: StreamArgs): Response {
         }
       } catch (e) {
         if (done) return;
-        result.abort(e);
+        abortUpstream(e);
         reader.cancel().catch(() => {});
         const err = e instanceof GatewayError
           ? e
@@ -196,7 +198,7 @@ export function streamResponse(a: StreamArgs): Response {
     async cancel() {
       if (done) return;
       done = true;
-      result.abort(new Error("client disconnected"));
+      abortUpstream(new Error("client disconnected"));
       reader.cancel().catch(() => {});
       await finalize("client_disconnected").catch((e) =>
         ctx.log({ level: "error", error: String(e) })
@@ -226,9 +228,9 @@ export function streamResponse(a: StreamArgs): Response {
     controller.close();
   }
 
-  a.headers.set("content-type", plan.streamContentType ?? "text/event-stream; charset=utf-8");
+  a.headers.set("content-type", a.contentType ?? "text/event-stream; charset=utf-8");
   a.headers.set("cache-control", "no-cache");
-  a.info.deferLog = true;
+  info.deferLog = true;
   return new Response(body, { status: 200, headers: a.headers });
 }
 

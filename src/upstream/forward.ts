@@ -87,7 +87,7 @@ export async function forward(
           response: res,
           candidate: c,
           attempts,
-          abort: (reason) => ctl.abort(reason),
+          abort: abortOf(ctl),
         };
       }
       const text = await readBounded(res, 4096);
@@ -120,6 +120,11 @@ export async function forward(
   }
   if (plan.signal.aborted) throw new GatewayError("invalid_request", "client closed the request");
   throw failureToError(last, lastBody, attempts);
+}
+
+/** Only the controller: a closure of `forward` would keep the plan (and its prompt) alive. */
+function abortOf(ctl: AbortController): (reason?: unknown) => void {
+  return (reason) => ctl.abort(reason);
 }
 
 function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPlan): void {

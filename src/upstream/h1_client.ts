@@ -320,7 +320,13 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
       : framing.length !== null
       ? new LengthBody(framing.length)
       : new EofBody();
-    let body: ReadableStream<Uint8Array<ArrayBuffer>> = bodyStream(c, ex, decoder, reusable, req);
+    let body: ReadableStream<Uint8Array<ArrayBuffer>> = bodyStream(
+      c,
+      ex,
+      decoder,
+      reusable,
+      req.origin,
+    );
     if (formats.length > 0) {
       headers.delete("content-encoding");
       headers.delete("content-length");
@@ -530,7 +536,8 @@ function bodyStream(
   ex: Exchange,
   decoder: BodyDecoder,
   reusable: boolean,
-  req: PreparedRequest,
+  // The origin only: the request holds the sent body, which must not live as long as the answer.
+  origin: string,
 ): ReadableStream<Uint8Array<ArrayBuffer>> {
   /** Hands out the buffered body bytes as one copy; reports whether the body ended. */
   const drain = (ctrl: ReadableStreamDefaultController<Uint8Array<ArrayBuffer>>): Drained => {
@@ -561,7 +568,7 @@ function bodyStream(
     if (ex.done) return; // aborted (stream already errored) or cancelled
     ex.finish(false);
     ctrl.error(
-      e instanceof H1Error ? e : new H1Error(`upstream ${req.origin}: read failed`, { cause: e }),
+      e instanceof H1Error ? e : new H1Error(`upstream ${origin}: read failed`, { cause: e }),
     );
   };
   return new ReadableStream<Uint8Array<ArrayBuffer>>({
@@ -578,11 +585,11 @@ function bodyStream(
         // A pull must enqueue, close or error: the stream does not call it again otherwise.
         while (!ex.done) {
           if (drain(ctrl) !== EMPTY) return;
-          const more = await fill(c, req.origin);
+          const more = await fill(c, origin);
           if (ex.done) return;
           if (!more) {
             if (!decoder.endsAtEof) {
-              throw new H1Error(`upstream ${req.origin}: connection closed before the body ended`);
+              throw new H1Error(`upstream ${origin}: connection closed before the body ended`);
             }
             ex.finish(false);
             ctrl.close();
