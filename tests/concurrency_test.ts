@@ -108,6 +108,8 @@ Deno.test("1,000 concurrent streams open and close with no leaked sockets or mem
     if (fds0 !== null && fds1 !== null) {
       assert.ok(fds1 <= fds0 + 10, `file descriptors ${fds0} → ${fds1}`);
     }
+    // Every stream left the shared deadline ticker (whose timer then stops).
+    assert.equal(gw.gateway.ctx.streamTicker.size, 0);
     // No GC control here, so only a gross per-stream leak is detectable: < 40 KB/stream.
     assert.ok(heap1 - heap0 < 40 * 1024 * STREAMS, `heap ${heap0} → ${heap1}`);
   } finally {

@@ -4,6 +4,7 @@
  * log sink, environment lookup). main.ts and the tests both call this, so
  * tests exercise exactly what production runs.
  */
+import { StreamTicker, tickPeriodMs } from "../handlers/stream_ticker.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import { Catalog } from "../catalog/catalog.ts";
 import { createAuthenticator } from "../accounts/keys.ts";
@@ -223,6 +224,11 @@ export function assembleGateway(
       credential: (name) => credentials.get(name),
       now,
     },
+    streamTicker: new StreamTicker(
+      tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
+      () => performance.now(),
+      (e) => world.log({ level: "error", error: `stream deadline check failed: ${String(e)}` }),
+    ),
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
     now,

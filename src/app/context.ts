@@ -14,6 +14,7 @@ import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";
+import type { StreamTicker } from "../handlers/stream_ticker.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -29,6 +30,8 @@ export interface GatewayContext {
   reports: ReportService;
   sessions: SessionStore;
   forward: ForwardDeps;
+  /** The idle and keep-alive deadlines of every open stream, on one timer. */
+  streamTicker: StreamTicker;
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;

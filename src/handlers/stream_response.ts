@@ -61,7 +61,7 @@ export function streamResponse(a: StreamArgs): Response {
   };
 
   const finalize = async (outcome: Outcome): Promise<void> => {
-    stopTimer();
+    untick();
     rec.setChatId(upstreamId === null ? null : clientId.id ?? upstreamId);
     rec.event({ type: "response.received", body_hash: received.digest() });
     if (outcome === "upstream_failed") rec.event({ type: "stream.upstream_failed" });
@@ -100,74 +100,47 @@ export function streamResponse(a: StreamArgs): Response {
 
   const idleMs = ctx.config.limits.stream_idle_timeout_ms;
   const keepAliveMs = ctx.config.limits.sse_keepalive_ms;
-  let pending: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
-  let lastData = performance.now();
-  // One timer per stream, not one per read: it is armed for the current wait's
-  // deadline and, when data arrived meanwhile (the deadline moved on), re-armed
-  // for the rest when it fires. Deadlines only move later, so it never fires late.
-  let deadline = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let wake: ((v: "tick") => void) | null = null;
-  const onTimer = () => {
-    timer = undefined;
-    const left = deadline - performance.now();
-    if (wake === null) return; // no read waiting: the next wait arms it again
-    // 1 ms of slack: a timer may fire a hair before the monotonic clock reaches it.
-    if (left > 1) {
-      timer = setTimeout(onTimer, left);
-      return;
+  const keepAlive = translator.keepAlive !== undefined;
+  // Deadlines are checked by the shared ticker while an upstream read is pending:
+  // silence for `idleMs` fails the stream; silence for `keepAliveMs` sends the
+  // format's keep-alive frame (Anthropic `ping`), when it has one. A slow client
+  // is never the upstream's silence: no read is pending while it lags.
+  let readSince = 0; // when the pending read began; 0 = none pending
+  let beatSince = 0; // last keep-alive sent during this read
+  let idleError: GatewayError | null = null;
+  let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
+  const untick = ctx.streamTicker.add((now) => {
+    if (readSince === 0 || done) return;
+    if (now - readSince >= idleMs) {
+      idleError ??= new GatewayError("upstream_timeout", "upstream stream went idle");
+      abortUpstream(idleError);
+      reader.cancel(idleError).catch(() => {}); // settles the pending read
+    } else if (keepAlive && ctrl && now - Math.max(readSince, beatSince) >= keepAliveMs) {
+      beatSince = now;
+      emit(ctrl, translator.keepAlive!());
     }
-    const w = wake;
-    wake = null;
-    w("tick");
-  };
-  const stopTimer = () => {
-    clearTimeout(timer);
-    timer = undefined;
-    wake = null;
-  };
-  /**
-   * The next upstream read, or "keepalive" when the upstream has been silent for
-   * `keepAliveMs` and the format has a keep-alive frame (Anthropic `ping`). A
-   * read still pending is kept for the next call; silence past `idleMs` fails.
-   */
-  const next = async (): Promise<ReadableStreamReadResult<Uint8Array> | "keepalive"> => {
-    const read = pending ??= reader.read();
-    while (true) {
-      const t = performance.now();
-      const idleLeft = idleMs - (t - lastData);
-      if (idleLeft <= 1) throw new GatewayError("upstream_timeout", "upstream stream went idle");
-      const keepAlive = translator.keepAlive !== undefined && keepAliveMs < idleLeft;
-      deadline = t + (keepAlive ? keepAliveMs : idleLeft);
-      let r: ReadableStreamReadResult<Uint8Array> | "tick";
-      try {
-        r = await new Promise((resolve, reject) => {
-          wake = resolve;
-          read.then(resolve, reject);
-          timer ??= setTimeout(onTimer, deadline - t);
-        });
-      } finally {
-        wake = null;
-      }
-      if (r !== "tick") {
-        pending = null;
-        lastData = performance.now();
-        return r;
-      }
-      if (keepAlive) return "keepalive";
+  });
+  const read = async (): Promise<ReadableStreamReadResult<Uint8Array>> => {
+    readSince = performance.now();
+    beatSince = 0;
+    try {
+      const r = await reader.read();
+      if (idleError) throw idleError;
+      return r;
+    } finally {
+      readSince = 0;
     }
   };
 
   const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      ctrl = controller;
+    },
     async pull(controller) {
       if (done) return;
       try {
         while (true) {
-          const r = await next();
-          if (r === "keepalive") {
-            emit(controller, translator.keepAlive!());
-            return;
-          }
+          const r = await read();
           if (r.done) {
             const { out } = translate(decoder.end());
             await finish(controller, out + translator.end(), "completed");
@@ -189,9 +162,10 @@ export function streamResponse(a: StreamArgs): Response {
         if (done) return;
         abortUpstream(e);
         reader.cancel().catch(() => {});
-        const err = e instanceof GatewayError
-          ? e
-          : new GatewayError("upstream_error", "upstream stream failed");
+        const err = idleError ??
+          (e instanceof GatewayError
+            ? e
+            : new GatewayError("upstream_error", "upstream stream failed"));
         await finish(controller, translator.fail(err), "upstream_failed");
       }
     },
