@@ -46,7 +46,9 @@ import {
   LEASE_LIFETIME_MS,
   leaseReturnWrites,
   leaseSlice,
+  mergeLease,
   takeFromLease,
+  wantsRenewal,
 } from "./leases.ts";
 import {
   decideRate,
@@ -127,7 +129,10 @@ export type AdmissionKv = Pick<Deno.Kv, "getMany" | "atomic">;
 interface Pending {
   key: KeyRecord;
   est: AdmissionEstimate;
-  resolve: (a: Admission) => void;
+  /** A background lease renewal (sized on `est`), not a request: nothing is admitted. */
+  renewal?: true;
+  /** Renewals resolve with null. */
+  resolve: (a: Admission | null) => void;
   reject: (e: unknown) => void;
 }
 
@@ -184,6 +189,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   /** Live leases by key id; a key's lease is detached while a batch folds it back. */
   const leases = new Map<string, Lease>();
   const detached = new Map<string, Lease>();
+  /** Keys with a background renewal queued or in flight. */
+  const renewing = new Set<string>();
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let closed = false;
 
@@ -311,7 +318,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     return out;
   }
 
-  type Outcome = { ok: true; admission: Admission } | { ok: false; error: GatewayError };
+  type Outcome = { ok: true; admission: Admission | null } | { ok: false; error: GatewayError };
 
   /**
    * One read-decide-commit attempt; null when the commit lost a versionstamp
@@ -322,6 +329,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     const t = opts.now();
     const window = windowOf(t);
     const keyIds = [...new Set(batch.map((p) => p.key.key_id))];
+    // Keys with a request in this batch (not only a renewal): their live lease is folded back.
+    const requested = new Set(batch.filter((p) => !p.renewal).map((p) => p.key.key_id));
     const fromCache = fresh ? null : cached(keyIds);
     const entries = fromCache ?? await readAll(keyIds);
     interface Working {
@@ -337,7 +346,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     const work = new Map<string, Working>();
     for (const id of keyIds) {
       // This key's live lease is folded back into the decision (exactly, in this commit).
-      const live = leases.get(id);
+      const live = requested.has(id) ? leases.get(id) : undefined;
       if (live) {
         leases.delete(id);
         detached.set(id, live);
@@ -378,6 +387,18 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       const w = work.get(p.key.key_id);
       if (w === undefined) throw new Error("admission batch lost a key");
       const limits = limitsFor(p.key, opts.tiers);
+      if (p.renewal) {
+        // Only sizes a new slice (the live lease stays in use, and stays reserved).
+        // From cached entries only far from every limit, as for a request.
+        if (
+          fromCache && nearLimit(w.state.tok, limits.tpm, p.est.tokens, w.balance, p.est.costNano)
+        ) {
+          return "stale";
+        }
+        w.last ??= p.est;
+        outcomes.push({ ok: true, admission: null });
+        continue;
+      }
       const rate = decideRate(w.state, limits, p.est.tokens, t);
       if (!rate.ok) {
         if (fromCache) return "stale";
@@ -431,9 +452,11 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
             shownTok: w.state.tok,
             grantedAt: tm,
             lastUse: tm,
+            size: slice,
           });
           w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
           w.balance -= slice.credit;
+          w.admitted = true; // a renewal-only key writes its entries too
         }
       }
     }
@@ -468,7 +491,18 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       return null;
     }
     for (const id of keyIds) detached.delete(id);
-    for (const [id, l] of granted) installLease(id, l);
+    for (const [id, l] of granted) {
+      const live = leases.get(id); // only a renewal leaves the live lease in place
+      if (live !== undefined && live.window === l.window) {
+        mergeLease(live, l);
+        continue;
+      }
+      if (live !== undefined) {
+        leases.delete(id);
+        void opts.piggyback!.write(leaseReturnWrites(id, live, window)).catch(() => {});
+      }
+      installLease(id, l);
+    }
     // This commit wrote the checked entries: cache them as they now stand.
     for (const [id, w] of work) {
       if (!w.admitted) continue;
@@ -544,6 +578,22 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     }
   }
 
+  function enqueue(p: Pending): void {
+    queue.push(p);
+    if (!running) {
+      running = true;
+      queueMicrotask(() => void drain());
+    }
+  }
+
+  /** Queues a background renewal of `key`'s lease; requests go on using the lease meanwhile. */
+  function renew(key: KeyRecord, est: AdmissionEstimate): void {
+    renewing.add(key.key_id);
+    const done = () => renewing.delete(key.key_id);
+    // A failed renewal changes nothing: the lease runs out and requests go to the store.
+    enqueue({ key, est, renewal: true, resolve: done, reject: done });
+  }
+
   return {
     async close() {
       closed = true;
@@ -559,7 +609,9 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       if (lease !== undefined && !closed) {
         const t = opts.now();
         const window = windowOf(t);
-        if (takeFromLease(lease, window, mono(), est.tokens, est.costNano)) {
+        const tm = mono();
+        if (takeFromLease(lease, window, tm, est.tokens, est.costNano)) {
+          if (!renewing.has(key.key_id) && wantsRenewal(lease, tm)) renew(key, est);
           const headers = rateHeaders(
             limitsFor(key, opts.tiers),
             lease.shownReq,
@@ -570,11 +622,12 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         }
       }
       return new Promise<Admission>((resolve, reject) => {
-        queue.push({ key, est, resolve, reject });
-        if (!running) {
-          running = true;
-          queueMicrotask(() => void drain());
-        }
+        enqueue({
+          key,
+          est,
+          resolve: (a) => a === null ? reject(new Error("admission lost its request")) : resolve(a),
+          reject,
+        });
       });
     },
   };

@@ -299,3 +299,26 @@ Deno.test("leases: an idle lease is handed back on its own; none without sole-re
   await c2.close();
   kv2.close();
 });
+
+Deno.test("leases: a steady stream of requests never waits for the store; renewals stay exact", async () => {
+  const { kv, key, counts, committer, admitter } = await leasing(100_000_000n, 6_000);
+  const WAITED = Symbol("waited");
+  let waited = 0;
+  const n = 400;
+  for (let i = 0; i < n; i++) {
+    // Already resolved (admitted from the lease in memory) wins the race; a queued one does not.
+    const p = admitter.admit(key, est(i, 10n));
+    if ((await Promise.race([p, Promise.resolve(WAITED)])) === WAITED) waited++;
+    await p;
+    // Requests keep arriving while a renewal commit is in flight.
+    if (i % 8 === 7) await new Promise((r) => setTimeout(r, 1));
+  }
+  // Only the first request went to the store; slices of at most 64 were renewed ahead of need.
+  assert.equal(waited, 1, `${waited} of ${n} requests waited for an admission commit`);
+  assert.ok(counts.commits >= n / 64, `${counts.commits} admission commits for ${n} requests`);
+  await admitter.close();
+  await committer.close();
+  assert.equal(await getBalance(kv, key.key_id), 100_000_000n - BigInt(n) * 10n);
+  assert.equal((await readRateWindow(kv, key, DEFAULT_TIERS, T0)).requests, n);
+  kv.close();
+});

@@ -9,7 +9,9 @@
  *
  * Slices are small: at most an eighth of what is left and 64 requests' worth,
  * and none is taken unless it holds at least two requests, so near a limit
- * every request is decided against the store as before.
+ * every request is decided against the store as before. A lease running low
+ * is renewed in the background (a new slice reserved and added to it), so a
+ * steady stream of requests never waits for an admission commit.
  */
 import type { KvWrite } from "../store/group_commit.ts";
 import { creditRefundKey, reqRefundKey, tokRefundKey } from "./kv_layout.ts";
@@ -25,6 +27,8 @@ export interface Lease {
   shownTok: number;
   grantedAt: number;
   lastUse: number;
+  /** The slice as last granted (to tell when it runs low). */
+  size: Remaining;
 }
 
 /** A lease older than this is not used again (its unused part is returned). */
@@ -72,6 +76,28 @@ export function takeFromLease(
   l.shownTok += tokens;
   l.lastUse = now;
   return true;
+}
+
+/**
+ * Whether to reserve the next slice now, in the background, so that no request
+ * waits for an admission commit when this one runs out or gets old: a quarter
+ * of the slice is left, or half its lifetime has passed.
+ */
+export function wantsRenewal(l: Lease, now: number): boolean {
+  return now - l.grantedAt >= LEASE_LIFETIME_MS / 2 || 4 * l.req <= l.size.req ||
+    4 * l.tok <= l.size.tok || 4n * l.credit <= l.size.credit;
+}
+
+/**
+ * A renewal's new slice added to the live lease of the same window: both are
+ * durably reserved, so their sum is; the lifetime restarts with the new slice.
+ */
+export function mergeLease(live: Lease, fresh: Lease): void {
+  live.req += fresh.req;
+  live.tok += fresh.tok;
+  live.credit += fresh.credit;
+  live.grantedAt = fresh.grantedAt;
+  live.size = fresh.size;
 }
 
 /**
