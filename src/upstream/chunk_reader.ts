@@ -3,10 +3,12 @@
  * Deno's `fetch` bodies are byte streams whose default reader allocates a
  * fresh 64 KiB buffer for every read: a held stream pinned 64 KiB while it
  * waited for its next event, and every SSE event of a few hundred bytes left
- * 64 KiB of garbage. A BYOB reader over one buffer avoids both. Bodies that
- * are not byte streams (the TLS-pinned fetch, test doubles) are read with
- * their default reader.
+ * 64 KiB of garbage. A BYOB reader over one buffer avoids both. A body from
+ * the gateway's own HTTP/1.1 client is read from its source directly, with no
+ * stream in between; other bodies that are not byte streams (decompressed
+ * ones, test doubles) are read with their default reader.
  */
+import { h1BodySource } from "./h1_client.ts";
 
 /**
  * One page: an SSE event is usually a few hundred bytes, and a larger burst
@@ -27,6 +29,19 @@ export function chunkReader(
   body: ReadableStream<Uint8Array>,
   bufferBytes = CHUNK_READER_BYTES,
 ): ChunkReader {
+  const source = h1BodySource(body);
+  if (source !== undefined) {
+    return {
+      async read() {
+        const bytes = await source.read();
+        return bytes === null ? { done: true, value: undefined } : { done: false, value: bytes };
+      },
+      cancel() {
+        source.cancel();
+        return Promise.resolve();
+      },
+    };
+  }
   let byob: ReadableStreamBYOBReader;
   try {
     byob = body.getReader({ mode: "byob" });

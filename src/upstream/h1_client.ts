@@ -350,6 +350,8 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
 /** One request/response on one connection; ends exactly once, freeing or closing the socket. */
 class Exchange {
   done = false;
+  /** Ended by the abort signal (not by the body's end or a cancel). */
+  aborted = false;
   controller: ReadableStreamDefaultController<Uint8Array<ArrayBuffer>> | null = null;
   readonly #signal: AbortSignal | undefined;
   readonly #end: (reuse: boolean) => void;
@@ -363,9 +365,15 @@ class Exchange {
 
   #onAbort = () => {
     if (this.done) return;
+    this.aborted = true;
     this.finish(false); // closing the socket also fails the read or write in progress
     this.controller?.error(this.#signal!.reason);
   };
+
+  /** The signal's reason once this exchange was aborted by it. */
+  abortReason(): unknown {
+    return this.aborted ? this.#signal!.reason : undefined;
+  }
 
   finish(reuse: boolean): void {
     if (this.done) return;
@@ -377,10 +385,6 @@ class Exchange {
 
 const NEED = 0;
 const DONE = 1;
-const EMPTY = 0;
-const ENQUEUED = 1;
-const ENDED = 2;
-type Drained = typeof EMPTY | typeof ENQUEUED | typeof ENDED;
 /** A view of body bytes in the connection buffer (valid until the next read), or a state. */
 type Step = Uint8Array<ArrayBuffer> | typeof NEED | typeof DONE;
 
@@ -528,8 +532,28 @@ function hexDigit(b: number): number {
 }
 
 /**
- * The response body: bytes are read from the socket only when the consumer pulls
- * (highWaterMark 0), and each pull hands out everything already buffered as one copy.
+ * A response body's bytes without the stream machinery: `chunkReader` reads an
+ * event stream through this instead of its `ReadableStream`, which saves a
+ * stream read (a promise, a read request and their closures) per chunk and
+ * about 1 KB per held stream. Whoever reads the source must not read the stream.
+ */
+export interface H1BodySource {
+  /** The next bytes (a fresh copy), or null at the end; rejects on a failed or aborted read. */
+  read(): Promise<Uint8Array<ArrayBuffer> | null>;
+  /** Stops reading; the connection is closed (never reused half-read). */
+  cancel(): void;
+}
+
+const bodySources = new WeakMap<ReadableStream<Uint8Array>, H1BodySource>();
+
+/** The source behind a body stream made by this client (not a decompressed one). */
+export function h1BodySource(body: ReadableStream<Uint8Array>): H1BodySource | undefined {
+  return bodySources.get(body);
+}
+
+/**
+ * The response body: bytes are read from the socket only when the consumer asks
+ * (highWaterMark 0), and each read hands out everything already buffered as one copy.
  */
 function bodyStream(
   c: Conn,
@@ -539,71 +563,80 @@ function bodyStream(
   // The origin only: the request holds the sent body, which must not live as long as the answer.
   origin: string,
 ): ReadableStream<Uint8Array<ArrayBuffer>> {
-  /** Hands out the buffered body bytes as one copy; reports whether the body ended. */
-  const drain = (ctrl: ReadableStreamDefaultController<Uint8Array<ArrayBuffer>>): Drained => {
+  let ended = false;
+  /** Everything buffered as one copy, or null when nothing is; ends the exchange at the end. */
+  const take = (): Uint8Array<ArrayBuffer> | null => {
     let first: Uint8Array<ArrayBuffer> | null = null;
     let more: Uint8Array<ArrayBuffer>[] | null = null;
     let total = 0;
-    let done = false;
     while (true) {
       const s = decoder.step(c);
       if (s === NEED) break;
       if (s === DONE) {
-        done = true;
+        ended = true;
+        ex.finish(reusable && !decoder.endsAtEof);
         break;
       }
       if (first === null) first = s;
       else (more ??= [first]).push(s);
       total += s.length;
     }
-    if (first !== null) ctrl.enqueue(more === null ? first.slice() : concat(more, total));
-    if (done) {
-      ex.finish(reusable && !decoder.endsAtEof);
-      ctrl.close();
-      return ENDED;
-    }
-    return first !== null ? ENQUEUED : EMPTY;
+    return first === null ? null : more === null ? first.slice() : concat(more, total);
   };
-  const fail = (ctrl: ReadableStreamDefaultController<Uint8Array<ArrayBuffer>>, e: unknown) => {
-    if (ex.done) return; // aborted (stream already errored) or cancelled
+  const failure = (e: unknown): unknown => {
+    const aborted = ex.abortReason();
+    if (aborted !== undefined) return aborted;
     ex.finish(false);
-    ctrl.error(
-      e instanceof H1Error ? e : new H1Error(`upstream ${origin}: read failed`, { cause: e }),
-    );
+    return e instanceof H1Error ? e : new H1Error(`upstream ${origin}: read failed`, { cause: e });
   };
-  return new ReadableStream<Uint8Array<ArrayBuffer>>({
-    start(ctrl) {
-      ex.controller = ctrl;
+  const source: H1BodySource = {
+    async read() {
       try {
-        drain(ctrl); // body bytes that came with the head; may finish a small body at once
-      } catch (e) {
-        fail(ctrl, e);
-      }
-    },
-    async pull(ctrl) {
-      try {
-        // A pull must enqueue, close or error: the stream does not call it again otherwise.
-        while (!ex.done) {
-          if (drain(ctrl) !== EMPTY) return;
+        while (true) {
+          const bytes = take();
+          if (bytes !== null) return bytes;
+          if (ended) return null;
+          if (ex.done) throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
           const more = await fill(c, origin);
-          if (ex.done) return;
+          if (ex.done && !ended) {
+            throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
+          }
           if (!more) {
             if (!decoder.endsAtEof) {
               throw new H1Error(`upstream ${origin}: connection closed before the body ended`);
             }
+            ended = true;
             ex.finish(false);
-            ctrl.close();
-            return;
           }
         }
       } catch (e) {
-        fail(ctrl, e);
+        throw failure(e);
       }
     },
     cancel() {
       ex.finish(false); // never reuse a half-read connection
     },
+  };
+  const stream = new ReadableStream<Uint8Array<ArrayBuffer>>({
+    start(ctrl) {
+      // Nothing is taken here: bytes that came with the head stay in the buffer for
+      // the first read, whether through this stream or through the source.
+      ex.controller = ctrl;
+    },
+    async pull(ctrl) {
+      // A pull must enqueue, close or error: the stream does not call it again otherwise.
+      try {
+        const bytes = await source.read();
+        if (bytes !== null) ctrl.enqueue(bytes);
+        else ctrl.close();
+      } catch (e) {
+        if (!ex.aborted) ctrl.error(e); // an abort already errored the stream
+      }
+    },
+    cancel: source.cancel,
   }, { highWaterMark: 0 });
+  bodySources.set(stream, source);
+  return stream;
 }
 
 /** Reads more bytes after the unconsumed ones; false at EOF. */

@@ -4,6 +4,7 @@ import {
   createH1Client,
   H1_READ_BUFFER_BYTES,
   H1_SSE_READ_BUFFER_BYTES,
+  h1BodySource,
   type H1Client,
   type H1ClientOptions,
   type H1Connect,
@@ -619,6 +620,52 @@ Deno.test("streaming is pull-driven: the first SSE event arrives before the serv
     }
   } finally {
     firstSeen.resolve();
+    client.close();
+    await server.close();
+  }
+});
+
+Deno.test("a body read through its source: bytes sent with the head, the end, reuse, abort", async () => {
+  const aborted = deferred();
+  const server = rawServer(async (p) => {
+    await p.request();
+    // The first event arrives in the same write as the head.
+    await p.send(
+      "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" +
+        "transfer-encoding: chunked\r\n\r\nd\r\ndata: first\n\n\r\n",
+    );
+    await p.send("e\r\ndata: second\n\n\r\n0\r\n\r\n");
+    await p.request(); // the same connection serves the next request
+    await p.send(
+      "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n" +
+        "transfer-encoding: chunked\r\n\r\n",
+    );
+    await aborted.promise; // then silence: the client aborts mid-body
+  });
+  const { client } = newClient({}, server.port);
+  try {
+    const res = await client.fetch(`${server.base}/sse`, { method: "POST", body: "{}" });
+    assert.equal(h1BodySource(new ReadableStream()), undefined, "only this client's bodies");
+    const src = h1BodySource(res.body!)!;
+    let text = "";
+    for (let b = await src.read(); b !== null; b = await src.read()) text += dec.decode(b);
+    assert.equal(text, "data: first\n\ndata: second\n\n");
+    assert.equal(await src.read(), null, "stays ended");
+    assert.deepEqual(client.stats(), { open: 1, idle: 1 });
+
+    const ctl = new AbortController();
+    const res2 = await client.fetch(`${server.base}/sse`, {
+      method: "POST",
+      body: "{}",
+      signal: ctl.signal,
+    });
+    const pending = h1BodySource(res2.body!)!.read();
+    const reason = new Error("client left");
+    ctl.abort(reason);
+    await assert.rejects(within(pending, "aborted read"), (e) => e === reason);
+    assert.deepEqual(client.stats(), { open: 0, idle: 0 }, "an aborted connection is closed");
+  } finally {
+    aborted.resolve();
     client.close();
     await server.close();
   }
