@@ -120,17 +120,6 @@ export function streamResponse(a: StreamArgs): Response {
       emit(ctrl, translator.keepAlive!());
     }
   });
-  const read = async (): Promise<ReadableStreamReadResult<Uint8Array>> => {
-    readSince = performance.now();
-    beatSince = 0;
-    try {
-      const r = await reader.read();
-      if (idleError) throw idleError;
-      return r;
-    } finally {
-      readSince = 0;
-    }
-  };
 
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -140,7 +129,16 @@ export function streamResponse(a: StreamArgs): Response {
       if (done) return;
       try {
         while (true) {
-          const r = await read();
+          // Awaited right here (no helper): a held stream waits in one suspended function.
+          readSince = performance.now();
+          beatSince = 0;
+          let r: ReadableStreamReadResult<Uint8Array>;
+          try {
+            r = await reader.read();
+          } finally {
+            readSince = 0;
+          }
+          if (idleError) throw idleError;
           if (r.done) {
             const { out } = translate(decoder.end());
             await finish(controller, out + translator.end(), "completed");

@@ -31,11 +31,9 @@ export function chunkReader(
 ): ChunkReader {
   const source = h1BodySource(body);
   if (source !== undefined) {
+    // No async function here: a held stream would keep one more suspended frame alive.
     return {
-      async read() {
-        const bytes = await source.read();
-        return bytes === null ? { done: true, value: undefined } : { done: false, value: bytes };
-      },
+      read: () => source.read().then(asResult),
       cancel() {
         source.cancel();
         return Promise.resolve();
@@ -59,6 +57,10 @@ export function chunkReader(
     },
     cancel: (reason) => byob.cancel(reason),
   };
+}
+
+function asResult(bytes: Uint8Array | null): ReadableStreamReadResult<Uint8Array> {
+  return bytes === null ? { done: true, value: undefined } : { done: false, value: bytes };
 }
 
 /**

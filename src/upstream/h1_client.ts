@@ -597,10 +597,9 @@ function bodyStream(
           if (bytes !== null) return bytes;
           if (ended) return null;
           if (ex.done) throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
-          const more = await fill(c, origin);
-          if (ex.done && !ended) {
-            throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
-          }
+          // Not `await fill(…)`: a held stream then waits in one suspended function, not two.
+          const more = filled(c, await startFill(c, origin));
+          if (ex.done) throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
           if (!more) {
             if (!decoder.endsAtEof) {
               throw new H1Error(`upstream ${origin}: connection closed before the body ended`);
@@ -641,21 +640,29 @@ function bodyStream(
 
 /** Reads more bytes after the unconsumed ones; false at EOF. */
 async function fill(c: Conn, origin: string): Promise<boolean> {
-  let p = c.pending;
+  return filled(c, await startFill(c, origin));
+}
+
+/** Starts the read `fill` waits for (bytes go after the unconsumed ones); null at EOF. */
+function startFill(c: Conn, origin: string): Promise<number | null> {
+  const p = c.pending;
   if (p !== null) {
     c.pending = null; // the idle read, into buf at 0 (start = end = 0 while pooled)
-  } else {
-    if (c.start > 0) {
-      c.buf.copyWithin(0, c.start, c.end);
-      c.end -= c.start;
-      c.start = 0;
-    }
-    if (c.end === c.buf.length) {
-      throw new H1Error(`upstream ${origin}: framing line longer than the read buffer`);
-    }
-    p = c.socket.read(c.buf.subarray(c.end));
+    return p;
   }
-  const n = await p;
+  if (c.start > 0) {
+    c.buf.copyWithin(0, c.start, c.end);
+    c.end -= c.start;
+    c.start = 0;
+  }
+  if (c.end === c.buf.length) {
+    throw new H1Error(`upstream ${origin}: framing line longer than the read buffer`);
+  }
+  return c.socket.read(c.buf.subarray(c.end));
+}
+
+/** Accounts a finished read; false at EOF. */
+function filled(c: Conn, n: number | null): boolean {
   if (n === null) return false;
   c.end += n;
   return true;
