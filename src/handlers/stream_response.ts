@@ -158,7 +158,7 @@ export function streamResponse(a: StreamArgs): Response {
         }
       } catch (e) {
         if (done) return;
-        abortUpstream(e);
+        if (idleError === null) abortUpstream(e); // the ticker already aborted an idle one
         reader.cancel().catch(() => {});
         const err = idleError ??
           (e instanceof GatewayError
@@ -195,7 +195,20 @@ export function streamResponse(a: StreamArgs): Response {
     const bytes = encoder.encode(tail);
     returned.update(bytes);
     clientId.push(tail);
-    await finalize(outcome);
+    try {
+      await finalize(outcome);
+    } catch (e) {
+      // No durable receipt, so no clean end: the client sees the response fail rather
+      // than a terminator that promises a receipt which does not exist.
+      ctx.log({
+        level: "error",
+        request_id: info.requestId,
+        msg: "stream receipt not stored",
+        error: String(e),
+      });
+      controller.error(new GatewayError("unavailable", "the receipt could not be stored"));
+      return;
+    }
     if (bytes.byteLength) controller.enqueue(bytes);
     controller.close();
   }
