@@ -189,8 +189,11 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   /** Live leases by key id; a key's lease is detached while a batch folds it back. */
   const leases = new Map<string, Lease>();
   const detached = new Map<string, Lease>();
-  /** Keys with a background renewal queued or in flight. */
-  const renewing = new Set<string>();
+  /**
+   * Leases whose renewal was asked for: one try per slice (a merge clears it), so a
+   * renewal that grants nothing near a limit is not asked again on every request.
+   */
+  const renewAsked = new WeakSet<Lease>();
   let sweeper: ReturnType<typeof setInterval> | undefined;
   let closed = false;
 
@@ -495,6 +498,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       const live = leases.get(id); // only a renewal leaves the live lease in place
       if (live !== undefined && live.window === l.window) {
         mergeLease(live, l);
+        renewAsked.delete(live);
         continue;
       }
       if (live !== undefined) {
@@ -588,10 +592,9 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
 
   /** Queues a background renewal of `key`'s lease; requests go on using the lease meanwhile. */
   function renew(key: KeyRecord, est: AdmissionEstimate): void {
-    renewing.add(key.key_id);
-    const done = () => renewing.delete(key.key_id);
     // A failed renewal changes nothing: the lease runs out and requests go to the store.
-    enqueue({ key, est, renewal: true, resolve: done, reject: done });
+    const ignore = () => {};
+    enqueue({ key, est, renewal: true, resolve: ignore, reject: ignore });
   }
 
   return {
@@ -611,7 +614,10 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         const window = windowOf(t);
         const tm = mono();
         if (takeFromLease(lease, window, tm, est.tokens, est.costNano)) {
-          if (!renewing.has(key.key_id) && wantsRenewal(lease, tm)) renew(key, est);
+          if (!renewAsked.has(lease) && wantsRenewal(lease, tm)) {
+            renewAsked.add(lease);
+            renew(key, est);
+          }
           const headers = rateHeaders(
             limitsFor(key, opts.tiers),
             lease.shownReq,
