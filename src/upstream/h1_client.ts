@@ -589,6 +589,9 @@ function bodyStream(
     ex.finish(false);
     return e instanceof H1Error ? e : new H1Error(`upstream ${origin}: read failed`, { cause: e });
   };
+  /** Why a read cannot go on once the exchange ended before the body did. */
+  const stopped = (): unknown =>
+    ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
   const source: H1BodySource = {
     async read() {
       try {
@@ -596,10 +599,10 @@ function bodyStream(
           const bytes = take();
           if (bytes !== null) return bytes;
           if (ended) return null;
-          if (ex.done) throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
+          if (ex.done) throw stopped();
           // Not `await fill(…)`: a held stream then waits in one suspended function, not two.
           const more = filled(c, await startFill(c, origin));
-          if (ex.done) throw ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
+          if (ex.done) throw stopped(); // aborted or cancelled during the read
           if (!more) {
             if (!decoder.endsAtEof) {
               throw new H1Error(`upstream ${origin}: connection closed before the body ended`);
