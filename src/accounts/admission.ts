@@ -20,12 +20,8 @@
 
 import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
-import {
-  applyWrites,
-  backoffMs,
-  type BorrowedWrites,
-  isTransientKvError,
-} from "../store/group_commit.ts";
+import { applyWrites, type BorrowedWrites } from "../store/group_commit.ts";
+import { backoffMs, isTransientKvError } from "../store/transient.ts";
 import { creditSettlementWrites, decideCredit, foldDebt } from "./credits.ts";
 import type { KeyRecord } from "./keys.ts";
 import {

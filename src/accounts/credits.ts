@@ -14,7 +14,7 @@
 
 import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
-import { isTransientKvError } from "../store/group_commit.ts";
+import { retryTransient } from "../store/transient.ts";
 import {
   type AccountState,
   balanceKey,
@@ -167,17 +167,16 @@ export async function addCredits(
   sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
 ): Promise<bigint> {
   if (amountNano <= 0n) throw new RangeError("credit amount must be positive");
-  for (let attempt = 1;; attempt++) {
-    try {
+  for (;;) {
+    const next = await retryTransient(async () => {
       const [k, b] = await kv.getMany([keyRecordKey(keyId), balanceKey(keyId)]);
       if (k.value === null) throw new GatewayError("not_found", "Unknown key id.");
       const next = u64(b.value) + amountNano;
       if (next > MAX_BALANCE_NANO) throw new RangeError("balance would exceed the maximum");
       const res = await kv.atomic().check(b).set(balanceKey(keyId), new Deno.KvU64(next)).commit();
-      if (res.ok) return next;
-    } catch (e) {
-      if (!isTransientKvError(e) || attempt > 50) throw e;
-      await sleep(1 + Math.random() * 10);
-    }
+      return res.ok ? next : null;
+    }, { sleep });
+    // null: the balance moved between the read and the commit; read it again.
+    if (next !== null) return next;
   }
 }

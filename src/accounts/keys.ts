@@ -14,6 +14,7 @@
 import { Buffer } from "node:buffer";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { GatewayError } from "../http/errors.ts";
+import { retryTransient } from "../store/transient.ts";
 import { balanceKey, digestIndexKey, keyRecordKey } from "./kv_layout.ts";
 
 export const KEY_PREFIX = "cgw-";
@@ -115,13 +116,16 @@ export async function createKey(
     };
     if (opts.rpm !== undefined) record.rpm = opts.rpm;
     if (opts.tpm !== undefined) record.tpm = opts.tpm;
-    const atomic = kv.atomic()
-      .check({ key: keyRecordKey(keyId), versionstamp: null })
-      .check({ key: digestIndexKey(digest), versionstamp: null })
-      .set(keyRecordKey(keyId), record)
-      .set(digestIndexKey(digest), keyId);
-    if (credits > 0n) atomic.set(balanceKey(keyId), new Deno.KvU64(credits));
-    const res = await atomic.commit();
+    // Another process on the same file (the gateway, a replica) may hold the write lock.
+    const res = await retryTransient(() => {
+      const atomic = kv.atomic()
+        .check({ key: keyRecordKey(keyId), versionstamp: null })
+        .check({ key: digestIndexKey(digest), versionstamp: null })
+        .set(keyRecordKey(keyId), record)
+        .set(digestIndexKey(digest), keyId);
+      if (credits > 0n) atomic.set(balanceKey(keyId), new Deno.KvU64(credits));
+      return atomic.commit();
+    });
     if (res.ok) return { key, record };
     // A key id collision (48 random bits): draw again.
   }
@@ -146,13 +150,17 @@ export async function revokeKey(
   now: () => number,
 ): Promise<KeyRecord | null> {
   for (;;) {
-    const e = await kv.get(keyRecordKey(keyId));
-    if (e.value === null) return null;
-    const rec = parseKeyRecord(e.value);
-    if (rec.revoked_at !== null) return rec;
-    const updated: KeyRecord = { ...rec, revoked_at: now() };
-    const res = await kv.atomic().check(e).set(keyRecordKey(keyId), updated).commit();
-    if (res.ok) return updated;
+    const done = await retryTransient(async () => {
+      const e = await kv.get(keyRecordKey(keyId));
+      if (e.value === null) return { rec: null };
+      const rec = parseKeyRecord(e.value);
+      if (rec.revoked_at !== null) return { rec };
+      const updated: KeyRecord = { ...rec, revoked_at: now() };
+      const res = await kv.atomic().check(e).set(keyRecordKey(keyId), updated).commit();
+      return res.ok ? { rec: updated } : null;
+    });
+    // null: another writer changed the record between the read and the commit.
+    if (done !== null) return done.rec;
   }
 }
 

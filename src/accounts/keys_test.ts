@@ -10,6 +10,7 @@ import {
   listKeys,
   revokeKey,
 } from "./keys.ts";
+import { addCredits, getBalance } from "./credits.ts";
 
 const clock = (start = 1_700_000_000_000) => {
   let t = start;
@@ -138,4 +139,67 @@ Deno.test("listKeys and revokeKey", async () => {
   assert.equal(await revokeKey(kv, "key_ffffffffffff", c.now), null);
   await assert.rejects(createKey(kv, { tier: "pro", rpm: 0, now: c.now }), RangeError);
   kv.close();
+});
+
+/** `kv` whose first `failures` commits fail the way SQLite does under another writer's lock. */
+function lockedFirst(kv: Deno.Kv, failures: number): Deno.Kv {
+  let commits = 0;
+  return new Proxy(kv, {
+    get(target, prop) {
+      if (prop === "atomic") {
+        return () => {
+          const a = target.atomic();
+          const commit = a.commit.bind(a);
+          a.commit = () =>
+            ++commits <= failures ? Promise.reject(new TypeError("database is locked")) : commit();
+          return a;
+        };
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+Deno.test("create, revoke and credit ride out another process's write lock", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const c = clock();
+  const { key, record } = await createKey(lockedFirst(kv, 3), {
+    tier: "free",
+    creditsNano: 5n,
+    now: c.now,
+  });
+  assert.equal((await authenticate(kv, `Bearer ${key}`)).key_id, record.key_id);
+  assert.equal(
+    await addCredits(lockedFirst(kv, 2), record.key_id, 7n, () => Promise.resolve()),
+    12n,
+  );
+  assert.equal(await getBalance(kv, record.key_id), 12n);
+  const revoked = await revokeKey(lockedFirst(kv, 2), record.key_id, c.now);
+  assert.equal(revoked?.revoked_at, c.now());
+  kv.close();
+});
+
+Deno.test("two handles on one fresh file: creating keys never fails with a locked database", async () => {
+  const path = await Deno.makeTempFile({ suffix: ".kv" });
+  try {
+    for (let round = 0; round < 5; round++) {
+      const kv1 = await Deno.openKv(path);
+      const kv2 = await Deno.openKv(path);
+      const made = await Promise.all(
+        Array.from(
+          { length: 8 },
+          (_, i) => createKey(i % 2 ? kv1 : kv2, { tier: "free", creditsNano: 1n, now: Date.now }),
+        ),
+      );
+      assert.equal(new Set(made.map((m) => m.record.key_id)).size, 8);
+      kv1.close();
+      kv2.close();
+    }
+    const kv = await Deno.openKv(path);
+    assert.equal((await listKeys(kv)).length, 40);
+    kv.close();
+  } finally {
+    await Deno.remove(path);
+  }
 });

@@ -4,6 +4,7 @@
  * nonce-less attestation. Nothing here assumes this process is the only one.
  */
 import type { AttestationEntry } from "./reports.ts";
+import { retryTransient } from "../store/transient.ts";
 
 export const REPLICA_PREFIX = "replicas";
 
@@ -29,7 +30,9 @@ export function createReplicaRegistry(
     id: opts.id,
     async announce(entry) {
       const value: Announcement = { entry, until: opts.now() + opts.ttlMs };
-      await kv.set([REPLICA_PREFIX, opts.id], value, { expireIn: opts.ttlMs });
+      await retryTransient(() =>
+        kv.set([REPLICA_PREFIX, opts.id], value, { expireIn: opts.ttlMs })
+      );
     },
     async others() {
       const out: AttestationEntry[] = [];

@@ -20,6 +20,7 @@ import type { Identity, IdentitySnapshot } from "./identity.ts";
 import type { Quote, QuoteProvider } from "../../enclave/quote_provider.ts";
 import type { SourceProvenance } from "../../enclave/manifest.ts";
 import type { ReplicaRegistry } from "./replicas.ts";
+import { retryTransient } from "../store/transient.ts";
 
 export const KEYSET_ARCHIVE = "keysets";
 
@@ -168,7 +169,9 @@ export function createReportService(o: ReportServiceOptions): ReportService {
     async archive(snap) {
       const report = await wrap(await nonceless(snap));
       // Plain set: the archive only ever grows, one immutable entry per digest.
-      await o.kv.set([KEYSET_ARCHIVE, snap.digest], { keyset: snap.keyset, report });
+      await retryTransient(() =>
+        o.kv.set([KEYSET_ARCHIVE, snap.digest], { keyset: snap.keyset, report })
+      );
     },
   };
   return service;

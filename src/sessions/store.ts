@@ -8,6 +8,7 @@
 import { jcs } from "../aci/jcs.ts";
 import { sha256Hex } from "../aci/digest.ts";
 import type { SessionDocument } from "./types.ts";
+import { retryTransient } from "../store/transient.ts";
 
 export const SESSION_PREFIX = "sessions";
 export const CURRENT_PREFIX = "sessions_current";
@@ -50,7 +51,7 @@ export function createSessionStore(
       const id = sessionIdOf(doc);
       const keepMs = Math.max(0, doc.expires_at * 1000 - opts.now()) + opts.receiptRetentionMs;
       const value: StoredSession = { document: doc, until: opts.now() + keepMs };
-      await kv.set([SESSION_PREFIX, id], value, { expireIn: keepMs });
+      await retryTransient(() => kv.set([SESSION_PREFIX, id], value, { expireIn: keepMs }));
       return id;
     },
     async get(id) {
@@ -60,10 +61,12 @@ export function createSessionStore(
     async setCurrent(upstream, replica, id, expiresAtMs) {
       const ttl = Math.max(1, expiresAtMs - opts.now());
       const value: CurrentPointer = { session_id: id, until: expiresAtMs };
-      await kv.set([CURRENT_PREFIX, upstream, replica], value, { expireIn: ttl });
+      await retryTransient(() =>
+        kv.set([CURRENT_PREFIX, upstream, replica], value, { expireIn: ttl })
+      );
     },
     async clearCurrent(upstream, replica) {
-      await kv.delete([CURRENT_PREFIX, upstream, replica]);
+      await retryTransient(() => kv.delete([CURRENT_PREFIX, upstream, replica]));
     },
     async listCurrent(filter) {
       const t = opts.now();

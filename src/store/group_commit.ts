@@ -20,6 +20,7 @@
 
 import { Buffer } from "node:buffer";
 import { serialize } from "node:v8";
+import { backoffMs, isTransientKvError } from "./transient.ts";
 
 /** One durable mutation. */
 export type KvWrite =
@@ -75,12 +76,6 @@ interface Pending {
   ops: Sized[];
   resolve: () => void;
   reject: (e: unknown) => void;
-}
-
-/** Errors SQLite raises under write contention; worth retrying. */
-export function isTransientKvError(e: unknown): boolean {
-  const msg = e instanceof Error ? e.message : String(e);
-  return /database is locked|database is busy|SQLITE_BUSY|SQLITE_LOCKED/i.test(msg);
 }
 
 /** Characters that are not one UTF-8 byte each, or need escaping (NUL). */
@@ -523,12 +518,6 @@ export function coalesceSums(ops: KvWrite[]): KvWrite[] {
     }
   }
   return out;
-}
-
-/** Short random backoff: up to 1, 2, 4 … 32 ms, jittered so two processes desynchronise. */
-export function backoffMs(attempt: number, random: () => number): number {
-  const cap = Math.min(32, 2 ** Math.min(attempt - 1, 5));
-  return 0.5 + random() * cap;
 }
 
 interface Part {

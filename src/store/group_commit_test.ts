@@ -1,10 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  backoffMs,
-  GroupCommitter,
-  isTransientKvError,
-  type KvAtomicSource,
-} from "./group_commit.ts";
+import { GroupCommitter, type KvAtomicSource } from "./group_commit.ts";
+import { backoffMs, isTransientKvError } from "./transient.ts";
 
 interface Hooks {
   commits: number;
