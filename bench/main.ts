@@ -1,8 +1,10 @@
 /**
  * `deno task bench [--write] [--rounds N] [--seconds S] [--no-profile]`: the
  * gateway's added cost under load, measured against a mock upstream directly,
- * through a bare `fetch` proxy (the floor) and through the real gateway
- * (separate process, KV on a temp disk file). Servers under test run on core
+ * through a bare `fetch` proxy (the floor), through the receipt floor (that
+ * proxy plus only a receipt's mandatory hashing, signing and durable commit:
+ * bench/receipt_floor.ts) and through the real gateway (separate process, KV
+ * on a temp disk file). Servers under test run on core
  * 0, this load generator and the mock on core 1. Paths alternate within each
  * round; figures are medians of round medians. Prints one markdown table;
  * `--write` also replaces the generated block of bench/RESULTS.md.
@@ -53,8 +55,8 @@ const THREAD_LABELS: Record<string, string> = {
   "tokio-runtime-w": "tokio workers",
 };
 
-type PathName = "direct" | "bare" | "gateway";
-const PATHS: PathName[] = ["direct", "bare", "gateway"];
+type PathName = "direct" | "bare" | "floor" | "gateway";
+const PATHS: PathName[] = ["direct", "bare", "floor", "gateway"];
 
 function numFlag(name: string, def: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -180,22 +182,34 @@ async function main(): Promise<void> {
       /proxy listening on (\S+)/,
     );
     servers.push(bare);
+    const floor = await spawnPinned(
+      SERVER_CPU,
+      ["run", "-A", "--unstable-kv", "bench/receipt_floor.ts", mock.url, `${dir}/floor.kv`],
+      /floor listening on (\S+)/,
+    );
+    servers.push(floor);
     const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU);
     servers.push(gw);
     log(
-      `mock ${mock.url}, bare proxy ${bare.url}, gateway ${gw.url}; store on ${await fsType(dir)}`,
+      `mock ${mock.url}, bare proxy ${bare.url}, receipt floor ${floor.url}, gateway ${gw.url}; ` +
+        `stores on ${await fsType(dir)}`,
     );
 
     const targets: Record<PathName, Target> = {
       direct: { base: mock.url, headers: {}, model: (m) => m },
       bare: { base: bare.url, headers: {}, model: (m) => m },
+      floor: { base: floor.url, headers: {}, model: (m) => m },
       gateway: {
         base: gw.url,
         headers: { authorization: `Bearer ${gw.key}` },
         model: gatewayModel,
       },
     };
-    const pid: Record<Exclude<PathName, "direct">, number> = { bare: bare.pid, gateway: gw.pid };
+    const pid: Record<Exclude<PathName, "direct">, number> = {
+      bare: bare.pid,
+      floor: floor.pid,
+      gateway: gw.pid,
+    };
     const rssStart = rssBytes(gw.pid);
 
     log(`${HELD_STREAMS} held streams (fresh servers)`);
@@ -216,6 +230,7 @@ async function main(): Promise<void> {
     const stats: Record<PathName, RoundStats> = {
       direct: emptyStats(),
       bare: emptyStats(),
+      floor: emptyStats(),
       gateway: emptyStats(),
     };
     const rssRounds: number[] = [];
@@ -287,6 +302,7 @@ async function main(): Promise<void> {
     const med = (p: PathName, k: keyof RoundStats) => median(stats[p][k]);
     const added = (p: PathName, k: keyof RoundStats) => med(p, k) - med("direct", k);
     const ratio = med("gateway", "rps") / med("bare", "rps");
+    const floorRatio = med("floor", "rps") / med("bare", "rps");
     const perStream = (p: "bare" | "gateway") =>
       (held[p].open - held[p].idle) / HELD_STREAMS / 1024;
     // A plateau wobbles by tens of MB as V8 resizes its heap; a leak makes the
@@ -302,17 +318,20 @@ async function main(): Promise<void> {
         metric: `Throughput, non-streamed chat, closed loop c=${CONCURRENCY} (req/s)`,
         direct: fmt(med("direct", "rps"), 0),
         bare: fmt(med("bare", "rps"), 0),
+        floor: fmt(med("floor", "rps"), 0),
         gateway: fmt(med("gateway", "rps"), 0),
       },
       {
         metric: `Throughput at c=${HIGH_CONCURRENCY} (req/s)`,
         direct: fmt(med("direct", "rpsHigh"), 0),
         bare: fmt(med("bare", "rpsHigh"), 0),
+        floor: fmt(med("floor", "rpsHigh"), 0),
         gateway: fmt(med("gateway", "rpsHigh"), 0),
       },
       {
         metric: `Server CPU per request at c=${CONCURRENCY} (µs, all threads) / share of its core`,
         bare: `${fmt(med("bare", "cpuPerReq"), 0)} / ${fmt(100 * med("bare", "cpuShare"), 0)}%`,
+        floor: `${fmt(med("floor", "cpuPerReq"), 0)} / ${fmt(100 * med("floor", "cpuShare"), 0)}%`,
         gateway: `${fmt(med("gateway", "cpuPerReq"), 0)} / ${
           fmt(100 * med("gateway", "cpuShare"), 0)
         }%`,
@@ -328,6 +347,7 @@ async function main(): Promise<void> {
         metric: "One request at a time (c=1): p50 latency (ms) / server CPU per request (µs)",
         direct: ms(med("direct", "singleP50")),
         bare: `${ms(med("bare", "singleP50"))} / ${fmt(med("bare", "singleCpu"), 0)}`,
+        floor: `${ms(med("floor", "singleP50"))} / ${fmt(med("floor", "singleCpu"), 0)}`,
         gateway: `${ms(med("gateway", "singleP50"))} / ${fmt(med("gateway", "singleCpu"), 0)}`,
       },
       {
@@ -337,14 +357,24 @@ async function main(): Promise<void> {
         verdict: atLeast(100 * ratio, 70, "points", 1),
       },
       {
+        metric: "Receipt floor throughput / bare proxy (the price of the receipt rule alone)",
+        floor: `${fmt(100 * floorRatio, 1)}%`,
+      },
+      {
+        metric: "Gateway throughput / receipt floor (the gateway's own overhead)",
+        gateway: `${fmt(100 * ratio / floorRatio, 1)}%`,
+      },
+      {
         metric: `p50 latency at ${RATE} req/s, small non-streamed chat (ms)`,
         direct: ms(med("direct", "openP50")),
         bare: ms(med("bare", "openP50")),
+        floor: ms(med("floor", "openP50")),
         gateway: ms(med("gateway", "openP50")),
       },
       {
         metric: `Added p50 vs direct at ${RATE} req/s (ms)`,
         bare: ms(added("bare", "openP50")),
+        floor: ms(added("floor", "openP50")),
         gateway: ms(added("gateway", "openP50")),
         target: "≤ 0.5 ms",
         verdict: atMost(added("gateway", "openP50"), 0.5, "ms", 3),
@@ -352,12 +382,14 @@ async function main(): Promise<void> {
       {
         metric: `Added p99 vs direct at ${RATE} req/s (ms)`,
         bare: ms(added("bare", "openP99")),
+        floor: ms(added("floor", "openP99")),
         gateway: ms(added("gateway", "openP99")),
       },
       {
         metric:
           `Added p50 vs direct at ${RATE} req/s, upstream answering after ${DELAY_MS} ms (ms)`,
         bare: ms(added("bare", "delayP50")),
+        floor: ms(added("floor", "delayP50")),
         gateway: ms(added("gateway", "delayP50")),
       },
       {
@@ -370,11 +402,13 @@ async function main(): Promise<void> {
           `Streaming first-token delay, ${STREAM_CONCURRENCY} concurrent streams of ${STREAM_CHUNKS} chunks (ms)`,
         direct: ms(med("direct", "firstToken")),
         bare: ms(med("bare", "firstToken")),
+        floor: ms(med("floor", "firstToken")),
         gateway: ms(med("gateway", "firstToken")),
       },
       {
         metric: "Added first-token delay vs direct (ms)",
         bare: ms(added("bare", "firstToken")),
+        floor: ms(added("floor", "firstToken")),
         gateway: ms(added("gateway", "firstToken")),
         target: "≤ 1 ms",
         verdict: atMost(added("gateway", "firstToken"), 1, "ms", 3),
@@ -382,6 +416,7 @@ async function main(): Promise<void> {
       {
         metric: `Added inter-chunk gap vs direct, p50 / p99 (ms; upstream gap ${CHUNK_GAP_MS} ms)`,
         bare: `${ms(added("bare", "gapP50"))} / ${ms(added("bare", "gapP99"))}`,
+        floor: `${ms(added("floor", "gapP50"))} / ${ms(added("floor", "gapP99"))}`,
         gateway: `${ms(added("gateway", "gapP50"))} / ${ms(added("gateway", "gapP99"))}`,
       },
       {

@@ -10,6 +10,8 @@ export interface Row {
   metric: string;
   direct?: string;
   bare?: string;
+  /** The receipt floor: the bare proxy plus only the receipt's mandatory work. */
+  floor?: string;
   gateway?: string;
   target?: string;
   verdict?: string;
@@ -36,14 +38,14 @@ export function atLeast(value: number, limit: number, unit: string, digits = 2):
 
 export function renderTable(rows: Row[]): string {
   const head =
-    "| Metric | Direct | Bare proxy | Gateway | Target | Verdict |\n|---|---:|---:|---:|---|---|";
+    "| Metric | Direct | Bare proxy | Receipt floor | Gateway | Target | Verdict |\n|---|---:|---:|---:|---:|---|---|";
   const cell = (s?: string) => (s ?? "–").replaceAll("|", "\\|");
   return [
     head,
     ...rows.map((r) =>
-      `| ${cell(r.metric)} | ${cell(r.direct)} | ${cell(r.bare)} | ${cell(r.gateway)} | ${
-        cell(r.target)
-      } | ${cell(r.verdict)} |`
+      `| ${cell(r.metric)} | ${cell(r.direct)} | ${cell(r.bare)} | ${cell(r.floor)} | ${
+        cell(r.gateway)
+      } | ${cell(r.target)} | ${cell(r.verdict)} |`
     ),
   ].join("\n");
 }
