@@ -31,7 +31,8 @@ export function responseIdOf(value: unknown): string | null {
  * piece; stops parsing once found (only the first events are ever decoded).
  */
 export class StreamIdFinder {
-  readonly #decoder = new SseDecoder();
+  /** Dropped once the id is found: a held stream should not keep a decoder it no longer uses. */
+  #decoder: SseDecoder | null = new SseDecoder();
   #id: string | null = null;
 
   get id(): string | null {
@@ -39,7 +40,7 @@ export class StreamIdFinder {
   }
 
   push(text: string): void {
-    if (this.#id !== null || text === "") return;
+    if (this.#decoder === null || text === "") return;
     for (const ev of this.#decoder.push(text)) {
       let data: unknown;
       try {
@@ -50,6 +51,7 @@ export class StreamIdFinder {
       const id = responseIdOf(data);
       if (id !== null) {
         this.#id = id;
+        this.#decoder = null;
         return;
       }
     }
