@@ -182,15 +182,17 @@ async function main(): Promise<void> {
       /mock listening on (\S+)/,
     );
     servers.push(mock);
-    const bare = await spawnPinned(
-      SERVER_CPU,
-      ["run", "-A", "bench/bare_proxy.ts", mock.url],
-      /proxy listening on (\S+)/,
-    );
+    const spawnBare = () =>
+      spawnPinned(
+        SERVER_CPU,
+        ["run", "-A", "bench/bare_proxy.ts", mock.url],
+        /proxy listening on (\S+)/,
+      );
+    const bare = await spawnBare();
     servers.push(bare);
     const floor = await spawnPinned(
       SERVER_CPU,
-      ["run", "-A", "--unstable-kv", "bench/receipt_floor.ts", mock.url, `${dir}/floor.kv`],
+      ["run", "-A", "bench/receipt_floor.ts", mock.url, `${dir}/floor.kv`],
       /floor listening on (\S+)/,
     );
     servers.push(floor);
@@ -227,11 +229,7 @@ async function main(): Promise<void> {
     // Further samples on servers of their own (the gateway on its own store, so the
     // receipt count below stays that of the measured gateway).
     for (let i = 1; i < HELD_SAMPLES; i++) {
-      const b = await spawnPinned(
-        SERVER_CPU,
-        ["run", "-A", "bench/bare_proxy.ts", mock.url],
-        /proxy listening on (\S+)/,
-      );
+      const b = await spawnBare();
       try {
         held.bare.push(await measureHeld({ ...targets.bare, base: b.url }, b.pid, mock.url));
       } finally {
@@ -340,11 +338,13 @@ async function main(): Promise<void> {
       held[p].map((h) => (h.open - h.idle) / HELD_STREAMS / 1024);
     const perStream = (p: "bare" | "gateway") => median(perStreamSamples(p));
     /** The sample whose per-stream figure is the median (an odd count: a real sample). */
-    const heldMedian = (p: "bare" | "gateway"): HeldRss => {
+    const medianSample = (p: "bare" | "gateway"): HeldRss => {
       const v = perStreamSamples(p);
       const order = v.map((_, i) => i).sort((a, b) => v[a] - v[b]);
       return held[p][order[Math.floor(order.length / 2)]];
     };
+    const rssLine = (h: HeldRss) =>
+      `${fmt(h.idle / MB, 1)} → ${fmt(h.open / MB, 1)} → ${fmt(h.after / MB, 1)}`;
     const samples = (p: "bare" | "gateway") =>
       `${fmt(perStream(p), 1)} (samples ${perStreamSamples(p).map((v) => fmt(v, 1)).join(", ")})`;
     // A plateau wobbles by tens of MB as V8 resizes its heap; a leak makes the
@@ -464,12 +464,8 @@ async function main(): Promise<void> {
       {
         metric:
           `RSS of a fresh server: idle → ${HELD_STREAMS} open streams → 2 s after they close (MB; the median sample)`,
-        bare: `${fmt(heldMedian("bare").idle / MB, 1)} → ${
-          fmt(heldMedian("bare").open / MB, 1)
-        } → ${fmt(heldMedian("bare").after / MB, 1)}`,
-        gateway: `${fmt(heldMedian("gateway").idle / MB, 1)} → ${
-          fmt(heldMedian("gateway").open / MB, 1)
-        } → ${fmt(heldMedian("gateway").after / MB, 1)}`,
+        bare: rssLine(medianSample("bare")),
+        gateway: rssLine(medianSample("gateway")),
       },
       {
         metric: `RSS per open stream (KB; median of ${HELD_SAMPLES} fresh servers)`,

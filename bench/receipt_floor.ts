@@ -4,7 +4,7 @@
  * mandatory, done with the gateway's own primitives:
  *   - SHA-256 of the request body and of the response body (streamed: per chunk),
  *   - an `aci/1` receipt of the same shape the gateway writes, JCS-canonicalized
- *     and signed with Ed25519 (`signReceipt`, node:crypto),
+ *     and signed with Ed25519 by the gateway's receipt service (`finalize`),
  *   - the receipt durably stored through the gateway's `GroupCommitter`
  *     (a commit starts at once when none is in flight), before the response
  *     is released (a stream's end is held until its receipt is durable).
@@ -16,47 +16,30 @@
  * prints `floor listening on http://HOST:PORT` on stderr.
  */
 import { BodyHasher, sha256Prefixed } from "../src/aci/digest.ts";
-import { newReceiptId, type ReceiptEvent, signReceipt } from "../src/aci/receipt.ts";
-import { generateWorkloadKeys } from "../src/aci/signer.ts";
+import { newReceiptId } from "../src/aci/receipt.ts";
+import { createIdentity } from "../src/attestation/identity.ts";
+import { ReceiptRecorder } from "../src/receipts/recorder.ts";
+import { createReceiptService } from "../src/receipts/service.ts";
 import { GroupCommitter } from "../src/store/group_commit.ts";
-
-const RETENTION_MS = 30 * 86_400_000;
-const DIGEST = "sha256:" + "0".repeat(64);
 
 export function createReceiptFloor(
   upstream: string,
   kv: Deno.Kv,
 ): (req: Request) => Promise<Response> {
   const base = upstream.replace(/\/$/, "");
-  const keys = generateWorkloadKeys();
+  const identity = createIdentity({ subject: null, ttlSeconds: 86_400, now: Date.now });
+  const receipts = createReceiptService(kv, { identity, now: Date.now, retentionDays: 30 });
   const committer = new GroupCommitter(kv);
   const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 
-  /** Signs the receipt and resolves once it is durable. */
+  /** Signs the receipt (as the gateway does) and resolves once it is durable. */
   const commit = (id: string, path: string, requestHash: string, responseHash: string) => {
-    const events: ReceiptEvent[] = [
-      { type: "request.received", body_hash: requestHash },
-      { type: "request.forwarded", body_hash: requestHash },
-      { type: "response.received", body_hash: responseHash },
-      { type: "response.returned", body_hash: responseHash },
-    ];
-    const receipt = signReceipt({
-      api_version: "aci/1",
-      receipt_id: id,
-      chat_id: null,
-      model: null,
-      workload_keyset_digest: DIGEST,
-      endpoint: path,
-      method: "POST",
-      served_at: Math.floor(Date.now() / 1000),
-      event_log: events,
-    }, keys);
-    return committer.write([{
-      op: "set",
-      key: ["receipts", id],
-      value: JSON.stringify({ receipt, owner: null, until: Date.now() + RETENTION_MS }),
-      expireIn: RETENTION_MS,
-    }]);
+    const rec = new ReceiptRecorder(id, path, "POST");
+    rec.event({ type: "request.received", body_hash: requestHash });
+    rec.event({ type: "request.forwarded", body_hash: requestHash });
+    rec.event({ type: "response.received", body_hash: responseHash });
+    rec.event({ type: "response.returned", body_hash: responseHash });
+    return committer.write(receipts.finalize(rec.draft));
   };
 
   return async (req) => {

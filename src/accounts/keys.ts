@@ -143,6 +143,9 @@ export async function listKeys(kv: Deno.Kv): Promise<KeyRecord[]> {
   return out;
 }
 
+/** Another writer changed the record between the read and the commit: read it again. */
+const CHANGED = Symbol("changed");
+
 /** Marks a key revoked; returns the updated record, or null if unknown. Idempotent. */
 export async function revokeKey(
   kv: Deno.Kv,
@@ -150,17 +153,16 @@ export async function revokeKey(
   now: () => number,
 ): Promise<KeyRecord | null> {
   for (;;) {
-    const done = await retryTransient(async () => {
+    const out = await retryTransient(async () => {
       const e = await kv.get(keyRecordKey(keyId));
-      if (e.value === null) return { rec: null };
+      if (e.value === null) return null;
       const rec = parseKeyRecord(e.value);
-      if (rec.revoked_at !== null) return { rec };
+      if (rec.revoked_at !== null) return rec;
       const updated: KeyRecord = { ...rec, revoked_at: now() };
       const res = await kv.atomic().check(e).set(keyRecordKey(keyId), updated).commit();
-      return res.ok ? { rec: updated } : null;
+      return res.ok ? updated : CHANGED;
     });
-    // null: another writer changed the record between the read and the commit.
-    if (done !== null) return done.rec;
+    if (out !== CHANGED) return out;
   }
 }
 

@@ -20,7 +20,7 @@
 
 import { Buffer } from "node:buffer";
 import { serialize } from "node:v8";
-import { backoffMs, isTransientKvError } from "./transient.ts";
+import { retryTransient } from "./transient.ts";
 
 /** One durable mutation. */
 export type KvWrite =
@@ -431,18 +431,12 @@ export class GroupCommitter {
 
   async #commitWithRetry(sized: Sized[]): Promise<void> {
     const ops = coalesceSums(sized.map((s) => s.op));
-    for (let attempt = 1;; attempt++) {
+    await retryTransient(async () => {
       const atomic = this.#kv.atomic();
       applyWrites(atomic, ops);
-      try {
-        const res = await atomic.commit();
-        if (!res.ok) throw new Error("KV commit was not applied");
-        return;
-      } catch (e) {
-        if (!isTransientKvError(e) || attempt >= this.#maxAttempts) throw e;
-        await this.#sleep(backoffMs(attempt, this.#random));
-      }
-    }
+      const res = await atomic.commit();
+      if (!res.ok) throw new Error("KV commit was not applied");
+    }, { maxAttempts: this.#maxAttempts, random: this.#random, sleep: this.#sleep });
   }
 }
 
