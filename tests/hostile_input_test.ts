@@ -715,6 +715,33 @@ async function run(gw: TestGateway, c: Case, key: string): Promise<Probe> {
   return await probe(`${gw.url}${c.path}`, { method, headers, body: body as BodyInit }, 10_000);
 }
 
+/** The top-level keys of a JSON object body, or null. */
+function sentKeys(c: Case): Set<string> | null {
+  const text = typeof c.body === "string"
+    ? c.body
+    : c.body === undefined && !c.raw
+    ? JSON.stringify(valid(c.path as InferencePath))
+    : null;
+  if (text === null) return null;
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" && !Array.isArray(v) ? new Set(Object.keys(v)) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** "Missing" must mean absent: a present key with a bad value is called invalid. */
+function checkMissingClaim(c: Case, p: Probe, label: string): void {
+  const keys = sentKeys(c);
+  const err = (p.json as { error?: { message?: unknown; param?: unknown } } | null)?.error;
+  if (!keys || typeof err?.message !== "string") return;
+  const openai = /^missing required parameter '([A-Za-z_]+)'$/.exec(err.message);
+  const anthropic = /^([A-Za-z_]+): Field required$/.exec(err.message);
+  const named = openai?.[1] ?? anthropic?.[1];
+  if (named) assert.ok(!keys.has(named), `${label}: '${named}' was sent, yet called missing`);
+}
+
 function check(c: Case, p: Probe): void {
   const label = `${c.name} → ${p.status} ${p.text.slice(0, 200)}`;
   assert.ok(p.status >= 400 && p.status < 500, `${label}: expected a 4xx`);
@@ -726,6 +753,7 @@ function check(c: Case, p: Probe): void {
   if (c.param !== undefined && envelope === "openai") {
     assert.equal((p.json as { error: { param: unknown } }).error.param, c.param, label);
   }
+  checkMissingClaim(c, p, label);
   if (p.status === 405) assert.ok(p.headers.get("allow"), `${label}: Allow header`);
   if (!c.raw) assert.equal(p.headers.get("x-aci-version"), "aci/1", `${label}: standard headers`);
 }

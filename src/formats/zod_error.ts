@@ -1,18 +1,19 @@
-/** Turning a zod validation failure into the gateway's 400, naming the parameter path. */
+/** Turning a zod validation failure into the OpenAI formats' 400, naming the parameter path. */
 import type { z } from "zod";
 import { badParam, type GatewayError } from "../http/errors.ts";
-import { formatParamPath } from "./messages/param_error.ts";
+import { formatParamPath, pickIssue } from "./messages/param_error.ts";
 
-export function zodToGatewayError(err: z.ZodError): GatewayError {
-  const issue = err.issues[0];
-  const param = formatPath(issue.path);
-  let message = issue.message;
-  if (issue.code === "invalid_type" && issue.input === undefined) {
-    message = `missing required parameter '${param}'`;
-  } else if (issue.code === "unrecognized_keys") {
-    message = `unrecognized parameter(s): ${issue.keys.join(", ")}`;
-  } else message = `invalid '${param}': ${message}`;
-  return badParam(param, message);
+/** `input` is the parsed body: a wrong type is told apart from an absent field by looking. */
+export function zodToGatewayError(err: z.ZodError, input: unknown): GatewayError {
+  const first = err.issues[0];
+  if (!first) return badParam("body", "invalid request body");
+  const picked = pickIssue(first, input);
+  const param = formatPath(picked.path);
+  if (picked.unknownKeys) {
+    return badParam(param, `unrecognized parameter(s): ${picked.unknownKeys.join(", ")}`);
+  }
+  if (picked.missing) return badParam(param, `missing required parameter '${param}'`);
+  return badParam(param, `invalid '${param}': ${picked.message}`);
 }
 
 export function formatPath(path: readonly PropertyKey[]): string {
@@ -22,6 +23,6 @@ export function formatPath(path: readonly PropertyKey[]): string {
 /** Parse with a schema or throw the 400. */
 export function parseWith<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const res = schema.safeParse(body);
-  if (!res.success) throw zodToGatewayError(res.error);
+  if (!res.success) throw zodToGatewayError(res.error, body);
   return res.data;
 }

@@ -1,7 +1,8 @@
 /**
  * Turns a zod validation failure into the gateway's `badParam` error, naming the
- * offending path (`messages[1].content[0].type`). Shared by the messages and
- * responses adapters. Messages come from the schema (expected types, allowed
+ * offending path (`messages[1].content[0].type`). One picker serves every
+ * format; the wording differs per format (see `zodToBadParam` and
+ * `../zod_error.ts`). Messages come from the schema (expected types, allowed
  * values), never from the rejected input, so no prompt text can leak into them.
  */
 
@@ -20,14 +21,47 @@ export function formatParamPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-/** The first issue, descending into the union branch that got furthest. */
-function pickIssue(
+/** What one validation failure is about. */
+export interface PickedIssue {
+  /** Full path in the body (with the caller's prefix). */
+  path: PropertyKey[];
+  /** The schema's message (never input text). */
+  message: string;
+  /** The field is absent from the input (zod does not report the input itself). */
+  missing: boolean;
+  /** Unknown keys, for an `unrecognized_keys` issue. */
+  unknownKeys?: string[];
+}
+
+/** The value at `path` inside `input`, or undefined when any step is absent. */
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v = input;
+  for (const key of path) {
+    if (v === null || typeof v !== "object") return undefined;
+    if (!Object.hasOwn(v, key)) return undefined;
+    v = (v as Record<PropertyKey, unknown>)[key];
+  }
+  return v;
+}
+
+/**
+ * The first issue, descending into the union branch that got furthest.
+ * `input` is the value that was parsed; `prefix` is where it sits in the body.
+ */
+export function pickIssue(
   issue: Issue,
-  prefix: readonly PropertyKey[],
-): { path: PropertyKey[]; message: string } {
-  const path = [...prefix, ...issue.path];
+  input: unknown,
+  prefix: readonly PropertyKey[] = [],
+  at: readonly PropertyKey[] = [],
+): PickedIssue {
+  const rel = [...at, ...issue.path];
+  const path = [...prefix, ...rel];
+  if (issue.code === "unrecognized_keys") {
+    return { path, message: issue.message, missing: false, unknownKeys: issue.keys };
+  }
   if (issue.code !== "invalid_union" || issue.errors.length === 0) {
-    return { path, message: issue.message };
+    const missing = issue.code === "invalid_type" && valueAt(input, rel) === undefined;
+    return { path, message: issue.message, missing };
   }
   let best: Issue | undefined;
   let bestDepth = 0;
@@ -40,7 +74,7 @@ function pickIssue(
       }
     }
   }
-  if (best) return pickIssue(best, path);
+  if (best) return pickIssue(best, input, prefix, rel);
   // Every branch failed at the union itself: say which shapes would have been accepted.
   const expected = new Set<string>();
   for (const branch of issue.errors) {
@@ -49,21 +83,26 @@ function pickIssue(
   const message = expected.size > 0
     ? `Invalid input: expected ${[...expected].join(" or ")}`
     : issue.message;
-  return { path, message };
+  return { path, message, missing: valueAt(input, rel) === undefined };
 }
 
 /**
- * The 400 for a failed `safeParse`; `prefix` is where the parsed value sits in
+ * The 400 for a failed `safeParse` in the Anthropic and Responses formats
+ * (`param: message`); `input` is what was parsed, `prefix` is where it sits in
  * the body (e.g. `["input", 3]`), `root` names the body when the path is empty.
  */
 export function zodToBadParam(
   error: z.ZodError,
+  input: unknown,
   prefix: readonly PropertyKey[] = [],
   root = "body",
 ): GatewayError {
   const first = error.issues[0];
   if (!first) return badParam(prefix.length > 0 ? formatParamPath(prefix) : root, "Invalid input");
-  const { path, message } = pickIssue(first, prefix);
-  const param = path.length > 0 ? formatParamPath(path) : root;
-  return badParam(param, `${param}: ${message}`);
+  const picked = pickIssue(first, input, prefix);
+  const param = picked.path.length > 0 ? formatParamPath(picked.path) : root;
+  if (picked.unknownKeys) {
+    return badParam(param, `${param}: unrecognized parameter(s): ${picked.unknownKeys.join(", ")}`);
+  }
+  return badParam(param, `${param}: ${picked.missing ? "Field required" : picked.message}`);
 }

@@ -124,7 +124,7 @@ function assistantTurn(blocks: ContentBlock[], at: string): ChatMessage {
 /** Validate an Anthropic Messages body and translate it; throws `badParam` naming the field. */
 export function parseMessagesRequest(body: unknown): ParsedMessagesRequest {
   const parsed = MessagesRequestSchema.safeParse(body);
-  if (!parsed.success) throw zodToBadParam(parsed.error);
+  if (!parsed.success) throw zodToBadParam(parsed.error, body);
   const req = parsed.data;
 
   const messages: ChatMessage[] = [];

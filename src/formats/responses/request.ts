@@ -55,7 +55,7 @@ function safeName(v: unknown): string {
 
 function parseAt<T>(schema: z.ZodType<T>, value: unknown, at: PropertyKey[]): T {
   const r = schema.safeParse(value);
-  if (!r.success) throw zodToBadParam(r.error, at);
+  if (!r.success) throw zodToBadParam(r.error, value, at);
   return r.data;
 }
 
@@ -188,7 +188,7 @@ function chatTools(tools: unknown[]): FunctionTool[] {
 /** Validate a Responses body and translate it; throws `badParam` naming the field. */
 export function parseResponsesRequest(body: unknown): ParsedResponsesRequest {
   const parsed = ResponsesRequestSchema.safeParse(body);
-  if (!parsed.success) throw zodToBadParam(parsed.error);
+  if (!parsed.success) throw zodToBadParam(parsed.error, body);
   const req = parsed.data;
   if (req.previous_response_id !== undefined && req.previous_response_id !== null) {
     throw badParam("previous_response_id", `previous_response_id is not supported: ${STATELESS}`);
