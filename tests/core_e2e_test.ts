@@ -246,7 +246,7 @@ Deno.test("validation errors name the parameter (400)", async () => {
       ["/v1/chat/completions", {
         model: "demo/echo",
         messages: [{ role: "user", content: [{ type: "audio" }] }],
-      }, "messages[0].content"],
+      }, "messages[0].content[0].type"],
       [
         "/v1/chat/completions",
         { model: "demo/echo", messages: m, temperature: 2.5 },

@@ -2,17 +2,31 @@
 import assert from "node:assert/strict";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
+import { startKvConnectServer } from "./support/kv_connect_server.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
+
+/** `deno task keys`'s own command line (its permissions are part of what is tested). */
+const KEYS_TASK: string[] = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)).tasks.keys
+  .split(" ").slice(1);
 
 async function keys(
   configPath: string,
   ...args: string[]
 ): Promise<{ code: number; lines: string[] }> {
+  return await keysWith({}, configPath, ...args);
+}
+
+async function keysWith(
+  env: Record<string, string>,
+  configPath: string,
+  ...args: string[]
+): Promise<{ code: number; lines: string[] }> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "keys", "--config", configPath, ...args],
+    args: [...KEYS_TASK, "--config", configPath, ...args],
     cwd: ROOT,
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
+    stdin: "null",
   }).output();
   return { code: out.code, lines: new TextDecoder().decode(out.stdout).trim().split("\n") };
 }
@@ -58,6 +72,38 @@ Deno.test("keys create/list/show/credit/revoke round trip against a running gate
   } finally {
     await gw.stop();
     await upstream.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("keys create works on a remote store over KV Connect, and the gateway accepts the key", async () => {
+  const dir = await Deno.makeTempDir();
+  const upstream = await startDemoUpstream({ name: "plain" });
+  const remote = startKvConnectServer();
+  const env = { DENO_KV_ACCESS_TOKEN: remote.token };
+  const cfg = await writeConfig(
+    dir,
+    baseConfig({ upstreamUrl: upstream.url, storePath: remote.url }),
+  );
+  const gw = await spawnGateway(cfg, [], env);
+  try {
+    const created = await keysWith(env, cfg, "create", "--tier", "pro", "--credits", "1");
+    assert.equal(created.code, 0);
+    const key = created.lines.at(-1)!;
+    assert.match(key, /^cgw-/);
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "demo/echo", messages: [{ role: "user", content: "hi" }] }),
+    });
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    // Without the access token the store refuses the command, which says so and fails.
+    assert.notEqual((await keysWith({ DENO_KV_ACCESS_TOKEN: "wrong" }, cfg, "list")).code, 0);
+  } finally {
+    await gw.stop();
+    await upstream.close();
+    await remote.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

@@ -1,17 +1,50 @@
-/** Two real gateway processes on one KV file share one rate limit and one credit balance. */
+/**
+ * Two real gateway processes on one store share one rate limit, one credit
+ * balance, receipts and the replica list: on one KV file, and on a remote
+ * store over KV Connect (the multi-host topology of docs/topology.md).
+ */
 import assert from "node:assert/strict";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
+import { startKvConnectServer } from "./support/kv_connect_server.ts";
 
 Deno.test("two gateway processes share one rate limit and one balance; SIGTERM exits 0", async () => {
   const dir = await Deno.makeTempDir();
+  try {
+    await twoReplicasOnOneStore(dir, `${dir}/gw.kv`, {});
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("two gateway processes share a remote store over KV Connect", async () => {
+  const dir = await Deno.makeTempDir();
+  const remote = startKvConnectServer();
+  // This process's own handle on the store reads the token from its environment too.
+  Deno.env.set("DENO_KV_ACCESS_TOKEN", remote.token);
+  try {
+    await twoReplicasOnOneStore(dir, remote.url, { DENO_KV_ACCESS_TOKEN: remote.token });
+    // Everything went through the protocol: no local file was made.
+    const { reads, writes } = remote.store.served;
+    assert.ok(reads > 0 && writes > 0, `${reads} remote reads, ${writes} remote writes`);
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["config.json"]);
+  } finally {
+    await remote.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+async function twoReplicasOnOneStore(
+  dir: string,
+  storePath: string,
+  env: Record<string, string>,
+): Promise<void> {
   const upstream = await startDemoUpstream({ name: "plain" });
-  const storePath = `${dir}/gw.kv`;
   const cfg = await writeConfig(dir, baseConfig({ upstreamUrl: upstream.url, storePath }));
-  const a = await spawnGateway(cfg);
-  const b = await spawnGateway(cfg);
+  const a = await spawnGateway(cfg, [], env);
+  const b = await spawnGateway(cfg, [], env);
   const kv = await Deno.openKv(storePath);
   try {
     const { key, record } = await createKey(kv, {
@@ -81,9 +114,8 @@ Deno.test("two gateway processes share one rate limit and one balance; SIGTERM e
     await upstream.close();
     assert.equal(sa.code, 0);
     assert.equal(sb.code, 0);
-    await Deno.remove(dir, { recursive: true });
   }
-});
+}
 
 Deno.test("a production configuration refuses to start without a TEE quote provider", async () => {
   const dir = await Deno.makeTempDir();

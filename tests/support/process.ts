@@ -66,13 +66,14 @@ async function collectLines(
 export async function spawnGateway(
   configPath: string,
   extraArgs: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<GatewayProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "main.ts", "serve", "--config", configPath, ...extraArgs],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
   }).spawn();
   const stdout: string[] = [];
   const stderr: string[] = [];
