@@ -316,11 +316,18 @@ export interface KvConnectServer {
   close(): Promise<void>;
 }
 
+/**
+ * The default access token. One fixed value on purpose: Deno's client reads it
+ * from the process environment, which test modules running in parallel share,
+ * so every test server in a process must accept the same one.
+ */
+export const TEST_KV_TOKEN = "kv-connect-test-token";
+
 /** Starts the server on a loopback port; clients use `url` and `DENO_KV_ACCESS_TOKEN=token`. */
 export function startKvConnectServer(
   opts: { token?: string; now?: () => number } = {},
 ): KvConnectServer {
-  const token = opts.token ?? crypto.randomUUID();
+  const token = opts.token ?? TEST_KV_TOKEN;
   const dataToken = crypto.randomUUID();
   const databaseId = crypto.randomUUID();
   const now = opts.now ?? Date.now;
