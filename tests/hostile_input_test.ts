@@ -709,20 +709,22 @@ async function run(gw: TestGateway, c: Case, key: string): Promise<Probe> {
   let body: string | Uint8Array | undefined;
   if (method === "POST") {
     headers["content-type"] = "application/json";
-    body = c.body ?? JSON.stringify(valid(c.path as InferencePath));
+    body = bodyOf(c);
   }
   Object.assign(headers, c.headers);
   return await probe(`${gw.url}${c.path}`, { method, headers, body: body as BodyInit }, 10_000);
 }
 
+/** The body a POST case sends: its own, or the route's valid one. */
+function bodyOf(c: Case): string | Uint8Array {
+  return c.body ?? JSON.stringify(valid(c.path as InferencePath));
+}
+
 /** The top-level keys of a JSON object body, or null. */
 function sentKeys(c: Case): Set<string> | null {
-  const text = typeof c.body === "string"
-    ? c.body
-    : c.body === undefined && !c.raw
-    ? JSON.stringify(valid(c.path as InferencePath))
-    : null;
-  if (text === null) return null;
+  if (c.raw || (c.method ?? "POST") !== "POST") return null;
+  const text = bodyOf(c);
+  if (typeof text !== "string") return null;
   try {
     const v = JSON.parse(text);
     return v && typeof v === "object" && !Array.isArray(v) ? new Set(Object.keys(v)) : null;
