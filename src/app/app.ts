@@ -23,6 +23,7 @@ import {
 import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
 import { attestationHandlers } from "../handlers/attestation.ts";
 import { getSession, listSessions } from "../handlers/sessions.ts";
+import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -64,6 +65,7 @@ export function createApp(
       (_req, c) => jsonResponse({ status: "ok", upstreams: c.verificationSnapshot() }),
     );
   extra?.(router, inference);
+  const cors = corsPolicy(ctx.config.cors.allowed_origins);
 
   return async (req: Request): Promise<Response> => {
     const started = performance.now();
@@ -84,7 +86,14 @@ export function createApp(
     try {
       info.traceId = traceIdOf(req.headers);
       info.metadata = metadataOf(req.headers);
-      const m = router.match(req.method, url.pathname);
+      const pathMethods = isPreflight(req) ? router.allowedMethods(url.pathname) : [];
+      const m = pathMethods.length > 0
+        ? {
+          handler: () => preflightResponse(req, cors, pathMethods),
+          params: {},
+          pattern: "preflight",
+        }
+        : router.match(req.method, url.pathname);
       pattern = m.pattern;
       infos.set(req, info);
       res = await m.handler(req, ctx, m.params);
@@ -105,6 +114,8 @@ export function createApp(
       timing.push(`${name};dur=${ms.toFixed(2)}`);
     }
     h.set("server-timing", timing.join(", "));
+    // A preflight answer carries its own grant (or deliberately none).
+    if (pattern !== "preflight") decorate(req, res, cors);
     info.route = pattern;
     if (!info.deferLog) ctx.logRequest(info, res.status);
     return res;

@@ -42,6 +42,12 @@ const provider = z.strictObject({
   vendor: z.string().optional(),
 });
 
+/** A browser origin (`scheme://host[:port]`, no path) or `*`. */
+const origin = z.string().regex(
+  /^\*$|^https?:\/\/([A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\])(:\d{1,5})?$/,
+  "an origin like https://app.example.com, or *",
+);
+
 const route = z.strictObject({ provider: providerName, model: z.string().min(1) });
 
 const tokenParam = z.enum(["max_tokens", "max_completion_tokens"]);
@@ -167,6 +173,10 @@ export const configSchema = z.strictObject({
     pro: { rpm: 600, tpm: 1_000_000 },
     enterprise: { rpm: 6_000, tpm: 10_000_000 },
   }),
+  /** Browser origins allowed to call the API (`*` for any); none by default. */
+  cors: z.strictObject({
+    allowed_origins: z.array(origin).default([]),
+  }).default({ allowed_origins: [] }),
   providers: z.array(provider).min(1),
   models: z.array(model).default([]),
   embedding_models: z.array(embeddingModel).default([]),
