@@ -26,6 +26,7 @@ import { runKeys } from "./src/cli/keys.ts";
 import { createKey } from "./src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
 import { runVerify } from "./src/cli/verify.ts";
+import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { randomBytes } from "node:crypto";
 import { selectQuoteProvider } from "./enclave/select_provider.ts";
 import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
@@ -167,6 +168,12 @@ async function serve(args: string[]): Promise<void> {
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
   });
+  // A weak operator token stops start-up with a clear message (assembleGateway would throw).
+  try {
+    operatorAuth(Deno.env.get(ADMIN_TOKEN_ENV));
+  } catch (e) {
+    fail((e as Error).message);
+  }
   const gateway = assembleGateway(config, {
     quotes,
     provenance,

@@ -7,7 +7,12 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
-import { startTestGateway, type TestGateway, type TestGatewayOptions } from "./support/gateway.ts";
+import {
+  startTestGateway,
+  TEST_ADMIN_TOKEN,
+  type TestGateway,
+  type TestGatewayOptions,
+} from "./support/gateway.ts";
 import { type RecordingProxy, startRecordingProxy } from "./support/recording_proxy.ts";
 import { createHash } from "node:crypto";
 import {
@@ -257,7 +262,7 @@ Deno.test("confidential serving: upstream.verified names an attested session who
   const gw = await startTestGateway();
   try {
     const { report } = await fetchReport(gw.url);
-    const health = asRecord((await getJson(`${gw.url}/healthz`)).body);
+    const health = asRecord((await getJson(`${gw.url}/healthz`, TEST_ADMIN_TOKEN)).body);
     const secure = asRecord(asRecord(health.upstreams ?? {}).secure ?? {});
     for (const stream of [false, true]) {
       const ex = await postRaw(gw.url, "/v1/chat/completions", {

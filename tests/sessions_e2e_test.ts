@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import canonicalize from "canonicalize";
 import { createHash } from "node:crypto";
-import { startTestGateway, type TestGateway } from "./support/gateway.ts";
+import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
@@ -142,7 +142,7 @@ Deno.test("a forged-root TDX upstream is verified into a session; aci constraint
     const again = await gw.gateway.manager!.verify("tdx");
     assert.ok(again.verified && again.sessionId !== ev.session_id);
     assert.equal((await get(gw, `/v1/aci/sessions/${ev.session_id}`)).status, 200);
-    const health = (await get(gw, "/healthz", null)).body;
+    const health = (await get(gw, "/healthz", TEST_ADMIN_TOKEN)).body;
     assert.equal(health.upstreams.tdx.verified, true);
   } finally {
     await gw.close();

@@ -23,6 +23,9 @@ import {
 import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
 import { attestationHandlers } from "../handlers/attestation.ts";
 import { getSession, listSessions } from "../handlers/sessions.ts";
+import { getOwnKey, getOwnUsage } from "../handlers/key_info.ts";
+import { healthz } from "../handlers/health.ts";
+import { adminRoutes } from "../handlers/admin.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
 
 export type ExtraRoutes = (
@@ -59,16 +62,16 @@ export function createApp(
     .on("GET", "/v1/aci/sessions", listSessions)
     .on("GET", "/v1/aci/sessions/:id", getSession)
     .on("GET", "/v1/attestation/report", attestation.legacy)
-    .on(
-      "GET",
-      "/healthz",
-      (_req, c) => jsonResponse({ status: "ok", upstreams: c.verificationSnapshot() }),
-    );
+    .on("GET", "/v1/key", getOwnKey)
+    .on("GET", "/v1/usage", getOwnUsage)
+    .on("GET", "/healthz", healthz);
+  adminRoutes(router);
   extra?.(router, inference);
   const cors = corsPolicy(ctx.config.cors.allowed_origins);
 
   return async (req: Request): Promise<Response> => {
     const started = performance.now();
+    ctx.metrics.inFlight(1);
     const url = new URL(req.url);
     const format: ErrorFormat = ANTHROPIC_PATHS.has(url.pathname) ? "anthropic" : "openai";
     const info: RequestInfo = {
@@ -114,6 +117,9 @@ export function createApp(
       timing.push(`${name};dur=${ms.toFixed(2)}`);
     }
     h.set("server-timing", timing.join(", "));
+    const gwMs = performance.now() - started;
+    ctx.metrics.own(pattern, gwMs - (info.phases.upstream ?? 0));
+    ctx.metrics.inFlight(-1);
     // A preflight answer carries its own grant (or deliberately none).
     if (pattern !== "preflight") decorate(req, res, cors);
     info.route = pattern;

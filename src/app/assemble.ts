@@ -28,6 +28,9 @@ import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import type { Candidate } from "../routing/select.ts";
 import { createPinnedFetch, type PinnedFetch } from "../upstream/pinned_fetch.ts";
+import { keyAdmin } from "../accounts/key_admin.ts";
+import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
+import { createMetrics, type GatewayMetrics } from "../operator/metrics.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -95,10 +98,23 @@ export function assembleGateway(
     tlsSpkiSha256s?: { spki_sha256: string; domain?: string }[];
     /** Fetch for confidential upstreams not (yet) pinned, e.g. one trusting their private CA. */
     confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
+    /** Metrics to record into (default: a fresh registry; the bench passes a no-op to compare). */
+    metrics?: GatewayMetrics;
   } = {},
 ): Gateway {
   const { kv, now } = world;
   const catalog = new Catalog(config);
+  // Throws on a weak token: the gateway does not start with a guessable operator token.
+  const operator = operatorAuth(world.env(ADMIN_TOKEN_ENV));
+  const metrics = opts.metrics ?? createMetrics({
+    now,
+    confidential: config.providers.filter((p) => p.confidential).map((p) => p.name),
+    verification: (name) => {
+      const v = verification(name);
+      return v === null ? null : v.verified ? { verified: true, sessionId: v.sessionId } : v;
+    },
+    openStreams: () => streamTicker.size,
+  });
   const identity = opts.identity ?? createIdentity({
     subject: config.identity.subject,
     ttlSeconds: config.identity.keyset_ttl_seconds,
@@ -106,7 +122,12 @@ export function assembleGateway(
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
   });
   const committer = new GroupCommitter(kv, {
-    onError: (e) => world.log({ level: "error", msg: "durable write failed", error: String(e) }),
+    onError: (e) => {
+      metrics.kvError();
+      world.log({ level: "error", msg: "durable write failed", error: String(e) });
+    },
+    onCommit: (n) => metrics.groupCommit(n),
+    onRetry: () => metrics.kvRetry(),
   });
   const replicas = createReplicaRegistry(kv, {
     id: bytesToHex(world.randomBytes(8)),
@@ -199,6 +220,11 @@ export function assembleGateway(
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
+  const streamTicker = new StreamTicker(
+    tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
+    () => performance.now(),
+    (e) => world.log({ level: "error", error: `stream deadline check failed: ${String(e)}` }),
+  );
   const ctx: GatewayContext = {
     config,
     kv,
@@ -224,17 +250,25 @@ export function assembleGateway(
       credential: (name) => credentials.get(name),
       now,
     },
-    streamTicker: new StreamTicker(
-      tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
-      () => performance.now(),
-      (e) => world.log({ level: "error", error: `stream deadline check failed: ${String(e)}` }),
-    ),
+    streamTicker,
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
+    keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
+    operator,
+    metrics,
     now,
     randomBytes: world.randomBytes,
     log: world.log,
-    logRequest: (info: RequestInfo, status: number, outcome?: string) =>
+    logRequest: (info: RequestInfo, status: number, outcome?: string) => {
+      metrics.request({
+        route: info.route ?? "unmatched",
+        status,
+        model: info.model,
+        provider: info.provider,
+        phases: info.phases,
+        costNano: info.costNano,
+        refusal: info.refusal,
+      });
       world.log({
         level: "info",
         request_id: info.requestId,
@@ -248,7 +282,8 @@ export function assembleGateway(
         prompt_tokens: info.usage?.prompt_tokens ?? null,
         completion_tokens: info.usage?.completion_tokens ?? null,
         metadata: info.metadata ?? null,
-      }),
+      });
+    },
   };
   // Ready once announced and every confidential upstream had its first verification attempt.
   const ready = Promise.all([announce(), manager?.start()]).then(() => {});

@@ -15,6 +15,9 @@ import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { StreamTicker } from "../handlers/stream_ticker.ts";
+import type { KeyAdmin } from "../accounts/key_admin.ts";
+import type { OperatorAuth } from "../operator/admin_token.ts";
+import type { GatewayMetrics } from "../operator/metrics.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -35,6 +38,11 @@ export interface GatewayContext {
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
+  /** Key administration (admin API, `/v1/key`, `/v1/usage`; the keys CLI runs the same). */
+  keyAdmin: KeyAdmin;
+  /** The operator token check; null when no token is configured (admin API off). */
+  operator: OperatorAuth | null;
+  metrics: GatewayMetrics;
   now: () => number;
   randomBytes: (n: number) => Uint8Array;
   log: (line: LogLine) => void;

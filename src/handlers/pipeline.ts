@@ -19,6 +19,7 @@ import { streamResponse } from "./stream_response.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
 import type { KvWrite } from "../store/group_commit.ts";
+import { dailyUsageWrites } from "../accounts/usage_daily.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
@@ -43,6 +44,10 @@ export interface RequestInfo {
   deferLog?: boolean;
   /** Milliseconds spent in each phase (the `Server-Timing` header). */
   phases: Record<string, number>;
+  /** Credits the request was settled at (metrics). */
+  costNano?: bigint;
+  /** The error kind of a refused or failed inference request (metrics). */
+  refusal?: string;
 }
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
@@ -134,7 +139,7 @@ export async function handleInference(
       ));
     info.provider = result.candidate.provider.name;
     bodies.clear(); // the prompt's bytes are not kept for the answer's life
-    const settle = settlementFor(admission, plan.pricing, info);
+    const settle = settlementFor(admission, plan.pricing, info, key.key_id, ctx.now);
 
     if (plan.stream) {
       // Only what the stream needs from here on: not the plan (it holds the parsed
@@ -155,6 +160,7 @@ export async function handleInference(
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
   } catch (e) {
     const err = asGatewayError(e);
+    info.refusal = err.kind;
     if (err.kind === "internal") {
       ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
     }
@@ -232,15 +238,23 @@ function settlementFor(
   admission: Admission,
   pricing: InferencePlan["pricing"],
   info: RequestInfo,
+  keyId: string,
+  now: () => number,
 ): (u: TokenUsage | undefined) => KvWrite[] {
   return (u) => {
     const usage = u ?? { prompt_tokens: 0, completion_tokens: 0 };
     info.usage = usage;
-    return admission.settlement({
+    const actual = {
       promptTokens: usage.prompt_tokens,
       completionTokens: usage.completion_tokens,
       costNano: costNano(usage, pricing),
-    });
+    };
+    const writes = admission.settlement(actual);
+    if (writes.length === 0) return writes; // settled already
+    info.costNano = actual.costNano;
+    // Per day and model, for GET /v1/usage and the admin API.
+    writes.push(...dailyUsageWrites(keyId, info.model ?? "", now(), actual));
+    return writes;
   };
 }
 

@@ -41,6 +41,9 @@ export interface GroupCommitterOptions {
   maxBatchMutations?: number;
   /** Told about permanent commit failures (never given op values). */
   onError?: (e: unknown) => void;
+  /** Called after each applied commit with its mutation count, and before each retry (metrics). */
+  onCommit?: (mutations: number) => void;
+  onRetry?: () => void;
   /** Uniform [0, 1) source for backoff jitter. */
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -173,6 +176,8 @@ export class GroupCommitter {
   readonly #kv: KvAtomicSource;
   readonly #maxMutations: number;
   readonly #onError: (e: unknown) => void;
+  readonly #onCommit?: (mutations: number) => void;
+  readonly #onRetry?: () => void;
   readonly #random: () => number;
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #maxAttempts: number;
@@ -202,6 +207,8 @@ export class GroupCommitter {
     this.#kv = kv;
     this.#maxMutations = max;
     this.#onError = opts.onError ?? (() => {});
+    this.#onCommit = opts.onCommit;
+    this.#onRetry = opts.onRetry;
     this.#random = opts.random ?? Math.random;
     this.#sleep = opts.sleep ?? defaultSleep;
     this.#maxAttempts = attempts;
@@ -436,7 +443,13 @@ export class GroupCommitter {
       applyWrites(atomic, ops);
       const res = await atomic.commit();
       if (!res.ok) throw new Error("KV commit was not applied");
-    }, { maxAttempts: this.#maxAttempts, random: this.#random, sleep: this.#sleep });
+    }, {
+      maxAttempts: this.#maxAttempts,
+      random: this.#random,
+      sleep: this.#sleep,
+      onRetry: this.#onRetry,
+    });
+    this.#onCommit?.(ops.length);
   }
 }
 

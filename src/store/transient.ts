@@ -23,6 +23,8 @@ export interface RetryOptions {
   maxAttempts?: number;
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
+  /** Called before each retry (metrics). */
+  onRetry?: () => void;
 }
 
 /**
@@ -42,6 +44,7 @@ export async function retryTransient<T>(
       return await attempt();
     } catch (e) {
       if (!isTransientKvError(e) || n >= max) throw e;
+      opts.onRetry?.();
       await sleep(backoffMs(n, random));
     }
   }

@@ -20,6 +20,9 @@ import type { UpstreamFetch } from "../../src/upstream/forward.ts";
 import { createDevQuoteProvider } from "../../enclave/dev_quote.ts";
 import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 
+/** The operator token test gateways get unless a test sets `env` itself. */
+export const TEST_ADMIN_TOKEN = "test-operator-token-" + "5f3a9c".repeat(6);
+
 export interface TestGateway {
   url: string;
   /** `${url}/v1`, what SDKs take as baseURL. */
@@ -44,6 +47,8 @@ export interface TestGatewayOptions {
   confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
   credits?: number;
   quotes?: QuoteProvider;
+  /** The gateway's environment (default: GATEWAY_ADMIN_TOKEN = TEST_ADMIN_TOKEN). */
+  env?: Record<string, string>;
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -75,7 +80,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     fetch: upstream.fetch,
     randomBytes: random,
     log: (l) => logs.push(l),
-    env: () => undefined,
+    env: (name) => (opts.env ?? { GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN })[name],
     quotes: opts.quotes ?? createDevQuoteProvider(),
     provenance: null,
   }, { verifiers, confidentialFetch: opts.confidentialFetch ?? caFetch.fetchFor });

@@ -1,0 +1,245 @@
+/**
+ * Key administration, once: what `deno task keys`, the admin HTTP API
+ * (`/admin/v1/…`) and the key holder's own `GET /v1/key` / `GET /v1/usage`
+ * answer. Every figure comes from here, so the CLI and the API cannot
+ * disagree: the balance is always the spendable balance (`getBalance`:
+ * stored balance plus pending refunds, minus unpaid debt) and credits are
+ * exact decimal strings.
+ */
+import { addCredits, formatCredits, getBalance, getUsage, parseCredits } from "./credits.ts";
+import {
+  createKey,
+  getKey,
+  isTier,
+  type KeyRecord,
+  listKeys,
+  parseKeyRecord,
+  revokeKey,
+  type Tier,
+} from "./keys.ts";
+import { keyRecordKey } from "./kv_layout.ts";
+import { limitsFor, readRateWindow, type Tiers } from "./rate_limit.ts";
+import { type DayRange, readDailyUsage } from "./usage_daily.ts";
+import { retryTransient } from "../store/transient.ts";
+import { GatewayError } from "../http/errors.ts";
+
+/** A bad argument (CLI usage error, API 400). */
+export class KeyArgumentError extends Error {
+  constructor(readonly param: string, message: string) {
+    super(message);
+  }
+}
+
+export interface KeySummary {
+  key_id: string;
+  name: string;
+  tier: Tier;
+  status: "active" | "revoked";
+  created_at: string;
+  revoked_at: string | null;
+  /** Spendable credits (decimal string). */
+  balance: string;
+  limits: { rpm: number; tpm: number; custom: boolean };
+}
+
+export interface KeyDetail extends KeySummary {
+  usage: { requests: number; prompt_tokens: number; completion_tokens: number; spent: string };
+  /** The current rate-limit window: what has been used and when it resets. */
+  rate_limit: { requests: number; tokens: number; resets_in_seconds: number };
+}
+
+export interface KeyAdminDeps {
+  kv: Deno.Kv;
+  now: () => number;
+  tiers: Tiers;
+}
+
+function summary(rec: KeyRecord, balance: bigint, tiers: Tiers): KeySummary {
+  const lim = limitsFor(rec, tiers);
+  return {
+    key_id: rec.key_id,
+    name: rec.name,
+    tier: rec.tier,
+    status: rec.revoked_at === null ? "active" : "revoked",
+    created_at: new Date(rec.created_at).toISOString(),
+    revoked_at: rec.revoked_at === null ? null : new Date(rec.revoked_at).toISOString(),
+    balance: formatCredits(balance),
+    limits: { rpm: lim.rpm, tpm: lim.tpm, custom: rec.rpm !== undefined },
+  };
+}
+
+function notFound(id: string): GatewayError {
+  return new GatewayError("not_found", `no such key: ${id}`);
+}
+
+/** Decimal credits → nano; a KeyArgumentError naming `param` when malformed. */
+export function creditsArg(param: string, text: string): bigint {
+  try {
+    return parseCredits(text);
+  } catch (e) {
+    throw new KeyArgumentError(param, (e as Error).message);
+  }
+}
+
+function checkLimits(tier: Tier, rpm: number | undefined, tpm: number | undefined): void {
+  if ((rpm === undefined) !== (tpm === undefined)) {
+    throw new KeyArgumentError(rpm === undefined ? "rpm" : "tpm", "rpm and tpm go together");
+  }
+  if (rpm !== undefined && tier !== "enterprise") {
+    throw new KeyArgumentError("rpm", "rpm/tpm are only for enterprise keys");
+  }
+  for (const [name, v] of [["rpm", rpm], ["tpm", tpm]] as const) {
+    if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
+      throw new KeyArgumentError(name, `${name} must be a positive integer`);
+    }
+  }
+}
+
+export function keyAdmin(deps: KeyAdminDeps) {
+  const { kv, now, tiers } = deps;
+
+  async function detail(rec: KeyRecord): Promise<KeyDetail> {
+    const [balance, usage, win] = await Promise.all([
+      getBalance(kv, rec.key_id),
+      getUsage(kv, rec.key_id),
+      readRateWindow(kv, rec, tiers, now()),
+    ]);
+    return {
+      ...summary(rec, balance, tiers),
+      usage: {
+        requests: Number(usage.requests),
+        prompt_tokens: Number(usage.prompt_tokens),
+        completion_tokens: Number(usage.completion_tokens),
+        spent: formatCredits(usage.spent_nano),
+      },
+      rate_limit: {
+        requests: win.requests,
+        tokens: win.tokens,
+        resets_in_seconds: win.resetSeconds,
+      },
+    };
+  }
+
+  async function mustGet(id: string): Promise<KeyRecord> {
+    const rec = await getKey(kv, id);
+    if (rec === null) throw notFound(id);
+    return rec;
+  }
+
+  return {
+    async create(o: {
+      tier: string;
+      name?: string;
+      credits?: string;
+      rpm?: number;
+      tpm?: number;
+    }): Promise<{ key: string; summary: KeySummary }> {
+      if (!isTier(o.tier)) {
+        throw new KeyArgumentError("tier", "tier must be free, pro or enterprise");
+      }
+      checkLimits(o.tier, o.rpm, o.tpm);
+      const creditsNano = creditsArg("credits", o.credits ?? "0");
+      const { key, record } = await createKey(kv, {
+        tier: o.tier,
+        name: o.name,
+        rpm: o.rpm,
+        tpm: o.tpm,
+        creditsNano,
+        now,
+      });
+      return { key, summary: summary(record, creditsNano, tiers) };
+    },
+
+    async list(): Promise<KeySummary[]> {
+      const recs = await listKeys(kv);
+      const balances = await Promise.all(recs.map((r) => getBalance(kv, r.key_id)));
+      return recs.map((r, i) => summary(r, balances[i], tiers));
+    },
+
+    async show(id: string): Promise<KeyDetail> {
+      return detail(await mustGet(id));
+    },
+
+    /** Adds credits; `revoked` tells the caller to warn (the credits cannot be spent). */
+    async credit(id: string, amount: string): Promise<{ summary: KeySummary; revoked: boolean }> {
+      const nano = creditsArg("amount", amount);
+      if (nano === 0n) throw new KeyArgumentError("amount", "amount must be positive");
+      try {
+        await addCredits(kv, id, nano);
+      } catch (e) {
+        if (e instanceof RangeError) throw new KeyArgumentError("amount", e.message);
+        throw e;
+      }
+      const rec = await mustGet(id);
+      return {
+        summary: summary(rec, await getBalance(kv, id), tiers),
+        revoked: rec.revoked_at !== null,
+      };
+    },
+
+    async revoke(id: string): Promise<KeySummary> {
+      const rec = await revokeKey(kv, id, now);
+      if (rec === null) throw notFound(id);
+      return summary(rec, await getBalance(kv, id), tiers);
+    },
+
+    /**
+     * Sets the tier and/or the per-key limits. `rpm`/`tpm` null drops the
+     * override; leaving enterprise drops it too (overrides are enterprise-only).
+     */
+    async update(
+      id: string,
+      o: { tier?: string; rpm?: number | null; tpm?: number | null },
+    ): Promise<KeySummary> {
+      if (o.tier !== undefined && !isTier(o.tier)) {
+        throw new KeyArgumentError("tier", "tier must be free, pro or enterprise");
+      }
+      for (;;) {
+        const out = await retryTransient(async () => {
+          const e = await kv.get(keyRecordKey(id));
+          if (e.value === null) throw notFound(id);
+          const rec = parseKeyRecord(e.value);
+          const tier = (o.tier ?? rec.tier) as Tier;
+          let rpm = o.rpm === undefined ? rec.rpm : o.rpm ?? undefined;
+          let tpm = o.tpm === undefined ? rec.tpm : o.tpm ?? undefined;
+          if (tier !== "enterprise" && o.rpm === undefined && o.tpm === undefined) {
+            rpm = undefined;
+            tpm = undefined;
+          }
+          checkLimits(tier, rpm, tpm);
+          const next: KeyRecord = { ...rec, tier };
+          delete next.rpm;
+          delete next.tpm;
+          if (rpm !== undefined) next.rpm = rpm;
+          if (tpm !== undefined) next.tpm = tpm;
+          const res = await kv.atomic().check(e).set(keyRecordKey(id), next).commit();
+          return res.ok ? next : null;
+        });
+        if (out !== null) return summary(out, await getBalance(kv, id), tiers);
+      }
+    },
+
+    async usage(id: string, range: DayRange) {
+      await mustGet(id);
+      const rows = await readDailyUsage(kv, id, range);
+      return {
+        key_id: id,
+        from: range.from,
+        to: range.to,
+        data: rows.map((r) => ({
+          date: r.date,
+          model: r.model,
+          requests: Number(r.requests),
+          prompt_tokens: Number(r.prompt_tokens),
+          completion_tokens: Number(r.completion_tokens),
+          spent: formatCredits(r.spent_nano),
+        })),
+      };
+    },
+
+    /** What a key holder sees of their own key (`GET /v1/key`). */
+    detailOf: detail,
+  };
+}
+
+export type KeyAdmin = ReturnType<typeof keyAdmin>;

@@ -1,0 +1,158 @@
+/**
+ * The admin HTTP API under `/admin/v1/…`, for operators: keys (create, list,
+ * show, credit, revoke, set tier and limits), usage per key and model over a
+ * day range, health detail and the Prometheus metrics. Authorised by the
+ * operator token (operator/admin_token.ts); without a configured token every
+ * path answers 404, as if the API did not exist. Every call is logged as one
+ * `admin` line (action, target key id, status; never the token or a key).
+ * The key operations are accounts/key_admin.ts, the same code `deno task
+ * keys` runs.
+ */
+import { z } from "zod";
+import type { GatewayContext } from "../app/context.ts";
+import type { Handler, Params, Router } from "../http/router.ts";
+import { asGatewayError, badParam, GatewayError } from "../http/errors.ts";
+import { jsonResponse } from "../http/json.ts";
+import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
+import { parseWith } from "../formats/zod_error.ts";
+import { isKeyId } from "../accounts/keys.ts";
+import { KeyArgumentError } from "../accounts/key_admin.ts";
+import { healthDetail } from "./health.ts";
+import { rangeFromQuery } from "./key_info.ts";
+
+const MAX_ADMIN_BODY = 64 * 1024;
+const credits = z.string().regex(/^\d+(\.\d{1,9})?$/, "a decimal amount of credits");
+const limit = z.number().int().positive();
+
+export const CreateKeyBody = z.strictObject({
+  tier: z.enum(["free", "pro", "enterprise"]),
+  name: z.string().max(200).optional(),
+  credits: credits.optional(),
+  rpm: limit.optional(),
+  tpm: limit.optional(),
+});
+export const CreditBody = z.strictObject({ amount: credits });
+export const UpdateKeyBody = z.strictObject({
+  tier: z.enum(["free", "pro", "enterprise"]).optional(),
+  rpm: limit.nullable().optional(),
+  tpm: limit.nullable().optional(),
+});
+
+async function body<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
+  requireJsonContentType(req);
+  return parseWith(schema, parseJsonBody(await readBody(req, MAX_ADMIN_BODY)));
+}
+
+function keyId(params: Params): string {
+  if (!isKeyId(params.id)) throw badParam("key_id", "key ids look like key_<12 hex>");
+  return params.id;
+}
+
+/** Authorises, runs and audits one admin action. */
+function guarded(action: string, h: Handler<GatewayContext>): Handler<GatewayContext> {
+  return async (req, ctx, params) => {
+    if (ctx.operator === null) throw new GatewayError("not_found", "no such endpoint");
+    const audit = (status: number, outcome: string) =>
+      ctx.log({
+        level: "info",
+        msg: "admin",
+        action,
+        key_id: params.id ?? null,
+        status,
+        outcome,
+      });
+    if (!ctx.operator.check(req.headers.get("authorization"))) {
+      audit(401, "unauthorized");
+      throw new GatewayError("unauthorized", "the operator token is required");
+    }
+    try {
+      const res = await h(req, ctx, params);
+      audit(res.status, "ok");
+      return res;
+    } catch (e) {
+      const err = e instanceof KeyArgumentError ? badParam(e.param, e.message) : asGatewayError(e);
+      audit(err.status, err.kind);
+      throw err;
+    }
+  };
+}
+
+export function adminRoutes(router: Router<GatewayContext>): void {
+  router
+    .on(
+      "POST",
+      "/admin/v1/keys",
+      guarded("keys.create", async (req, ctx) => {
+        const b = await body(req, CreateKeyBody);
+        const { key, summary } = await ctx.keyAdmin.create(b);
+        // The key is in this one response only; it is never stored or logged.
+        return jsonResponse({ ...summary, key }, 201, { "cache-control": "no-store" });
+      }),
+    )
+    .on(
+      "GET",
+      "/admin/v1/keys",
+      guarded("keys.list", async (_req, ctx) => jsonResponse({ data: await ctx.keyAdmin.list() })),
+    )
+    .on(
+      "GET",
+      "/admin/v1/keys/:id",
+      guarded(
+        "keys.show",
+        async (_req, ctx, p) => jsonResponse(await ctx.keyAdmin.show(keyId(p))),
+      ),
+    )
+    .on(
+      "PATCH",
+      "/admin/v1/keys/:id",
+      guarded("keys.update", async (req, ctx, p) => {
+        const id = keyId(p);
+        const res = await ctx.keyAdmin.update(id, await body(req, UpdateKeyBody));
+        ctx.auth.invalidate(id); // the new limits apply at once on this replica
+        return jsonResponse(res);
+      }),
+    )
+    .on(
+      "POST",
+      "/admin/v1/keys/:id/credit",
+      guarded("keys.credit", async (req, ctx, p) => {
+        const { amount } = await body(req, CreditBody);
+        const r = await ctx.keyAdmin.credit(keyId(p), amount);
+        return jsonResponse({
+          ...r.summary,
+          ...(r.revoked ? { warning: "this key is revoked: its credits cannot be spent" } : {}),
+        });
+      }),
+    )
+    .on(
+      "POST",
+      "/admin/v1/keys/:id/revoke",
+      guarded("keys.revoke", async (_req, ctx, p) => {
+        const id = keyId(p);
+        const res = await ctx.keyAdmin.revoke(id);
+        ctx.auth.invalidate(id); // takes effect at once here, within the cache TTL elsewhere
+        return jsonResponse(res);
+      }),
+    )
+    .on(
+      "GET",
+      "/admin/v1/keys/:id/usage",
+      guarded("keys.usage", async (req, ctx, p) => {
+        const id = keyId(p);
+        return jsonResponse(await ctx.keyAdmin.usage(id, rangeFromQuery(req, ctx.now())));
+      }),
+    )
+    .on(
+      "GET",
+      "/admin/v1/health",
+      guarded("health", (_req, ctx) => jsonResponse(healthDetail(ctx))),
+    )
+    .on(
+      "GET",
+      "/admin/v1/metrics",
+      guarded("metrics", async (_req, ctx) =>
+        new Response(await ctx.metrics.render(), {
+          headers: { "content-type": ctx.metrics.contentType, "cache-control": "no-store" },
+        })),
+    );
+}

@@ -1,0 +1,36 @@
+/**
+ * Health: `GET /healthz` answers anyone with only `ok`, `degraded` or
+ * `unavailable` (503); the detail (each confidential upstream's verification:
+ * session ids, TLS key hashes, failure reasons) is for operators, shown with
+ * the operator token on `/healthz` or at `GET /admin/v1/health`.
+ */
+import type { GatewayContext } from "../app/context.ts";
+import { jsonResponse } from "../http/json.ts";
+
+export type HealthStatus = "ok" | "degraded" | "unavailable";
+
+/**
+ * ok: every confidential upstream verified; degraded: some are not;
+ * unavailable: no provider can take a request (all confidential, none verified).
+ */
+export function healthStatus(ctx: GatewayContext): HealthStatus {
+  const providers = ctx.config.providers;
+  const confidential = providers.filter((p) => p.confidential);
+  const verified = confidential.filter((p) => ctx.verification(p.name)?.verified === true);
+  if (verified.length === confidential.length) return "ok";
+  if (verified.length === 0 && confidential.length === providers.length) return "unavailable";
+  return "degraded";
+}
+
+export function healthDetail(ctx: GatewayContext): Record<string, unknown> {
+  return { status: healthStatus(ctx), upstreams: ctx.verificationSnapshot() };
+}
+
+export function healthz(req: Request, ctx: GatewayContext): Response {
+  const status = healthStatus(ctx);
+  const code = status === "unavailable" ? 503 : 200;
+  const operator = ctx.operator?.check(req.headers.get("authorization")) ?? false;
+  return jsonResponse(operator ? healthDetail(ctx) : { status }, code, {
+    "cache-control": "no-store",
+  });
+}

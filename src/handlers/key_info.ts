@@ -1,0 +1,56 @@
+/**
+ * Self-service for key holders, each answering only for the calling key:
+ * `GET /v1/key` (balance, spent, tier, limits and the current rate-limit
+ * window, like OpenRouter's key endpoint) and `GET /v1/usage?from&to` (per
+ * UTC day and model). The figures are the admin API's (accounts/key_admin.ts).
+ */
+import type { GatewayContext } from "../app/context.ts";
+import { badParam } from "../http/errors.ts";
+import { jsonResponse } from "../http/json.ts";
+import { dayRange } from "../accounts/usage_daily.ts";
+import { credentialHeader } from "./pipeline.ts";
+import { WINDOW_MS } from "../accounts/rate_limit.ts";
+
+export async function getOwnKey(req: Request, ctx: GatewayContext): Promise<Response> {
+  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  const d = await ctx.keyAdmin.detailOf(key);
+  return jsonResponse({
+    data: {
+      key_id: d.key_id,
+      name: d.name,
+      tier: d.tier,
+      balance: d.balance,
+      spent: d.usage.spent,
+      usage: d.usage,
+      limits: { rpm: d.limits.rpm, tpm: d.limits.tpm },
+      rate_limit: {
+        window_seconds: WINDOW_MS / 1000,
+        requests_used: d.rate_limit.requests,
+        requests_remaining: Math.max(0, d.limits.rpm - d.rate_limit.requests),
+        tokens_used: d.rate_limit.tokens,
+        tokens_remaining: Math.max(0, d.limits.tpm - d.rate_limit.tokens),
+        resets_in_seconds: d.rate_limit.resets_in_seconds,
+      },
+    },
+  });
+}
+
+/** `from` / `to` query parameters as a day range; 400 naming the bad one. */
+export function rangeFromQuery(req: Request, now: number) {
+  const q = new URL(req.url).searchParams;
+  for (const name of ["from", "to"]) {
+    if (q.getAll(name).length > 1) throw badParam(name, `${name} may be given once`);
+  }
+  try {
+    return dayRange(q.get("from"), q.get("to"), now);
+  } catch (e) {
+    const msg = (e as Error).message;
+    throw badParam(msg.startsWith("to") ? "to" : "from", msg);
+  }
+}
+
+export async function getOwnUsage(req: Request, ctx: GatewayContext): Promise<Response> {
+  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  const range = rangeFromQuery(req, ctx.now());
+  return jsonResponse(await ctx.keyAdmin.usage(key.key_id, range));
+}

@@ -1,0 +1,189 @@
+/**
+ * Prometheus metrics (prom-client), in a registry of this gateway's own (no
+ * global state, no default process collectors unless asked). Served only
+ * behind the operator token (`GET /admin/v1/metrics`), never on the public
+ * surface. Labels are bounded: route patterns (never raw paths), catalog
+ * model ids, configured provider names, status codes and error kinds.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** What one finished request reports (the same facts as its log line). */
+export interface RequestObservation {
+  route: string;
+  status: number;
+  model: string | null;
+  provider: string | null;
+  /** Phase durations in ms: `upstream` (until the upstream's headers), `commit` (receipt). */
+  phases: Record<string, number>;
+  costNano?: bigint;
+  /** Error kind of a refused inference request. */
+  refusal?: string;
+}
+
+export interface MetricsSources {
+  now: () => number;
+  /** Configured confidential upstreams. */
+  confidential: string[];
+  verification: (provider: string) => { verified: boolean; sessionId?: string } | null;
+  openStreams: () => number;
+  /** Include prom-client's process metrics (CPU, memory, event-loop lag). */
+  processMetrics?: boolean;
+}
+
+export interface GatewayMetrics {
+  readonly contentType: string;
+  render(): Promise<string>;
+  request(o: RequestObservation): void;
+  /** The gateway's own time until the response headers, without the upstream wait. */
+  own(route: string, ms: number): void;
+  inFlight(delta: 1 | -1): void;
+  groupCommit(mutations: number): void;
+  kvRetry(): void;
+  kvError(): void;
+}
+
+const MS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export function createMetrics(src: MetricsSources): GatewayMetrics {
+  const registry = new Registry();
+  const requests = new Counter({
+    name: "gateway_requests_total",
+    help: "Requests answered, by route pattern, status, model and provider.",
+    labelNames: ["endpoint", "status", "model", "provider"] as const,
+    registers: [registry],
+  });
+  const own = new Histogram({
+    name: "gateway_own_duration_seconds",
+    help: "The gateway's own time until the response headers, without the upstream wait.",
+    labelNames: ["endpoint"] as const,
+    buckets: MS_BUCKETS,
+    registers: [registry],
+  });
+  const upstream = new Histogram({
+    name: "gateway_upstream_wait_seconds",
+    help: "Time until the upstream's response headers (failover included).",
+    labelNames: ["provider"] as const,
+    buckets: MS_BUCKETS,
+    registers: [registry],
+  });
+  const commit = new Histogram({
+    name: "gateway_receipt_commit_seconds",
+    help: "Durable receipt commit a non-streamed response waits for.",
+    buckets: MS_BUCKETS,
+    registers: [registry],
+  });
+  const commitSize = new Histogram({
+    name: "gateway_group_commit_mutations",
+    help: "Mutations per group commit to the store.",
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
+    registers: [registry],
+  });
+  const kvRetries = new Counter({
+    name: "gateway_kv_retries_total",
+    help: "Store commits retried after a transient lock error.",
+    registers: [registry],
+  });
+  const kvErrors = new Counter({
+    name: "gateway_kv_errors_total",
+    help: "Durable writes that failed for good.",
+    registers: [registry],
+  });
+  const inFlight = new Gauge({
+    name: "gateway_requests_in_flight",
+    help: "Requests whose response headers have not left yet.",
+    registers: [registry],
+  });
+  new Gauge({
+    name: "gateway_open_streams",
+    help: "Streamed responses in progress.",
+    registers: [registry],
+    collect() {
+      this.set(src.openStreams());
+    },
+  });
+  const credits = new Counter({
+    name: "gateway_credits_spent_total",
+    help: "Credits settled, by model.",
+    labelNames: ["model"] as const,
+    registers: [registry],
+  });
+  const refusals = new Counter({
+    name: "gateway_refusals_total",
+    help: "Inference requests refused or failed, by error kind.",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+  });
+  // A session's age counts from when this replica first saw it verified.
+  const seen = new Map<string, { id: string; at: number }>();
+  const sessionState = () => {
+    const t = src.now();
+    return src.confidential.map((name) => {
+      const v = src.verification(name);
+      const ok = v?.verified === true && v.sessionId !== undefined;
+      let age: number | null = null;
+      if (ok) {
+        const s = seen.get(name);
+        if (!s || s.id !== v!.sessionId) seen.set(name, { id: v!.sessionId!, at: t });
+        age = (t - seen.get(name)!.at) / 1000;
+      } else seen.delete(name);
+      return { name, ok, age };
+    });
+  };
+  new Gauge({
+    name: "gateway_upstream_verified",
+    help: "1 while the confidential upstream has a verified session, else 0.",
+    labelNames: ["provider"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of sessionState()) this.set({ provider: s.name }, s.ok ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "gateway_upstream_session_age_seconds",
+    help: "Age of each verified upstream session (since this replica verified it).",
+    labelNames: ["provider"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of sessionState()) if (s.age !== null) this.set({ provider: s.name }, s.age);
+    },
+  });
+  if (src.processMetrics) collectDefaultMetrics({ register: registry });
+
+  return {
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+    request(o) {
+      requests.inc({
+        endpoint: o.route,
+        status: String(o.status),
+        model: o.model ?? "",
+        provider: o.provider ?? "",
+      });
+      const up = o.phases.upstream;
+      if (up !== undefined) upstream.observe({ provider: o.provider ?? "" }, up / 1000);
+      const c = o.phases.commit;
+      if (c !== undefined) commit.observe(c / 1000);
+      if (o.costNano !== undefined && o.costNano > 0n) {
+        credits.inc({ model: o.model ?? "" }, Number(o.costNano) / 1e9);
+      }
+      if (o.refusal !== undefined) refusals.inc({ reason: o.refusal });
+    },
+    own(route, ms) {
+      own.observe({ endpoint: route }, ms / 1000);
+    },
+    inFlight(d) {
+      inFlight.inc(d);
+    },
+    groupCommit(n) {
+      commitSize.observe(n);
+    },
+    kvRetry() {
+      kvRetries.inc();
+    },
+    kvError() {
+      kvErrors.inc();
+    },
+  };
+}
