@@ -23,8 +23,7 @@ import {
 import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
-import { createKey } from "./src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
+import { devKey } from "./src/accounts/dev_key.ts";
 import { runVerify } from "./src/cli/verify.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { randomBytes } from "node:crypto";
@@ -37,6 +36,8 @@ import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
+/** Development only: the dev key, reused across `task dev` restarts. */
+const DEV_KEY_FILE = ".data/dev.key";
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
@@ -216,16 +217,20 @@ async function serve(args: string[]): Promise<void> {
   console.error(`keyset digest ${gateway.identity.current().digest}`);
 
   if (dev) {
-    const { key } = await createKey(kv, {
-      tier: "pro",
-      name: "dev",
+    const { key, reused } = await devKey({
+      kv,
       now: Date.now,
-      creditsNano: 100n * NANO_PER_CREDIT,
+      read: () => Deno.readTextFile(DEV_KEY_FILE).catch(() => null),
+      save: (k) => Deno.writeTextFile(DEV_KEY_FILE, k + "\n", { mode: 0o600 }),
     });
     console.error(
       `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
     );
-    console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
+    console.error(
+      reused
+        ? `development API key (reused from ${DEV_KEY_FILE}):\n${key}`
+        : `development API key (pro tier, 100 credits, saved in ${DEV_KEY_FILE}):\n${key}`,
+    );
   }
 
   let stopping = false;

@@ -1,18 +1,17 @@
 /**
- * `keys` command line: stands in for the dashboard (create, list, revoke,
- * credit, show). The created key is printed once, alone on the last line, and
- * never stored; no other command can print it.
+ * `keys` command line: stands in for the dashboard. A thin client of
+ * accounts/key_admin.ts, the code the admin HTTP API runs, so both show the
+ * same figures (one balance: the spendable balance). Flags are parsed with
+ * `node:util` `parseArgs`; every command has `--help`. The created key is
+ * printed once, alone on the last line, and never stored; no other command
+ * can print it.
  */
-
-import {
-  addCredits,
-  formatCredits,
-  getBalance,
-  getUsage,
-  parseCredits,
-} from "../accounts/credits.ts";
-import { createKey, getKey, isKeyId, isTier, listKeys, revokeKey } from "../accounts/keys.ts";
-import { limitsFor, readRateWindow, type Tiers } from "../accounts/rate_limit.ts";
+import { parseArgs } from "node:util";
+import { keyAdmin, KeyArgumentError } from "../accounts/key_admin.ts";
+import { formatCredits, parseCredits } from "../accounts/credits.ts";
+import { isKeyId } from "../accounts/keys.ts";
+import type { Tiers } from "../accounts/rate_limit.ts";
+import { dayRange } from "../accounts/usage_daily.ts";
 import { GatewayError } from "../http/errors.ts";
 
 export interface KeysCliDeps {
@@ -22,156 +21,263 @@ export interface KeysCliDeps {
   tiers: Tiers;
 }
 
-export const KEYS_USAGE =
-  "usage: keys create --tier free|pro|enterprise [--credits N] [--name TEXT] [--rpm N --tpm N]" +
-  " | list | revoke <key-id> | credit <key-id> <amount> | show <key-id>";
-
-class UsageError extends Error {}
-
-/** Parses `--flag value` pairs; every flag must be known and take a value. */
-function parseFlags(args: string[], known: readonly string[]): Map<string, string> {
-  const out = new Map<string, string>();
-  for (let i = 0; i < args.length; i += 2) {
-    const flag = args[i];
-    const value = args[i + 1];
-    if (!flag.startsWith("--") || !known.includes(flag.slice(2))) {
-      throw new UsageError(`unknown argument: ${flag}`);
-    }
-    if (value === undefined) throw new UsageError(`${flag} needs a value`);
-    if (out.has(flag.slice(2))) throw new UsageError(`${flag} given twice`);
-    out.set(flag.slice(2), value);
-  }
-  return out;
+interface Command {
+  usage: string;
+  help: string[];
+  options: Record<string, { type: "string" | "boolean" }>;
 }
 
-function positiveInt(name: string, text: string | undefined): number | undefined {
+const COMMANDS: Record<string, Command> = {
+  create: {
+    usage:
+      "usage: keys create --tier free|pro|enterprise [--credits N] [--name TEXT] [--rpm N --tpm N]",
+    help: [
+      "Creates a key and prints it once, alone on the last line (only its digest is stored).",
+      "  --tier      free, pro or enterprise",
+      "  --credits   initial balance, a decimal with at most 9 decimals (default 0)",
+      "  --name      a label shown by list and show",
+      "  --rpm/--tpm requests and tokens per minute (enterprise keys only; both or neither)",
+    ],
+    options: {
+      tier: { type: "string" },
+      credits: { type: "string" },
+      name: { type: "string" },
+      rpm: { type: "string" },
+      tpm: { type: "string" },
+    },
+  },
+  list: {
+    usage: "usage: keys list",
+    help: ["Lists every key: id, name, tier, status and balance (never the key itself)."],
+    options: {},
+  },
+  show: {
+    usage: "usage: keys show <key-id>",
+    help: ["Shows a key's balance, usage totals, limits and current rate-limit window."],
+    options: {},
+  },
+  credit: {
+    usage: "usage: keys credit <key-id> <amount>",
+    help: [
+      "Adds credits and prints the new balance (the same figure show prints).",
+      "Warns when the key is revoked: its credits cannot be spent.",
+    ],
+    options: {},
+  },
+  revoke: {
+    usage: "usage: keys revoke <key-id>",
+    help: ["Revokes a key; every replica refuses it within 2 s."],
+    options: {},
+  },
+  limits: {
+    usage: "usage: keys limits <key-id> [--tier free|pro|enterprise] [--rpm N --tpm N | --clear]",
+    help: [
+      "Sets a key's tier and/or its own limits (enterprise keys only).",
+      "  --clear   drop the key's own limits (back to its tier's)",
+    ],
+    options: {
+      tier: { type: "string" },
+      rpm: { type: "string" },
+      tpm: { type: "string" },
+      clear: { type: "boolean" },
+    },
+  },
+  usage: {
+    usage: "usage: keys usage <key-id> [--from YYYY-MM-DD] [--to YYYY-MM-DD]",
+    help: ["Usage per UTC day and model (default: the 30 days ending today)."],
+    options: { from: { type: "string" }, to: { type: "string" } },
+  },
+};
+
+export const KEYS_USAGE = "usage: keys <" + Object.keys(COMMANDS).join("|") +
+  "> … (keys <command> --help for details)";
+
+class UsageError extends Error {
+  constructor(message: string, readonly usage: string) {
+    super(message);
+  }
+}
+
+function positiveInt(name: string, text: string | undefined, usage: string): number | undefined {
   if (text === undefined) return undefined;
   if (!/^[1-9]\d*$/.test(text) || !Number.isSafeInteger(Number(text))) {
-    throw new UsageError(`--${name} must be a positive integer`);
+    throw new UsageError(`--${name} must be a positive integer`, usage);
   }
   return Number(text);
 }
 
-function credits(text: string): bigint {
-  try {
-    return parseCredits(text);
-  } catch (e) {
-    throw new UsageError(e instanceof Error ? e.message : "bad credits amount");
-  }
-}
-
-function keyIdArg(args: string[]): string {
-  if (args.length !== 1) throw new UsageError("expected exactly one <key-id>");
-  if (!isKeyId(args[0])) throw new UsageError("key ids look like key_<12 hex>");
-  return args[0];
+function keyIdArg(id: string | undefined, usage: string): string {
+  if (id === undefined) throw new UsageError("expected a <key-id>", usage);
+  if (!isKeyId(id)) throw new UsageError("key ids look like key_<12 hex>", usage);
+  return id;
 }
 
 /** Runs the `keys` command; returns the process exit code. */
 export async function runKeys(args: string[], deps: KeysCliDeps): Promise<number> {
-  const { kv, print } = deps;
+  const { print } = deps;
+  const admin = keyAdmin(deps);
   const [cmd, ...rest] = args;
+  if (cmd === undefined || cmd === "--help" || cmd === "-h" || cmd === "help") {
+    print(KEYS_USAGE);
+    for (const c of Object.values(COMMANDS)) print("  " + c.usage.slice("usage: ".length));
+    return cmd === undefined ? 2 : 0;
+  }
+  const spec = COMMANDS[cmd];
+  if (!spec) {
+    print(`error: unknown command: ${cmd}`);
+    print(KEYS_USAGE);
+    return 2;
+  }
   try {
+    let parsed;
+    try {
+      parsed = parseArgs({
+        args: rest,
+        options: { ...spec.options, help: { type: "boolean", short: "h" } },
+        allowPositionals: true,
+        strict: true,
+      });
+    } catch (e) {
+      throw new UsageError((e as Error).message, spec.usage);
+    }
+    const f = parsed.values as Record<string, string | boolean | undefined>;
+    const pos = parsed.positionals;
+    if (f.help) {
+      print(spec.usage);
+      for (const l of spec.help) print(l);
+      return 0;
+    }
+    const str = (name: string) => f[name] as string | undefined;
+    const arity = (n: number) => {
+      if (pos.length !== n) {
+        throw new UsageError(`expected ${n} argument${n === 1 ? "" : "s"}`, spec.usage);
+      }
+    };
     switch (cmd) {
       case "create": {
-        const f = parseFlags(rest, ["tier", "credits", "name", "rpm", "tpm"]);
-        const tier = f.get("tier");
-        if (!isTier(tier)) throw new UsageError("--tier must be free, pro or enterprise");
-        const rpm = positiveInt("rpm", f.get("rpm"));
-        const tpm = positiveInt("tpm", f.get("tpm"));
-        if ((rpm === undefined) !== (tpm === undefined)) {
-          throw new UsageError("--rpm and --tpm go together");
-        }
-        if (rpm !== undefined && tier !== "enterprise") {
-          throw new UsageError("--rpm/--tpm are only for enterprise keys");
-        }
-        const creditsNano = credits(f.get("credits") ?? "0");
-        const { key, record } = await createKey(kv, {
+        arity(0);
+        const tier = str("tier");
+        if (tier === undefined) throw new UsageError("--tier is required", spec.usage);
+        const { key, summary } = await admin.create({
           tier,
-          name: f.get("name"),
-          rpm,
-          tpm,
-          creditsNano,
-          now: deps.now,
+          name: str("name"),
+          credits: str("credits"),
+          rpm: positiveInt("rpm", str("rpm"), spec.usage),
+          tpm: positiveInt("tpm", str("tpm"), spec.usage),
         });
-        print(`key_id: ${record.key_id}`);
-        print(`tier: ${record.tier}`);
-        print(`credits: ${formatCredits(creditsNano)}`);
+        print(`key_id: ${summary.key_id}`);
+        print(`tier: ${summary.tier}`);
+        print(`credits: ${summary.balance}`);
         print("api key (shown once, not stored):");
         print(key);
         return 0;
       }
       case "list": {
-        if (rest.length !== 0) throw new UsageError("list takes no arguments");
-        for (const r of await listKeys(kv)) {
-          const status = r.revoked_at === null ? "active" : "revoked";
-          const bal = formatCredits(await getBalance(kv, r.key_id));
-          print([r.key_id, JSON.stringify(r.name), r.tier, status, bal].join("\t"));
+        arity(0);
+        print(["KEY_ID", "NAME", "TIER", "STATUS", "BALANCE"].join("\t"));
+        for (const s of await admin.list()) {
+          print([s.key_id, JSON.stringify(s.name), s.tier, s.status, s.balance].join("\t"));
         }
         return 0;
       }
       case "revoke": {
-        const id = keyIdArg(rest);
-        const rec = await revokeKey(kv, id, deps.now);
-        if (rec === null) return notFound(print, id);
+        arity(1);
+        const id = keyIdArg(pos[0], spec.usage);
+        await admin.revoke(id);
         print(`revoked ${id}`);
         return 0;
       }
       case "credit": {
-        if (rest.length !== 2) throw new UsageError("expected <key-id> <amount>");
-        const id = keyIdArg(rest.slice(0, 1));
-        const amount = credits(rest[1]);
-        if (amount === 0n) throw new UsageError("amount must be positive");
-        const balance = await addCredits(kv, id, amount);
-        print(`credited ${formatCredits(amount)} to ${id}; balance ${formatCredits(balance)}`);
+        arity(2);
+        const id = keyIdArg(pos[0], spec.usage);
+        const { summary, revoked } = await admin.credit(id, pos[1]);
+        print(
+          `credited ${formatCredits(parseCredits(pos[1]))} to ${id}; balance ${summary.balance}`,
+        );
+        if (revoked) print(`warning: ${id} is revoked: its credits cannot be spent`);
         return 0;
       }
       case "show": {
-        const id = keyIdArg(rest);
-        const rec = await getKey(kv, id);
-        if (rec === null) return notFound(print, id);
-        const t = deps.now();
-        const [balance, usage, win] = await Promise.all([
-          getBalance(kv, id),
-          getUsage(kv, id),
-          readRateWindow(kv, rec, deps.tiers, t),
-        ]);
-        const lim = limitsFor(rec, deps.tiers);
-        print(`key_id: ${rec.key_id}`);
-        print(`name: ${rec.name}`);
-        print(`tier: ${rec.tier}`);
-        print(`status: ${rec.revoked_at === null ? "active" : "revoked"}`);
-        print(`created_at: ${new Date(rec.created_at).toISOString()}`);
-        print(`balance: ${formatCredits(balance)}`);
+        arity(1);
+        const d = await admin.show(keyIdArg(pos[0], spec.usage));
+        print(`key_id: ${d.key_id}`);
+        print(`name: ${d.name}`);
+        print(`tier: ${d.tier}`);
+        print(`status: ${d.status}`);
+        print(`created_at: ${d.created_at}`);
+        if (d.revoked_at) print(`revoked_at: ${d.revoked_at}`);
+        print(`balance: ${d.balance}`);
         print(
-          `usage: requests=${usage.requests} prompt_tokens=${usage.prompt_tokens} ` +
-            `completion_tokens=${usage.completion_tokens} spent=${formatCredits(usage.spent_nano)}`,
+          `usage: requests=${d.usage.requests} prompt_tokens=${d.usage.prompt_tokens} ` +
+            `completion_tokens=${d.usage.completion_tokens} spent=${d.usage.spent}`,
         );
-        print(`limits: rpm=${lim.rpm} tpm=${lim.tpm}`);
+        print(`limits: rpm=${d.limits.rpm} tpm=${d.limits.tpm}`);
         print(
-          `current window: requests=${win.requests}/${lim.rpm} tokens=${win.tokens}/${lim.tpm} ` +
-            `resets_in=${win.resetSeconds}s`,
+          `current window: requests=${d.rate_limit.requests}/${d.limits.rpm} ` +
+            `tokens=${d.rate_limit.tokens}/${d.limits.tpm} ` +
+            `resets_in=${d.rate_limit.resets_in_seconds}s`,
         );
         return 0;
       }
-      default:
-        throw new UsageError(cmd === undefined ? "missing command" : `unknown command: ${cmd}`);
+      case "limits": {
+        arity(1);
+        const id = keyIdArg(pos[0], spec.usage);
+        const rpm = positiveInt("rpm", str("rpm"), spec.usage);
+        const tpm = positiveInt("tpm", str("tpm"), spec.usage);
+        if (f.clear && (rpm !== undefined || tpm !== undefined)) {
+          throw new UsageError("--clear goes without --rpm/--tpm", spec.usage);
+        }
+        if (str("tier") === undefined && rpm === undefined && tpm === undefined && !f.clear) {
+          throw new UsageError("nothing to change", spec.usage);
+        }
+        const s = await admin.update(id, {
+          tier: str("tier"),
+          ...(f.clear ? { rpm: null, tpm: null } : { rpm, tpm }),
+        });
+        print(`${id}: tier ${s.tier}, rpm=${s.limits.rpm} tpm=${s.limits.tpm}`);
+        return 0;
+      }
+      case "usage": {
+        arity(1);
+        const id = keyIdArg(pos[0], spec.usage);
+        let range;
+        try {
+          range = dayRange(str("from") ?? null, str("to") ?? null, deps.now());
+        } catch (e) {
+          throw new UsageError((e as Error).message, spec.usage);
+        }
+        const u = await admin.usage(id, range);
+        print(
+          ["DATE", "MODEL", "REQUESTS", "PROMPT_TOKENS", "COMPLETION_TOKENS", "SPENT"].join("\t"),
+        );
+        for (const r of u.data) {
+          print(
+            [r.date, r.model, r.requests, r.prompt_tokens, r.completion_tokens, r.spent].join("\t"),
+          );
+        }
+        return 0;
+      }
     }
+    return 2;
   } catch (e) {
     if (e instanceof UsageError) {
       print(`error: ${e.message}`);
-      print(KEYS_USAGE);
+      print(e.usage);
       return 2;
     }
-    if (e instanceof GatewayError && e.kind === "not_found") return notFound(print, rest[0] ?? "");
+    if (e instanceof KeyArgumentError) {
+      print(`error: ${e.message}`);
+      print(spec.usage);
+      return 2;
+    }
+    if (e instanceof GatewayError && e.kind === "not_found") {
+      print(`error: ${e.message}`);
+      return 1;
+    }
     if (e instanceof RangeError) {
       print(`error: ${e.message}`);
       return 1;
     }
     throw e;
   }
-}
-
-function notFound(print: (line: string) => void, id: string): number {
-  print(`error: no such key: ${id}`);
-  return 1;
 }

@@ -58,9 +58,11 @@ Deno.test("list shows every key with status and balance, never the key", async (
   const a = await create(kv, "--tier", "free", "--credits", "1", "--name", "alpha");
   const b = await create(kv, "--tier", "enterprise", "--rpm", "10", "--tpm", "1000");
   assert.equal((await cli(kv, "revoke", b.id)).code, 0);
-  const { code, lines } = await cli(kv, "list");
+  const { code, lines: all } = await cli(kv, "list");
   assert.equal(code, 0);
-  assert.equal(lines.length, 2);
+  assert.equal(all.length, 3);
+  assert.equal(all[0], "KEY_ID\tNAME\tTIER\tSTATUS\tBALANCE", "a header row");
+  const lines = all.slice(1);
   const byId = new Map(lines.map((l) => [l.split("\t")[0], l.split("\t")]));
   assert.deepEqual(byId.get(a.id), [a.id, '"alpha"', "free", "active", "1"]);
   assert.deepEqual(byId.get(b.id), [b.id, '""', "enterprise", "revoked", "0"]);
@@ -82,7 +84,7 @@ Deno.test("credit adds exact decimal amounts and rejects bad numbers", async () 
   for (const bad of ["-1", "0", "1e9", "abc", "0.0000000001", ""]) {
     const res = await cli(kv, "credit", id, bad);
     assert.equal(res.code, 2, `amount ${JSON.stringify(bad)}`);
-    assert.equal(res.lines[res.lines.length - 1], KEYS_USAGE);
+    assert.equal(res.lines[res.lines.length - 1], "usage: keys credit <key-id> <amount>");
   }
   assert.equal(await getBalance(kv, id), 10_500_000_001n);
   assert.equal((await cli(kv, "credit", "key_000000000000", "1")).code, 1);
@@ -149,8 +151,80 @@ Deno.test("usage errors exit 2 with the usage line", async () => {
   for (const args of cases) {
     const { code, lines } = await cli(kv, ...args);
     assert.equal(code, 2, args.join(" "));
-    assert.equal(lines[lines.length - 1], KEYS_USAGE);
+    assert.ok(lines.some((l) => l.startsWith("usage: keys")), args.join(" "));
+    if (args.length > 0) assert.match(lines[0], /^error: /);
   }
-  assert.equal((await cli(kv, "list")).lines.length, 0, "nothing was created");
+  assert.deepEqual(await cli(kv, "bogus"), {
+    code: 2,
+    lines: ["error: unknown command: bogus", KEYS_USAGE],
+  });
+  assert.equal((await cli(kv, "list")).lines.length, 1, "nothing was created (header only)");
+  kv.close();
+});
+
+Deno.test("--help on every command prints its usage and exits 0", async () => {
+  const kv = await Deno.openKv(":memory:");
+  for (const cmd of ["create", "list", "show", "credit", "revoke", "limits", "usage"]) {
+    for (const flag of ["--help", "-h"]) {
+      const { code, lines } = await cli(kv, cmd, flag);
+      assert.equal(code, 0, `${cmd} ${flag}`);
+      assert.ok(lines[0].startsWith(`usage: keys ${cmd}`), lines[0]);
+      assert.ok(lines.length >= 2, "and a description");
+    }
+  }
+  const top = await cli(kv, "--help");
+  assert.equal(top.code, 0);
+  assert.equal(top.lines[0], KEYS_USAGE);
+  // --help never acts: nothing was created.
+  assert.equal((await cli(kv, "create", "--tier", "free", "--help")).code, 0);
+  assert.equal((await cli(kv, "list")).lines.length, 1);
+  kv.close();
+});
+
+Deno.test("credit and show print one balance figure, also with a refund pending", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const { id, key } = await create(kv, "--tier", "free", "--credits", "1");
+  const rec = await authenticate(kv, `Bearer ${key}`);
+  const admitter = createAdmitter(kv, { tiers: DEFAULT_TIERS, now: () => T0 });
+  const gc = new GroupCommitter(kv);
+  // Reserve 0.4, settle at 0.25: 0.15 is refunded into a counter the next admission folds.
+  const adm = await admitter.admit(rec, { tokens: 500, costNano: 400_000_000n, requestId: "q" });
+  await gc.write(
+    adm.settlement({ promptTokens: 100, completionTokens: 50, costNano: 250_000_000n }),
+  );
+  const credited = await cli(kv, "credit", id, "1");
+  assert.equal(credited.lines[0], `credited 1 to ${id}; balance 1.75`);
+  const shown = (await cli(kv, "show", id)).lines.find((l) => l.startsWith("balance: "));
+  assert.equal(shown, "balance: 1.75");
+  const listed = (await cli(kv, "list")).lines[1].split("\t")[4];
+  assert.equal(listed, "1.75");
+  await admitter.close();
+  await gc.close();
+  kv.close();
+});
+
+Deno.test("crediting a revoked key warns; limits and usage commands", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const { id } = await create(kv, "--tier", "free");
+  const ok = await cli(kv, "credit", id, "2");
+  assert.equal(ok.lines.length, 1, "no warning for an active key");
+  assert.equal((await cli(kv, "revoke", id)).code, 0);
+  const warned = await cli(kv, "credit", id, "2");
+  assert.equal(warned.code, 0);
+  assert.equal(warned.lines[1], `warning: ${id} is revoked: its credits cannot be spent`);
+
+  const { id: e } = await create(kv, "--tier", "free");
+  const set = await cli(kv, "limits", e, "--tier", "enterprise", "--rpm", "9", "--tpm", "900");
+  assert.deepEqual(set, { code: 0, lines: [`${e}: tier enterprise, rpm=9 tpm=900`] });
+  assert.match((await cli(kv, "show", e)).lines.join("\n"), /^limits: rpm=9 tpm=900$/m);
+  const cleared = await cli(kv, "limits", e, "--clear");
+  assert.deepEqual(cleared.lines, [`${e}: tier enterprise, rpm=6000 tpm=10000000`]);
+  assert.equal((await cli(kv, "limits", e, "--tier", "pro", "--rpm", "5", "--tpm", "5")).code, 2);
+  assert.equal((await cli(kv, "limits", e)).code, 2);
+
+  const usage = await cli(kv, "usage", e, "--from", "2023-11-01", "--to", "2023-11-14");
+  assert.equal(usage.code, 0);
+  assert.deepEqual(usage.lines, ["DATE\tMODEL\tREQUESTS\tPROMPT_TOKENS\tCOMPLETION_TOKENS\tSPENT"]);
+  assert.equal((await cli(kv, "usage", e, "--from", "yesterday")).code, 2);
   kv.close();
 });

@@ -1,0 +1,76 @@
+/** `task dev` (main.ts serve --dev) reuses its development key across restarts (#17 item 8). */
+import assert from "node:assert/strict";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+
+async function startDev(
+  cwd: string,
+): Promise<{ key: string; url: string; stop: () => Promise<void> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--config",
+      `${ROOT}deno.json`,
+      `${ROOT}main.ts`,
+      "serve",
+      "--dev",
+      "--port",
+      "0",
+    ],
+    cwd,
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const lines: string[] = [];
+  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  const deadline = Date.now() + 60_000;
+  while (!lines.some((l) => l.startsWith("cgw-"))) {
+    if (Date.now() > deadline) throw new Error(`dev gateway did not start:\n${lines.join("\n")}`);
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`dev gateway exited:\n${lines.join("\n")}`);
+    buf += value;
+    const parts = buf.split("\n");
+    buf = parts.pop()!;
+    lines.push(...parts);
+  }
+  const url = lines.map((l) => /listening on (http:\/\/\S+)\/v1/.exec(l)?.[1]).find(Boolean)!;
+  const key = lines.find((l) => l.startsWith("cgw-"))!;
+  assert.ok(lines.some((l) => l.startsWith("development API key")));
+  return {
+    key,
+    url,
+    async stop() {
+      child.kill("SIGTERM");
+      await child.status;
+      await reader.cancel().catch(() => {});
+    },
+  };
+}
+
+Deno.test("task dev reuses its development key across restarts", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const first = await startDev(dir);
+    await first.stop();
+    const second = await startDev(dir);
+    try {
+      assert.equal(second.key, first.key, "the same key after a restart");
+      const res = await fetch(`${second.url}/v1/key`, {
+        headers: { authorization: `Bearer ${second.key}` },
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200);
+      assert.equal(body.data.tier, "pro");
+      assert.equal(body.data.balance, "100");
+    } finally {
+      await second.stop();
+    }
+    const mode = (await Deno.stat(`${dir}/.data/dev.key`)).mode! & 0o777;
+    assert.equal(mode, 0o600);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
