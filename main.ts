@@ -26,6 +26,7 @@ import { runKeys } from "./src/cli/keys.ts";
 import { devKey } from "./src/accounts/dev_key.ts";
 import { runVerify } from "./src/cli/verify.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
+import { noopMetrics } from "./src/operator/metrics.ts";
 import { randomBytes } from "node:crypto";
 import { selectQuoteProvider } from "./enclave/select_provider.ts";
 import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
@@ -188,6 +189,8 @@ async function serve(args: string[]): Promise<void> {
     verifiers,
     confidentialFetch: caFetch.fetchFor,
     tlsSpkiSha256s: await listenerSpkis(config),
+    // Off only on request (the bench measures what metrics cost against it).
+    metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
   });
 
   const servers: Deno.HttpServer[] = [];

@@ -40,6 +40,7 @@ export async function startGateway(
   upstreamUrl: string,
   cpu: number,
   denoFlags: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<GatewayUnderTest> {
   const storePath = `${dir}/gateway.kv`;
   const config = {
@@ -75,6 +76,7 @@ export async function startGateway(
       configPath,
     ],
     /gateway base listening on (http:\/\/[^/\s]+)/,
+    env,
   );
   return { ...server, key, storePath };
 }

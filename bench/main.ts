@@ -38,6 +38,7 @@ import { profileGateway } from "./profile_run.ts";
 import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
+import { metricsCostRow } from "./metrics_cost.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -505,6 +506,19 @@ async function main(): Promise<void> {
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }
+    // Metrics on vs off, on two fresh gateways (bench/metrics_cost.ts).
+    await gw.stop();
+    servers.splice(servers.indexOf(gw), 1);
+    rows.push(
+      await metricsCostRow({
+        dir: `${dir}/metrics`,
+        mockUrl: mock.url,
+        serverCpu: SERVER_CPU,
+        rounds,
+        seconds,
+        log,
+      }),
+    );
 
     const header = [
       `Run ${

@@ -17,6 +17,7 @@ export async function spawnPinned(
   cpu: number,
   denoArgs: string[],
   ready: RegExp,
+  env: Record<string, string> = {},
 ): Promise<Server> {
   const child = new Deno.Command("taskset", {
     args: ["-c", String(cpu), Deno.execPath(), ...denoArgs],
@@ -25,7 +26,7 @@ export async function spawnPinned(
     // The gateway logs one JSON line per request: discard rather than let a pipe fill.
     stdout: "null",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
   }).spawn();
   const stderr: string[] = [];
   const url = await new Promise<string>((resolve, reject) => {

@@ -118,7 +118,7 @@ export function createApp(
     }
     h.set("server-timing", timing.join(", "));
     const gwMs = performance.now() - started;
-    ctx.metrics.own(pattern, gwMs - (info.phases.upstream ?? 0));
+    ctx.metrics.own(gwMs - (info.phases.upstream ?? 0));
     ctx.metrics.inFlight(-1);
     // A preflight answer carries its own grant (or deliberately none).
     if (pattern !== "preflight") decorate(req, res, cors);

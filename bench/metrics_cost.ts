@@ -1,0 +1,120 @@
+/**
+ * What Prometheus metrics cost: two gateways on the same mock upstream, one
+ * recording metrics (and scraped once a second, as Prometheus would) and one
+ * started with `GATEWAY_METRICS=off`, measured in alternation with the
+ * closed loop of `task bench`. The row reports both throughputs and the
+ * difference; the target is under 2%. `task bench` adds the row (one small
+ * hook in bench/main.ts); alone, for a quick check:
+ *
+ *   deno run -A bench/metrics_cost.ts [--rounds N] [--seconds S]
+ */
+import { closedLoop, type Target } from "./load.ts";
+import { gatewayModel, startGateway } from "./gateway_setup.ts";
+import { pinSelf, type Server, spawnPinned } from "./processes.ts";
+import { median } from "./stats.ts";
+import { atMost, fmt, renderTable, type Row } from "./report.ts";
+
+const TOKEN = "bench-operator-token-" + "a1b2c3d4".repeat(4);
+const CONCURRENCY = 32;
+const TARGET_PCT = 2;
+
+export async function metricsCostRow(o: {
+  dir: string;
+  mockUrl: string;
+  serverCpu: number;
+  rounds: number;
+  seconds: number;
+  log: (msg: string) => void;
+}): Promise<Row> {
+  await Deno.mkdir(o.dir, { recursive: true });
+  const on = await startGateway(`${o.dir}`, o.mockUrl, o.serverCpu, [], {
+    GATEWAY_ADMIN_TOKEN: TOKEN,
+  });
+  const offDir = `${o.dir}/metrics-off`;
+  await Deno.mkdir(offDir, { recursive: true });
+  const off = await startGateway(offDir, o.mockUrl, o.serverCpu, [], { GATEWAY_METRICS: "off" });
+  const target = (g: typeof on): Target => ({
+    base: g.url,
+    headers: { authorization: `Bearer ${g.key}` },
+    model: gatewayModel,
+  });
+  let scrapes = 0;
+  let scraping = true;
+  const scraper = (async () => {
+    while (scraping) {
+      const r = await fetch(`${on.url}/admin/v1/metrics`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      if (r.status !== 200) throw new Error(`metrics scrape answered ${r.status}`);
+      await r.text();
+      scrapes++;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+  const rps = { on: [] as number[], off: [] as number[] };
+  try {
+    // One unrecorded warm-up each, then alternate which goes first.
+    await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
+    await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
+    for (let r = 0; r < o.rounds; r++) {
+      const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
+      for (const which of order) {
+        const res = await closedLoop(target(which === "on" ? on : off), {
+          concurrency: CONCURRENCY,
+          seconds: o.seconds,
+        });
+        rps[which].push(res.ok / res.seconds);
+      }
+      o.log(
+        `metrics round ${r + 1}: on ${fmt(rps.on.at(-1)!, 0)} rps, off ${
+          fmt(rps.off.at(-1)!, 0)
+        } rps`,
+      );
+    }
+  } finally {
+    scraping = false;
+    await scraper.catch((e) => o.log(`scraper: ${e}`));
+    await on.stop();
+    await off.stop();
+  }
+  const a = median(rps.on);
+  const b = median(rps.off);
+  const cost = ((b - a) / b) * 100;
+  return {
+    metric: `Throughput cost of metrics (closed loop, ${CONCURRENCY} conn., scraped 1/s; ` +
+      `${fmt(a, 0)} rps with vs ${fmt(b, 0)} without; ${scrapes} scrapes)`,
+    gateway: `${fmt(cost, 2)} %`,
+    target: `< ${TARGET_PCT} %`,
+    verdict: atMost(cost, TARGET_PCT, "%"),
+  };
+}
+
+if (import.meta.main) {
+  const num = (name: string, def: number) => {
+    const i = Deno.args.indexOf(`--${name}`);
+    return i < 0 ? def : Number(Deno.args[i + 1]);
+  };
+  await pinSelf(1);
+  const dir = await Deno.makeTempDir({ prefix: "gateway-bench-metrics-" });
+  const servers: Server[] = [];
+  try {
+    const mock = await spawnPinned(
+      1,
+      ["run", "-A", "bench/mock_upstream.ts"],
+      /mock listening on (\S+)/,
+    );
+    servers.push(mock);
+    const row = await metricsCostRow({
+      dir,
+      mockUrl: mock.url,
+      serverCpu: 0,
+      rounds: num("rounds", 4),
+      seconds: num("seconds", 2),
+      log: (m) => console.error(`[bench] ${m}`),
+    });
+    console.log(renderTable([row]));
+  } finally {
+    for (const s of servers) await s.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
