@@ -26,6 +26,7 @@ import { getSession, listSessions } from "../handlers/sessions.ts";
 import { getOwnKey, getOwnUsage } from "../handlers/key_info.ts";
 import { healthz } from "../handlers/health.ts";
 import { adminRoutes } from "../handlers/admin.ts";
+import { openApiDocument } from "../operator/openapi.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
 
 export type ExtraRoutes = (
@@ -33,14 +34,23 @@ export type ExtraRoutes = (
   inference: (ep: InferenceEndpoint) => void,
 ) => void;
 
+/** The version of the HTTP API described at /openapi.json. */
+export const API_VERSION = "1.0.0";
+
 /** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
 const ANTHROPIC_PATHS = new Set(["/v1/messages"]);
+
+export type AppHandler = ((req: Request) => Promise<Response>) & {
+  /** The route table (for the API document's test). */
+  routes(): { method: string; pattern: string }[];
+};
 
 export function createApp(
   ctx: GatewayContext,
   extra?: ExtraRoutes,
-): (req: Request) => Promise<Response> {
+): AppHandler {
   const router = new Router<GatewayContext>();
+  let openapi: string | undefined; // built on first request, then served as is
   const attestation = attestationHandlers(ctx.reports);
   const infos = new WeakMap<Request, RequestInfo>();
   const inference = (ep: InferenceEndpoint) =>
@@ -64,12 +74,18 @@ export function createApp(
     .on("GET", "/v1/attestation/report", attestation.legacy)
     .on("GET", "/v1/key", getOwnKey)
     .on("GET", "/v1/usage", getOwnUsage)
-    .on("GET", "/healthz", healthz);
+    .on("GET", "/healthz", healthz)
+    .on("GET", "/openapi.json", () => {
+      openapi ??= JSON.stringify(openApiDocument(API_VERSION));
+      return new Response(openapi, {
+        headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
+      });
+    });
   adminRoutes(router);
   extra?.(router, inference);
   const cors = corsPolicy(ctx.config.cors.allowed_origins);
 
-  return async (req: Request): Promise<Response> => {
+  const handler = async (req: Request): Promise<Response> => {
     const started = performance.now();
     ctx.metrics.inFlight(1);
     const url = new URL(req.url);
@@ -126,6 +142,7 @@ export function createApp(
     if (!info.deferLog) ctx.logRequest(info, res.status);
     return res;
   };
+  return Object.assign(handler, { routes: () => router.routes() });
 }
 
 const TRACE_ID = /^[A-Za-z0-9._:\/-]{1,128}$/;

@@ -12,7 +12,7 @@ import { createAdmitter } from "../accounts/admission.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
-import { createApp, type ExtraRoutes } from "./app.ts";
+import { type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
 import type { GatewayContext, LogLine } from "./context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
@@ -76,7 +76,8 @@ const REPLICA_TTL_MS = 60_000;
 
 export interface Gateway {
   ctx: GatewayContext;
-  handler: (req: Request) => Promise<Response>;
+  /** The request handler; `handler.routes()` lists the route table. */
+  handler: AppHandler;
   identity: Identity;
   /** Resolves once this replica's first attestation is announced and upstreams had a first verification. */
   ready: Promise<void>;

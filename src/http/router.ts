@@ -51,6 +51,11 @@ export class Router<C> {
     throw new GatewayError("not_found", "no such endpoint");
   }
 
+  /** Every route, as `{ method, pattern }` (the route table, for the API document's test). */
+  routes(): { method: string; pattern: string }[] {
+    return this.#routes.map((r) => ({ method: r.method, pattern: "/" + r.segments.join("/") }));
+  }
+
   allowedMethods(pathname: string): string[] {
     const parts = split(pathname);
     return [
