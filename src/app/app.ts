@@ -27,6 +27,7 @@ import { getOwnKey, getOwnUsage } from "../handlers/key_info.ts";
 import { healthz } from "../handlers/health.ts";
 import { adminRoutes } from "../handlers/admin.ts";
 import { openApiDocument } from "../operator/openapi.ts";
+import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
 
 export type ExtraRoutes = (
@@ -75,6 +76,8 @@ export function createApp(
     .on("GET", "/v1/key", getOwnKey)
     .on("GET", "/v1/usage", getOwnUsage)
     .on("GET", "/healthz", healthz)
+    .on("GET", "/verify", verifyPage)
+    .on("GET", "/verify/app.js", verifyScript)
     .on("GET", "/openapi.json", () => {
       openapi ??= JSON.stringify(openApiDocument(API_VERSION));
       return new Response(openapi, {

@@ -259,6 +259,20 @@ export const OPERATIONS: Record<string, Op> = {
     },
     errors: [503],
   },
+  "GET /verify": {
+    summary: "A page that verifies a receipt in the browser",
+    tag: "receipts",
+    auth: "none",
+    ok: { type: "text/html", schema: str },
+    errors: [],
+  },
+  "GET /verify/app.js": {
+    summary: "The verify page's script (built from the project's verify library)",
+    tag: "receipts",
+    auth: "none",
+    ok: { type: "text/javascript", schema: str },
+    errors: [],
+  },
   "GET /openapi.json": {
     summary: "This document",
     tag: "operations",

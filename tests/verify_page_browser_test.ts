@@ -1,0 +1,194 @@
+/**
+ * The /verify page in a real headless Chromium (Debian's `chromium`, driven
+ * by puppeteer-core; `.ci/run` installs it when missing). Never skipped: no
+ * Chromium is a failure. A real receipt passes every check, a flipped
+ * response byte fails the hash check, and a receipt from another gateway's
+ * keyset shows why it fails. Screenshots are kept; their paths are printed.
+ */
+import assert from "node:assert/strict";
+import puppeteer from "puppeteer-core";
+import { startTestGateway, type TestGateway } from "./support/gateway.ts";
+import { fetchReceipt, postRaw } from "./support/receipt_check.ts";
+
+function chromiumPath(): string {
+  for (const p of ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]) {
+    try {
+      if (Deno.statSync(p).isFile) return p;
+    } catch { /* next */ }
+  }
+  throw new Error(
+    "no Chromium found: this test needs Debian's chromium package (`bash .ci/run` installs it: " +
+      "apt-get install -y chromium)",
+  );
+}
+
+async function exchange(gw: TestGateway) {
+  const ex = await postRaw(gw.url, "/v1/chat/completions", {
+    model: "demo/private",
+    provider: { aci_verified: true },
+    messages: [{ role: "user", content: "verify me in a browser" }],
+  }, gw.apiKey);
+  assert.equal(ex.status, 200);
+  return ex;
+}
+
+interface Row {
+  name: string;
+  ok: boolean;
+  text: string;
+}
+
+Deno.test("the /verify page checks receipts in headless Chromium", async () => {
+  const executablePath = chromiumPath();
+  const gw = await startTestGateway();
+  const other = await startTestGateway();
+  const dir = await Deno.makeTempDir({ prefix: "verify-page-" });
+  const browser = await puppeteer.launch({
+    executablePath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    const ex = await exchange(gw);
+    await Deno.writeFile(`${dir}/request.json`, ex.request);
+    await Deno.writeFile(`${dir}/response.json`, ex.response);
+    const flipped = ex.response.slice();
+    flipped[Math.floor(flipped.length / 2)] ^= 0x01;
+    await Deno.writeFile(`${dir}/response-flipped.json`, flipped);
+    const foreignEx = await exchange(other);
+    const foreign = (await fetchReceipt(other.url, foreignEx.receiptId!, other.apiKey)).body;
+
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1100, height: 1400 });
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+
+    const verify = async (
+      label: string,
+      fill: (p: typeof page) => Promise<void>,
+    ): Promise<Row[]> => {
+      await page.goto(`${gw.url}/verify`, { waitUntil: "load" });
+      await page.waitForSelector("body[data-state=ready]", { timeout: 15_000 });
+      await page.click("#allow-dev"); // the test gateway's quotes are development quotes
+      await fill(page);
+      await page.click("#verify");
+      await page.waitForSelector("body[data-state=done]", { timeout: 30_000 });
+      const rows = await page.$$eval("#checks li", (lis) =>
+        lis.map((li) => ({
+          name: li.getAttribute("data-check") ?? "",
+          ok: li.className === "pass",
+          text: li.textContent ?? "",
+        })));
+      const shot = `${dir}/${label}.png`;
+      await page.screenshot({ path: shot, fullPage: true });
+      console.log(`verify page screenshot (${label}): ${shot}`);
+      return rows;
+    };
+    const byName = (rows: Row[]) => new Map(rows.map((r) => [r.name, r]));
+
+    // 1. A real receipt, fetched by id with the key, and the exact bodies: every check passes.
+    const good = await verify("real-receipt", async (p) => {
+      await p.type("#receipt-id", ex.receiptId!);
+      await p.type("#api-key", gw.apiKey);
+      await (await p.$("#request-file"))!.uploadFile(`${dir}/request.json`);
+      await (await p.$("#response-file"))!.uploadFile(`${dir}/response.json`);
+      await p.click("#require-verified");
+    });
+    const g = byName(good);
+    for (
+      const name of [
+        "report.nonce",
+        "report.workload_keyset_digest",
+        "report.report_data",
+        "receipt.keyset_digest",
+        "receipt.signature",
+        "receipt.request_body_hash",
+        "receipt.response_body_hash",
+        "receipt.upstream_verified",
+        "webcrypto.ed25519_signature",
+        "webcrypto.request_body_hash",
+        "webcrypto.response_body_hash",
+        "session.id",
+      ]
+    ) {
+      assert.ok(g.has(name), `${name} ran`);
+    }
+    assert.deepEqual(good.filter((r) => !r.ok), [], "every check passes");
+    assert.match(
+      await page.$eval("#verdict", (e) => e.textContent ?? ""),
+      /^All \d+ checks passed/,
+    );
+    assert.deepEqual(
+      await page.$$eval(".node", (ns) => ns.map((n) => n.className)),
+      ["node pass", "node pass", "node pass", "node pass"],
+      "report → keyset → receipt → session all pass",
+    );
+
+    // 2. One flipped response byte: the hash checks fail, the signature still holds.
+    const bad = byName(
+      await verify("flipped-byte", async (p) => {
+        await p.type("#receipt-id", ex.receiptId!);
+        await p.type("#api-key", gw.apiKey);
+        await (await p.$("#request-file"))!.uploadFile(`${dir}/request.json`);
+        await (await p.$("#response-file"))!.uploadFile(`${dir}/response-flipped.json`);
+      }),
+    );
+    assert.equal(bad.get("receipt.response_body_hash")?.ok, false);
+    assert.match(bad.get("receipt.response_body_hash")!.text, /records sha256:.*hash to sha256:/);
+    assert.equal(bad.get("webcrypto.response_body_hash")?.ok, false);
+    assert.equal(bad.get("receipt.request_body_hash")?.ok, true);
+    assert.equal(bad.get("receipt.signature")?.ok, true);
+
+    // 3. A receipt from another gateway's keyset, pasted: the page says why it fails.
+    const alien = byName(
+      await verify("foreign-keyset", async (p) => {
+        await p.$eval(
+          "#receipt",
+          (el, v) => {
+            (el as unknown as { value: string }).value = v as string;
+          },
+          JSON.stringify(foreign),
+        );
+      }),
+    );
+    assert.equal(alien.get("receipt.keyset_digest")?.ok, false);
+    assert.match(
+      alien.get("receipt.keyset_digest")!.text,
+      /receipt cites sha256:\w+, attested keyset is sha256:\w+/,
+    );
+    assert.equal(alien.get("receipt.signature")?.ok, false);
+    assert.match(alien.get("receipt.signature")!.text, /not in receipt_signing_keys/);
+    assert.equal(alien.get("report.workload_keyset_digest")?.ok, true, "the report itself is fine");
+    assert.deepEqual(errors, [], "no script errors in the page");
+  } finally {
+    await browser.close();
+    await gw.close();
+    await other.close();
+  }
+});
+
+Deno.test("the /verify page and script are served with a strict CSP", async () => {
+  const gw = await startTestGateway();
+  try {
+    const html = await fetch(`${gw.url}/verify`);
+    const text = await html.text();
+    assert.equal(html.status, 200);
+    assert.match(html.headers.get("content-type") ?? "", /text\/html/);
+    const csp = html.headers.get("content-security-policy") ?? "";
+    assert.match(csp, /script-src 'self'/);
+    assert.match(csp, /connect-src 'self'/);
+    assert.match(text, /What trusting this page means/);
+    assert.match(text, /deno task verify --receipt/);
+    const js = await fetch(`${gw.url}/verify/app.js`);
+    const body = await js.text();
+    assert.match(js.headers.get("content-type") ?? "", /javascript/);
+    // The page names the script's digest; it is the digest of what is served.
+    const digest = /id="script-sha256">([0-9a-f]{64})</.exec(text)?.[1];
+    const actual = Array.from(
+      new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body))),
+    ).map((b) => b.toString(16).padStart(2, "0")).join("");
+    assert.equal(digest, actual);
+  } finally {
+    await gw.close();
+  }
+});
