@@ -191,6 +191,7 @@ async function serve(args: string[]): Promise<void> {
     tlsSpkiSha256s: await listenerSpkis(config),
     // Off only on request (the bench measures what metrics cost against it).
     metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
+    processMetrics: true,
   });
 
   const servers: Deno.HttpServer[] = [];

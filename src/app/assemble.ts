@@ -101,6 +101,8 @@ export function assembleGateway(
     confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
     /** Metrics to record into (default: a fresh registry; the bench passes a no-op to compare). */
     metrics?: GatewayMetrics;
+    /** Add prom-client's process metrics (CPU, RSS, open fds, event-loop lag) to the default registry. */
+    processMetrics?: boolean;
   } = {},
 ): Gateway {
   const { kv, now } = world;
@@ -115,6 +117,7 @@ export function assembleGateway(
       return v === null ? null : v.verified ? { verified: true, sessionId: v.sessionId } : v;
     },
     openStreams: () => streamTicker.size,
+    processMetrics: opts.processMetrics,
   });
   const identity = opts.identity ?? createIdentity({
     subject: config.identity.subject,
