@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 
 const ROOT = new URL("../", import.meta.url).pathname;
+const TOKEN = "dev-e2e-operator-token-" + "9".repeat(20);
 
 async function startDev(
   cwd: string,
@@ -21,7 +22,7 @@ async function startDev(
     cwd,
     stdout: "null",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", GATEWAY_ADMIN_TOKEN: TOKEN },
   }).spawn();
   const lines: string[] = [];
   const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
@@ -50,7 +51,7 @@ async function startDev(
   };
 }
 
-Deno.test("task dev reuses its development key across restarts", async () => {
+Deno.test("task dev reuses its development key across restarts; main.ts serves metrics", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const first = await startDev(dir);
@@ -65,6 +66,15 @@ Deno.test("task dev reuses its development key across restarts", async () => {
       assert.equal(res.status, 200);
       assert.equal(body.data.tier, "pro");
       assert.equal(body.data.balance, "100");
+      // The real binary path records process metrics too (main.ts turns them on).
+      const m = await fetch(`${second.url}/admin/v1/metrics`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      const text = await m.text();
+      assert.equal(m.status, 200);
+      assert.match(text, /^process_resident_memory_bytes \d+/m);
+      assert.match(text, /^process_open_fds \d+/m);
+      assert.match(text, /^gateway_requests_total\{endpoint="\/v1\/key",status="200"/m);
     } finally {
       await second.stop();
     }
