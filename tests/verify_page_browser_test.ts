@@ -6,21 +6,9 @@
  * keyset shows why it fails. Screenshots are kept; their paths are printed.
  */
 import assert from "node:assert/strict";
-import puppeteer from "puppeteer-core";
+import { launchChromium } from "./support/chromium.ts";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { fetchReceipt, postRaw } from "./support/receipt_check.ts";
-
-function chromiumPath(): string {
-  for (const p of ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]) {
-    try {
-      if (Deno.statSync(p).isFile) return p;
-    } catch { /* next */ }
-  }
-  throw new Error(
-    "no Chromium found: this test needs Debian's chromium package (`bash .ci/run` installs it: " +
-      "apt-get install -y chromium)",
-  );
-}
 
 async function exchange(gw: TestGateway) {
   const ex = await postRaw(gw.url, "/v1/chat/completions", {
@@ -39,15 +27,10 @@ interface Row {
 }
 
 Deno.test("the /verify page checks receipts in headless Chromium", async () => {
-  const executablePath = chromiumPath();
   const gw = await startTestGateway();
   const other = await startTestGateway();
   const dir = await Deno.makeTempDir({ prefix: "verify-page-" });
-  const browser = await puppeteer.launch({
-    executablePath,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  });
+  const browser = await launchChromium();
   try {
     const ex = await exchange(gw);
     await Deno.writeFile(`${dir}/request.json`, ex.request);
