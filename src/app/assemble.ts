@@ -116,7 +116,8 @@ export function assembleGateway(
       const v = verification(name);
       return v === null ? null : v.verified ? { verified: true, sessionId: v.sessionId } : v;
     },
-    openStreams: () => streamTicker.size,
+    // Read at scrape time, when ctx exists.
+    openStreams: () => ctx.streamTicker.size,
     processMetrics: opts.processMetrics,
   });
   const identity = opts.identity ?? createIdentity({
@@ -224,11 +225,6 @@ export function assembleGateway(
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
-  const streamTicker = new StreamTicker(
-    tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
-    () => performance.now(),
-    (e) => world.log({ level: "error", error: `stream deadline check failed: ${String(e)}` }),
-  );
   const ctx: GatewayContext = {
     config,
     kv,
@@ -254,7 +250,11 @@ export function assembleGateway(
       credential: (name) => credentials.get(name),
       now,
     },
-    streamTicker,
+    streamTicker: new StreamTicker(
+      tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
+      () => performance.now(),
+      (e) => world.log({ level: "error", error: `stream deadline check failed: ${String(e)}` }),
+    ),
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
