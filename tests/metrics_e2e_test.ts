@@ -131,6 +131,36 @@ Deno.test("metrics: scraped under load, parsed, and consistent with the traffic"
   }
 });
 
+Deno.test("metrics: open streams are counted while they run", async () => {
+  const gw = await startTestGateway();
+  try {
+    gw.plain.setFault({ kind: "token_delay", ms: 300 });
+    gw.secure.setFault({ kind: "token_delay", ms: 300 });
+    const res = await fetch(`${gw.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "demo/echo",
+        stream: true,
+        messages: [{ role: "user", content: "one two three four five" }],
+      }),
+    });
+    const reader = res.body!.getReader();
+    await reader.read(); // the stream is flowing
+    assert.equal(value((await scrape(gw)).get("gateway_open_streams")), 1);
+    await reader.cancel();
+    gw.plain.setFault(null);
+    gw.secure.setFault(null);
+    for (let i = 0; i < 50; i++) {
+      if (value((await scrape(gw)).get("gateway_open_streams")) === 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(value((await scrape(gw)).get("gateway_open_streams")), 0);
+  } finally {
+    await gw.close();
+  }
+});
+
 Deno.test("metrics are never on the public surface", async () => {
   const gw = await startTestGateway();
   try {
