@@ -92,17 +92,29 @@ export class Catalog {
     return m;
   }
 
-  listChat(f: CatalogFilter): Record<string, unknown>[] {
-    return this.#chatObjects.filter((o) => {
+  /**
+   * The chat models. With `verifiedNow` (the request path's view of the
+   * confidential upstreams), `is_tee` and the `tee` filter count only
+   * upstreams with a current verified session: a model served only by
+   * unverified confidential upstreams is not listed as TEE.
+   */
+  listChat(
+    f: CatalogFilter,
+    verifiedNow?: (provider: string) => boolean,
+  ): Record<string, unknown>[] {
+    return teeNow(this.#chatObjects, verifiedNow).filter((o) => {
       const m = this.#chat.get(o.id as string)!;
-      return (!f.zdr || m.zdr) && (!f.tee || m.isTee);
+      return (!f.zdr || m.zdr) && (!f.tee || o.is_tee === true);
     });
   }
 
-  listEmbeddings(f: CatalogFilter): Record<string, unknown>[] {
-    return this.#embeddingObjects.filter((o) => {
+  listEmbeddings(
+    f: CatalogFilter,
+    verifiedNow?: (provider: string) => boolean,
+  ): Record<string, unknown>[] {
+    return teeNow(this.#embeddingObjects, verifiedNow).filter((o) => {
       const m = this.#embeddings.get(o.id as string)!;
-      return (!f.zdr || m.zdr) && (!f.tee || m.isTee);
+      return (!f.zdr || m.zdr) && (!f.tee || o.is_tee === true);
     });
   }
 
@@ -127,6 +139,18 @@ export class Catalog {
       ...new Set(routes.map((r) => r.provider).filter((p) => this.providers.get(p)?.confidential)),
     ];
   }
+}
+
+/** Model objects with `is_tee` recomputed from the upstreams verified right now. */
+function teeNow(
+  objects: Record<string, unknown>[],
+  verifiedNow: ((provider: string) => boolean) | undefined,
+): Record<string, unknown>[] {
+  if (!verifiedNow) return objects;
+  return objects.map((o) => {
+    const tee = (o.providers as string[]).some(verifiedNow);
+    return tee === o.is_tee ? o : { ...o, is_tee: tee };
+  });
 }
 
 function modelObject(m: ChatModel, confidential: string[]): Record<string, unknown> {

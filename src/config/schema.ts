@@ -25,6 +25,16 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
+  /**
+   * Opt-out of failing closed: while unverified, this upstream still receives
+   * requests that do not demand `aci_verified` (warned at start-up and on every use).
+   */
+  allow_unverified: z.boolean().optional(),
+  /**
+   * Development only (`verifier: "dev"`): let the dev session satisfy `aci_verified`
+   * so `task dev` demonstrates the flow; the session's claims say so.
+   */
+  dev_counts_for_aci_verified: z.boolean().optional(),
 });
 
 const provider = z.strictObject({
@@ -187,6 +197,13 @@ export const configSchema = z.strictObject({
         path: ["providers", i, "confidential", "verifier"],
         message:
           "the dev verifier proves nothing and is reserved for the development configuration",
+      });
+    }
+    if (p.confidential?.dev_counts_for_aci_verified && p.confidential.verifier !== "dev") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "dev_counts_for_aci_verified"],
+        message: "only the dev verifier (development configuration) may count for aci_verified",
       });
     }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {

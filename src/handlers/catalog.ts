@@ -7,12 +7,15 @@ import type { Params } from "../http/router.ts";
 
 export function listModels(req: Request, ctx: GatewayContext): Response {
   const f = parseCatalogFilter(new URL(req.url).searchParams);
-  return jsonResponse({ object: "list", data: ctx.catalog.listChat(f) });
+  return jsonResponse({ object: "list", data: ctx.catalog.listChat(f, verifiedNow(ctx)) });
 }
 
 export function listEmbeddingModels(req: Request, ctx: GatewayContext): Response {
   const f = parseCatalogFilter(new URL(req.url).searchParams);
-  return jsonResponse({ object: "list", data: ctx.catalog.listEmbeddings(f) });
+  return jsonResponse({
+    object: "list",
+    data: ctx.catalog.listEmbeddings(f, verifiedNow(ctx)),
+  });
 }
 
 /**
@@ -39,4 +42,9 @@ export function retrieveModel(_req: Request, ctx: GatewayContext, params: Params
     });
   }
   return jsonResponse(obj);
+}
+
+/** Which confidential upstreams have a current verified session (is_tee counts only those). */
+function verifiedNow(ctx: GatewayContext): (provider: string) => boolean {
+  return (name) => ctx.verification(name)?.verified === true;
 }
