@@ -10,6 +10,7 @@ import type {
   ModelConfig,
   ProviderConfig,
 } from "../config/schema.ts";
+import { FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/names.ts";
 
 export interface ChatModel {
   /** The id the client used (the canonical id or an alias). */
@@ -19,6 +20,8 @@ export interface ChatModel {
   zdr: boolean;
   /** Which of max_tokens / max_completion_tokens this model accepts. */
   tokenParam: "max_tokens" | "max_completion_tokens";
+  /** The encoding its tokens are counted with (catalog `tokenizer`, else the fallback). */
+  tokenizer: TokenizerName;
 }
 
 export interface EmbeddingModel {
@@ -26,6 +29,7 @@ export interface EmbeddingModel {
   config: EmbeddingModelConfig;
   isTee: boolean;
   zdr: boolean;
+  tokenizer: TokenizerName;
 }
 
 export interface CatalogFilter {
@@ -49,7 +53,14 @@ export class Catalog {
         ? "max_completion_tokens"
         : "max_tokens";
       for (const id of [m.id, ...m.aliases]) {
-        const entry: ChatModel = { id, config: m, isTee: confidential.length > 0, zdr, tokenParam };
+        const entry: ChatModel = {
+          id,
+          config: m,
+          isTee: confidential.length > 0,
+          zdr,
+          tokenParam,
+          tokenizer: m.tokenizer ?? FALLBACK_TOKENIZER,
+        };
         this.#chat.set(id, entry);
         this.#chatObjects.push(modelObject(entry, confidential));
       }
@@ -57,7 +68,13 @@ export class Catalog {
     for (const m of config.embedding_models) {
       const confidential = this.#confidentialProviders(m.routes);
       const zdr = m.routes.some((r) => this.providers.get(r.provider)?.zdr === true);
-      const entry: EmbeddingModel = { id: m.id, config: m, isTee: confidential.length > 0, zdr };
+      const entry: EmbeddingModel = {
+        id: m.id,
+        config: m,
+        isTee: confidential.length > 0,
+        zdr,
+        tokenizer: m.tokenizer ?? FALLBACK_TOKENIZER,
+      };
       this.#embeddings.set(m.id, entry);
       this.#embeddingObjects.push(embeddingObject(entry, confidential));
     }

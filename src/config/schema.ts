@@ -3,6 +3,7 @@
  * start-up. A bad file stops the gateway with the path of the bad field.
  */
 import { z } from "zod";
+import { TOKENIZERS } from "../tokens/names.ts";
 
 const modality = z.enum(["text", "image", "file", "video", "audio"]);
 const price = z.number().nonnegative().finite();
@@ -68,6 +69,8 @@ const model = z.strictObject({
   pricing: z.strictObject({ prompt: price, completion: price, input_cache_read: price.optional() }),
   supported_parameters: z.array(z.string()).min(1),
   supported_features: z.array(z.string()).default([]),
+  /** BPE encoding for token limits and estimates (absent: o200k_base, the documented fallback). */
+  tokenizer: z.enum(TOKENIZERS).optional(),
   routes: z.array(route).min(1),
 }).refine(
   (m) => m.supported_parameters.filter((p) => tokenParam.safeParse(p).success).length === 1,
@@ -86,6 +89,8 @@ const embeddingModel = z.strictObject({
   /** Inclusive range of `dimensions` the model accepts; absent = the parameter is not supported. */
   dimensions_range: z.tuple([z.number().int().positive(), z.number().int().positive()]).optional(),
   max_input_tokens: z.number().int().positive(),
+  /** BPE encoding for input limits and estimates (absent: o200k_base, the documented fallback). */
+  tokenizer: z.enum(TOKENIZERS).optional(),
   pricing: z.strictObject({ prompt: price }),
   routes: z.array(route).min(1),
 });
