@@ -145,16 +145,10 @@ export function badParam(param: string, message: string): GatewayError {
 export function errorBody(err: GatewayError, format: ErrorFormat): Record<string, unknown> {
   const info: KindInfo = ERROR_KINDS[err.kind];
   if (format === "anthropic") {
-    // The Anthropic SDK reads `type`; `code` keeps the gateway's code (e.g. invalid_api_key)
-    // on this surface too.
-    return {
-      type: "error",
-      error: {
-        type: info.anthropic,
-        message: err.message,
-        ...(info.code ? { code: info.code } : {}),
-      },
-    };
+    // The Anthropic SDK reads `type`; a bad key also carries the spec's `code:
+    // "invalid_api_key"` here, as on every surface. Other errors keep Anthropic's exact shape.
+    const code = err.kind === "invalid_api_key" ? { code: "invalid_api_key" } : {};
+    return { type: "error", error: { type: info.anthropic, message: err.message, ...code } };
   }
   return {
     error: { message: err.message, type: info.type, code: info.code ?? null, param: err.param },
