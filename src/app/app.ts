@@ -29,6 +29,7 @@ import {
 import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
 import { attestationHandlers } from "../handlers/attestation.ts";
 import { getSession, listSessions } from "../handlers/sessions.ts";
+import { countTokens } from "../handlers/count_tokens.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -36,7 +37,7 @@ export type ExtraRoutes = (
 ) => void;
 
 /** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
-const ANTHROPIC_PATHS = new Set(["/v1/messages"]);
+const ANTHROPIC_PATHS = new Set(["/v1/messages", "/v1/messages/count_tokens"]);
 
 export function createApp(
   ctx: GatewayContext,
@@ -57,6 +58,7 @@ export function createApp(
   inference(messagesEndpoint);
   inference(responsesEndpoint);
   router
+    .on("POST", "/v1/messages/count_tokens", countTokens)
     .on("GET", "/v1/models", listModels)
     .on("GET", "/v1/models/:vendor", vendorModels)
     .on("GET", "/v1/models/:provider/:model", retrieveModel)

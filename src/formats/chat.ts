@@ -3,7 +3,12 @@
  * capability checks shared by every format (token parameter, images, tools),
  * the upstream body, and the streaming pass-through translator. Pure.
  */
-import { type CountableMessage, countChat, type TokenizerName } from "../tokens/count.ts";
+import {
+  type CountableMessage,
+  countChat,
+  countText,
+  type TokenizerName,
+} from "../tokens/count.ts";
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { ChatModel } from "../catalog/catalog.ts";
@@ -208,8 +213,17 @@ export function estimateChatTokens(
   messages: ChatMessage[],
   tokenizer: TokenizerName,
   limit?: number,
+  tools?: unknown[],
 ): number {
-  return countChat(messages as CountableMessage[], tokenizer, limit);
+  const n = countChat(messages as CountableMessage[], tokenizer, limit);
+  if (!tools || tools.length === 0) return n;
+  // Tool definitions reach the model as text too: counted as their JSON.
+  const t = countText(
+    JSON.stringify(tools),
+    tokenizer,
+    limit === undefined ? undefined : Math.max(0, limit - n),
+  );
+  return limit !== undefined && n + t > limit ? limit + 1 : n + t;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */

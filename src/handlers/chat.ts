@@ -25,6 +25,7 @@ export const chatEndpoint: InferenceEndpoint = {
       p.chat.messages,
       model.tokenizer,
       model.config.context_length,
+      p.chat.tools,
     );
     checkContextLength({
       promptTokens,

@@ -26,6 +26,7 @@ export const responsesEndpoint: InferenceEndpoint = {
       p.chat.messages,
       model.tokenizer,
       model.config.context_length,
+      p.chat.tools,
     );
     checkContextLength({
       promptTokens,
