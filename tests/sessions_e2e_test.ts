@@ -244,6 +244,7 @@ Deno.test("verification failure: 503 with a refusal receipt, no prompt sent", as
     assert.ok(!tee.data.some((m: Json) => m.id === "tee/model"), "unverified model not is_tee");
     const all = (await get(gw, "/v1/models", null)).body;
     assert.equal(all.data.find((m: Json) => m.id === "tee/model").is_tee, false);
+    assert.equal((await get(gw, "/v1/models/tee/model", null)).body.is_tee, false);
     // The demo confidential upstream (verified) is still listed as TEE.
     assert.ok(tee.data.some((m: Json) => m.id === "demo/private"));
   } finally {
