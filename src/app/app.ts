@@ -5,7 +5,13 @@
  * JSON log line per request.
  */
 import { Router } from "../http/router.ts";
-import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
+import {
+  asGatewayError,
+  errorBody,
+  errorCodeOf,
+  type ErrorFormat,
+  GatewayError,
+} from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { GatewayContext } from "./context.ts";
 import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
@@ -29,6 +35,7 @@ import { adminRoutes } from "../handlers/admin.ts";
 import { openApiDocument } from "../operator/openapi.ts";
 import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
+import { countTokens } from "../handlers/count_tokens.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -39,7 +46,7 @@ export type ExtraRoutes = (
 export const API_VERSION = "1.0.0";
 
 /** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
-const ANTHROPIC_PATHS = new Set(["/v1/messages"]);
+const ANTHROPIC_PATHS = new Set(["/v1/messages", "/v1/messages/count_tokens"]);
 
 export type AppHandler = ((req: Request) => Promise<Response>) & {
   /** The route table (for the API document's test). */
@@ -54,8 +61,11 @@ export function createApp(
   let openapi: string | undefined; // built on first request, then served as is
   const attestation = attestationHandlers(ctx.reports);
   const infos = new WeakMap<Request, RequestInfo>();
-  const inference = (ep: InferenceEndpoint) =>
+  const inferencePaths = new Set<string>();
+  const inference = (ep: InferenceEndpoint) => {
+    inferencePaths.add(ep.endpoint);
     router.on("POST", ep.endpoint, (req, c) => handleInference(req, c, ep, infos.get(req)!));
+  };
 
   inference(chatEndpoint);
   inference(completionsEndpoint);
@@ -63,6 +73,7 @@ export function createApp(
   inference(messagesEndpoint);
   inference(responsesEndpoint);
   router
+    .on("POST", "/v1/messages/count_tokens", countTokens)
     .on("GET", "/v1/models", listModels)
     .on("GET", "/v1/models/:vendor", vendorModels)
     .on("GET", "/v1/models/:provider/:model", retrieveModel)
@@ -106,8 +117,15 @@ export function createApp(
     let res: Response;
     let pattern = "unmatched";
     try {
-      info.traceId = traceIdOf(req.headers);
-      info.metadata = metadataOf(req.headers);
+      try {
+        info.traceId = traceIdOf(req.headers);
+        info.metadata = metadataOf(req.headers);
+      } catch (e) {
+        // On an inference endpoint the refusal comes after authentication, with a receipt.
+        if (!(req.method === "POST" && inferencePaths.has(url.pathname))) throw e;
+        if (!info.traceId) info.traceId = crypto.randomUUID();
+        info.headerError = asGatewayError(e);
+      }
       const pathMethods = isPreflight(req) ? router.allowedMethods(url.pathname) : [];
       const m = pathMethods.length > 0
         ? {
@@ -121,6 +139,7 @@ export function createApp(
       res = await m.handler(req, ctx, m.params);
     } catch (e) {
       const err = asGatewayError(e);
+      info.errorCode = errorCodeOf(err);
       if (err.kind === "internal") {
         ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
       }
@@ -142,7 +161,8 @@ export function createApp(
     // A preflight answer carries its own grant (or deliberately none).
     if (pattern !== "preflight") decorate(req, res, cors);
     info.route = pattern;
-    if (!info.deferLog) ctx.logRequest(info, res.status);
+    // Health polls are not requests worth a log line each.
+    if (!info.deferLog && pattern !== "/healthz") ctx.logRequest(info, res.status);
     return res;
   };
   return Object.assign(handler, { routes: () => router.routes() });

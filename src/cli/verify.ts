@@ -34,7 +34,7 @@ export const VERIFY_USAGE = [
   "       verify --report <file|URL>",
   "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
-  "         --require-verified-upstream  fail unless upstream.verified says verified",
+  "         --require-verified-upstream  fail unless the served attempt's upstream.verified says verified (hardware)",
 ].join("\n");
 
 const VALUE_FLAGS = [

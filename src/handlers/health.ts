@@ -22,8 +22,16 @@ export function healthStatus(ctx: GatewayContext): HealthStatus {
   return "degraded";
 }
 
+/** The operator view: the status, the unverified confidential upstreams by name, and each one's state. */
 export function healthDetail(ctx: GatewayContext): Record<string, unknown> {
-  return { status: healthStatus(ctx), upstreams: ctx.verificationSnapshot() };
+  const failing = ctx.config.providers
+    .filter((p) => p.confidential && ctx.verification(p.name)?.verified !== true)
+    .map((p) => p.name);
+  return {
+    status: healthStatus(ctx),
+    ...(failing.length > 0 ? { unverified_upstreams: failing } : {}),
+    upstreams: ctx.verificationSnapshot(),
+  };
 }
 
 export function healthz(req: Request, ctx: GatewayContext): Response {

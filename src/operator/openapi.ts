@@ -133,6 +133,21 @@ export const OPERATIONS: Record<string, Op> = {
     inference: true,
     streams: true,
   },
+  "POST /v1/messages/count_tokens": {
+    summary: "Count a Messages request's input tokens (Anthropic format; the limits' tokenizer)",
+    tag: "inference",
+    auth: "key",
+    body: schemaOf(MessagesRequestSchema.partial({ max_tokens: true })),
+    ok: {
+      schema: {
+        type: "object",
+        properties: { input_tokens: { type: "integer" } },
+        required: ["input_tokens"],
+      },
+    },
+    errors: [400, 401, 404, 413, 415],
+    anthropic: true,
+  },
   "POST /v1/responses": {
     summary: "Responses (OpenAI Responses format); streamed as SSE with stream: true",
     tag: "inference",
