@@ -87,7 +87,12 @@ Deno.test("a root Deno may not look at (NotCapable) fails every mode, naming the
   for (const mode of ["auto", "configfs"] as const) {
     for (const allowDev of [false, true]) {
       await assert.rejects(
-        selectQuoteProvider({ mode, root: "/sys/kernel/config/tsm/report", allowDev, fs: refusing }),
+        selectQuoteProvider({
+          mode,
+          root: "/sys/kernel/config/tsm/report",
+          allowDev,
+          fs: refusing,
+        }),
         (e: unknown) => {
           assert.ok(e instanceof Error);
           assert.match(e.message, /out of this process's reach/);

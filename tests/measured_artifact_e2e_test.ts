@@ -26,7 +26,9 @@ Deno.test("task compile in a clean clone: the artifact runs with its recorded co
       timeoutMs: 180_000,
     });
     assert.equal(built.code, 0, built.stderr.join("\n"));
-    const manifest = parseManifest(JSON.parse(await Deno.readTextFile(`${clone}/dist/manifest.json`)));
+    const manifest = parseManifest(
+      JSON.parse(await Deno.readTextFile(`${clone}/dist/manifest.json`)),
+    );
     assert.ok(manifest.run !== null);
     assert.equal(manifest.repo_commit, head);
     assert.equal(manifest.source.dirty, false);
