@@ -25,7 +25,7 @@ import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { createKey } from "./src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
-import { runVerify } from "./src/cli/verify.ts";
+import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
 import { selectQuoteProvider } from "./enclave/select_provider.ts";
 import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
@@ -297,6 +297,26 @@ async function keys(args: string[]): Promise<void> {
   Deno.exit(code);
 }
 
+/**
+ * A path the user typed, resolved against the directory they ran the command
+ * in: `deno task` runs in the project root and passes that directory as INIT_CWD.
+ */
+function userPath(path: string): string {
+  if (path.startsWith("/")) return path;
+  const base = Deno.env.get("INIT_CWD") ?? Deno.cwd();
+  return `${base.replace(/\/+$/, "")}/${path}`;
+}
+
+/** What went wrong reading a file, in a few words (no stack). */
+function readFailure(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file";
+  if (e instanceof Deno.errors.PermissionDenied || e instanceof Deno.errors.NotCapable) {
+    return "permission denied";
+  }
+  if (e instanceof Deno.errors.IsADirectory) return "is a directory";
+  return e instanceof Error ? e.message : String(e);
+}
+
 async function verify(args: string[]): Promise<void> {
   // Collateral options are ours; everything else belongs to the verify command.
   const collateralFile = flag(args, "collateral");
@@ -304,8 +324,14 @@ async function verify(args: string[]): Promise<void> {
   const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
   if (collateralFile) {
-    const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
-    if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
+    let text: string;
+    try {
+      text = await Deno.readTextFile(userPath(collateralFile));
+    } catch (e) {
+      fail(`--collateral: cannot read ${userPath(collateralFile)}: ${readFailure(e)}`);
+    }
+    const c = collateralFromDcapQvlJson(text);
+    if (!c.ok) fail(`--collateral ${collateralFile}: ${c.reason}`);
     const collateral = c.collateral;
     source = { get: () => Promise.resolve(collateral) };
   } else {
@@ -320,9 +346,10 @@ async function verify(args: string[]): Promise<void> {
     now: Date.now,
     quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
     fetch: (input, init) => fetch(input, init),
-    readFile: (p) => Deno.readFile(p),
+    readFile: (p) => Deno.readFile(userPath(p)),
     print: (l) => console.log(l),
     randomBytes: bytes,
+    apiKey: Deno.env.get(API_KEY_VARIABLE) || undefined,
   });
   Deno.exit(code);
 }
