@@ -41,7 +41,9 @@ async function runExamples(cwd: string, origin: string, key: string, outside: bo
 Deno.test("README: every task verify example passes as written, from another directory", async () => {
   assert.ok(CURL_BLOCK, "the README's curl example");
   assert.ok(VERIFY_BLOCKS.length >= 2, "the README's task verify examples");
-  for (const b of VERIFY_BLOCKS) assert.doesNotMatch(b.replace(/#.*$/gm, ""), /--api-key\b(?!-file)/);
+  for (const b of VERIFY_BLOCKS) {
+    assert.doesNotMatch(b.replace(/#.*$/gm, ""), /--api-key\b(?!-file)/);
+  }
   const gw = await startTestGateway();
   const inside = await Deno.makeTempDir({ dir: `${ROOT}.data`, prefix: "readme-verify-" })
     .catch(async () => {

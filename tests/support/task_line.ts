@@ -64,7 +64,11 @@ export async function runToEnd(
   return { code: out.code, stdout: lines(out.stdout), stderr: lines(out.stderr) };
 }
 
-/** Spawns `cmd args` and resolves once it prints its base listener line. */
+/**
+ * Spawns `cmd args` and resolves once it prints its base listener line and
+ * then its keyset digest (main.ts installs its signal handlers right after
+ * that line, so a stop() from then on is a graceful one).
+ */
 export async function spawnListening(
   cmd: string,
   args: string[],
@@ -89,11 +93,13 @@ export async function spawnListening(
       }
       reject(new Error(`gateway did not start:\n${stderr.join("\n")}`));
     }, 60_000);
+    let base: string | null = null;
     collectLines(child.stderr, stderr, (l) => {
       const m = l.match(/gateway base listening on (https?:\/\/[^/\s]+)/);
-      if (m) {
+      if (m) base = m[1];
+      if (base !== null && l.startsWith("keyset digest ")) {
         clearTimeout(timer);
-        resolve(m[1]);
+        resolve(base);
       }
     }).catch(() => {});
     collectLines(child.stdout, stdout).catch(() => {});
