@@ -256,7 +256,6 @@ async function serve(args: string[]): Promise<void> {
     );
     console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
   }
-
 }
 
 /** Every file the configuration names is readable, or one line naming the field and the file. */
