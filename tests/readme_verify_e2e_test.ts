@@ -40,7 +40,7 @@ async function runExamples(cwd: string, origin: string, key: string, outside: bo
 
 Deno.test("README: every task verify example passes as written, from another directory", async () => {
   assert.ok(CURL_BLOCK, "the README's curl example");
-  assert.ok(VERIFY_BLOCKS.length >= 2, "the README's task verify examples");
+  assert.ok(VERIFY_BLOCKS.length >= 3, "the README's task verify examples");
   for (const b of VERIFY_BLOCKS) {
     assert.doesNotMatch(b.replace(/#.*$/gm, ""), /--api-key\b(?!-file)/);
   }
@@ -61,6 +61,8 @@ Deno.test("README: every task verify example passes as written, from another dir
       assert.doesNotMatch(stdout, /^FAIL /m, where);
       assert.match(stdout, /^PASS receipt\.request_body_hash/m, where);
       assert.match(stdout, /^PASS receipt\.response_body_hash/m, where);
+      // The archived-keyset example: fetched without a nonce, and said so.
+      assert.match(stdout, /^NOTE archived report/m, where);
       assert.ok(!`${stdout}\n${stderr}`.includes(gw.apiKey), "the key is never echoed");
     }
   } finally {
