@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { parseManifest } from "../enclave/manifest.ts";
+import { bundleArgs } from "../enclave/build_args.ts";
 import { baseConfig, writeConfig } from "./support/process.ts";
 import { ROOT, runToEnd, spawnListening, taskArgs } from "./support/task_line.ts";
 
@@ -42,6 +43,12 @@ Deno.test("task compile in a clean clone: the artifact runs with its recorded co
     if (manifest.kind === "bundle") {
       assert.equal(manifest.bundle!.runtime.sha256, await sha256File(Deno.execPath()));
       assert.match(built.stdout.join("\n"), /gateway\.js sha256=[0-9a-f]{64}/);
+      // A reproducer gets the same bundle bytes from the same commit and Deno.
+      const again = await runToEnd(Deno.execPath(), [
+        ...bundleArgs({ entry: "main.ts", output: `${dir}/again.js` }),
+      ], { cwd: clone });
+      assert.equal(again.code, 0, again.stderr.join("\n"));
+      assert.equal(await sha256File(`${dir}/again.js`), manifest.bundle!.script.sha256);
     }
 
     const cfg = await writeConfig(dir, {
