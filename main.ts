@@ -24,7 +24,7 @@ import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { devKey } from "./src/accounts/dev_key.ts";
-import { runVerify } from "./src/cli/verify.ts";
+import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { noopMetrics } from "./src/operator/metrics.ts";
 import { randomBytes } from "node:crypto";
@@ -126,7 +126,9 @@ async function serve(args: string[]): Promise<void> {
     if (config.development) {
       fail(`${configPath}: "development": true is reserved for the embedded dev configuration`);
     }
+    await checkConfigFiles(config, configPath!);
   }
+  warnUnsetKeyVariables(config);
 
   let quotes;
   try {
@@ -146,11 +148,21 @@ async function serve(args: string[]): Promise<void> {
         JSON.parse(await Deno.readTextFile(config.identity.manifest_path)),
       );
     } catch (e) {
-      fail(`identity.manifest_path: ${(e as Error).message}`);
+      fail(
+        `${configPath ?? "config"}: identity.manifest_path: ${config.identity.manifest_path}: ` +
+          readFailure(e),
+      );
     }
   }
 
-  const kv = await openStore(config.store.path);
+  let kv: Deno.Kv;
+  try {
+    kv = await openStore(config.store.path);
+  } catch (e) {
+    fail(
+      `${configPath ?? "config"}: store.path: cannot open ${config.store.path}: ${readFailure(e)}`,
+    );
+  }
   const proxied = PROXY_VARIABLES.some((v) => Deno.env.get(v));
   if (proxied && config.upstream.client === "http1") {
     console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
@@ -203,18 +215,42 @@ async function serve(args: string[]): Promise<void> {
           key: Deno.readTextFileSync(l.tls_key_file),
         }
         : {};
-      const server = Deno.serve({
-        hostname: l.hostname,
-        port: l.port,
-        ...tls,
-        onListen: ({ hostname, port }) => {
-          const scheme = "cert" in tls ? "https" : "http";
-          console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
-          resolve();
-        },
-      }, gateway.handler);
+      let server: Deno.HttpServer;
+      try {
+        server = Deno.serve({
+          hostname: l.hostname,
+          port: l.port,
+          ...tls,
+          onListen: ({ hostname, port }) => {
+            const scheme = "cert" in tls ? "https" : "http";
+            console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
+            resolve();
+          },
+        }, gateway.handler);
+      } catch (e) {
+        fail(`listen.${label}: cannot listen on ${l.hostname}:${l.port}: ${listenFailure(e)}`);
+      }
       servers.push(server);
     });
+  // Installed before listening: a SIGTERM during start-up also drains and exits 0.
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.error(`${signal}: draining`);
+    const grace = new Promise<void>((r) => setTimeout(r, 10_000));
+    // shutdown() stops accepting and waits for in-flight responses, streams included.
+    await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
+    await gateway.close();
+    for (const c of closers) await c().catch(() => {});
+    caFetch.close();
+    upstream.close();
+    kv.close();
+    flushLog();
+    Deno.exit(0);
+  };
+  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
   await gateway.ready;
   await listen(config.listen.base, "base");
   if (config.listen.tee) await listen(config.listen.tee, "tee");
@@ -236,25 +272,55 @@ async function serve(args: string[]): Promise<void> {
         : `development API key (pro tier, 100 credits, saved in ${DEV_KEY_FILE}):\n${key}`,
     );
   }
+}
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    console.error(`${signal}: draining`);
-    const grace = new Promise<void>((r) => setTimeout(r, 10_000));
-    // shutdown() stops accepting and waits for in-flight responses, streams included.
-    await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
-    await gateway.close();
-    for (const c of closers) await c().catch(() => {});
-    caFetch.close();
-    upstream.close();
-    kv.close();
-    flushLog();
-    Deno.exit(0);
-  };
-  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
-  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+/** Every file the configuration names is readable, or one line naming the field and the file. */
+async function checkConfigFiles(config: GatewayConfig, configPath: string): Promise<void> {
+  const files: [string, string | undefined][] = [];
+  for (const [label, l] of [["base", config.listen.base], ["tee", config.listen.tee]] as const) {
+    if (!l) continue;
+    if ((l.tls_cert_file === undefined) !== (l.tls_key_file === undefined)) {
+      fail(`${configPath}: listen.${label}: tls_cert_file and tls_key_file go together`);
+    }
+    files.push([`listen.${label}.tls_cert_file`, l.tls_cert_file]);
+    files.push([`listen.${label}.tls_key_file`, l.tls_key_file]);
+  }
+  files.push(["identity.manifest_path", config.identity.manifest_path]);
+  for (const [field, path] of files) {
+    if (path === undefined) continue;
+    try {
+      (await Deno.open(path, { read: true })).close();
+    } catch (e) {
+      fail(`${configPath}: ${field}: cannot read ${path}: ${readFailure(e)}`);
+    }
+  }
+  const dir = config.trust.collateral_dir;
+  if (dir !== undefined) {
+    try {
+      if (!(await Deno.stat(dir)).isDirectory) throw new Deno.errors.NotADirectory();
+    } catch (e) {
+      fail(`${configPath}: trust.collateral_dir: cannot read ${dir}: ${readFailure(e)}`);
+    }
+  }
+}
+
+/** A provider whose credential variable is unset would be called without credentials. */
+function warnUnsetKeyVariables(config: GatewayConfig): void {
+  for (const p of config.providers) {
+    if (p.api_key_env !== undefined && !Deno.env.get(p.api_key_env)) {
+      console.error(
+        `warning: providers.${p.name}.api_key_env: the variable ${p.api_key_env} is not set; ` +
+          `requests to ${p.name} carry no credential`,
+      );
+    }
+  }
+}
+
+function listenFailure(e: unknown): string {
+  if (e instanceof Deno.errors.AddrInUse) return "address already in use";
+  if (e instanceof Deno.errors.AddrNotAvailable) return "address not available on this machine";
+  if (e instanceof Deno.errors.PermissionDenied) return "permission denied (a port below 1024?)";
+  return e instanceof Error ? e.message.split("\n")[0] : String(e);
 }
 
 /** The keyset lists the SPKI of every TLS key the gateway terminates with, so clients can pin it. */
@@ -264,7 +330,12 @@ async function listenerSpkis(
   const out = new Map<string, { spki_sha256: string; domain?: string }>();
   for (const l of [config.listen.base, config.listen.tee]) {
     if (!l?.tls_cert_file) continue;
-    const spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    let spki: string;
+    try {
+      spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    } catch (e) {
+      fail(`${l.tls_cert_file}: not a usable PEM certificate: ${(e as Error).message}`);
+    }
     out.set(spki, {
       spki_sha256: spki,
       ...(config.identity.subject ? { domain: config.identity.subject } : {}),
@@ -313,6 +384,27 @@ async function keys(args: string[]): Promise<void> {
   Deno.exit(code);
 }
 
+/**
+ * A path the user typed, resolved against the directory they ran the command
+ * in: `deno task` runs in the project root and passes that directory as INIT_CWD.
+ */
+function userPath(path: string): string {
+  if (path.startsWith("/")) return path;
+  const base = Deno.env.get("INIT_CWD") ?? Deno.cwd();
+  return `${base.replace(/\/+$/, "")}/${path}`;
+}
+
+/** What went wrong reading a file, in a few words (no stack). */
+function readFailure(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file";
+  if (e instanceof Deno.errors.PermissionDenied || e instanceof Deno.errors.NotCapable) {
+    return "permission denied";
+  }
+  if (e instanceof Deno.errors.IsADirectory) return "is a directory";
+  if (e instanceof Deno.errors.NotADirectory) return "not a directory";
+  return e instanceof Error ? e.message : String(e);
+}
+
 async function verify(args: string[]): Promise<void> {
   // Collateral options are ours; everything else belongs to the verify command.
   const collateralFile = flag(args, "collateral");
@@ -320,8 +412,14 @@ async function verify(args: string[]): Promise<void> {
   const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
   if (collateralFile) {
-    const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
-    if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
+    let text: string;
+    try {
+      text = await Deno.readTextFile(userPath(collateralFile));
+    } catch (e) {
+      fail(`--collateral: cannot read ${userPath(collateralFile)}: ${readFailure(e)}`);
+    }
+    const c = collateralFromDcapQvlJson(text);
+    if (!c.ok) fail(`--collateral ${collateralFile}: ${c.reason}`);
     const collateral = c.collateral;
     source = { get: () => Promise.resolve(collateral) };
   } else {
@@ -336,9 +434,10 @@ async function verify(args: string[]): Promise<void> {
     now: Date.now,
     quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
     fetch: (input, init) => fetch(input, init),
-    readFile: (p) => Deno.readFile(p),
+    readFile: (p) => Deno.readFile(userPath(p)),
     print: (l) => console.log(l),
     randomBytes: bytes,
+    apiKey: Deno.env.get(API_KEY_VARIABLE) || undefined,
   });
   Deno.exit(code);
 }

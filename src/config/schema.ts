@@ -292,6 +292,12 @@ export function parseConfig(text: string): GatewayConfig {
   } catch (e) {
     throw new ConfigError(`configuration is not valid JSON: ${(e as Error).message}`);
   }
+  // `$schema` points editors at config/schema.json; it is not configuration.
+  if (typeof raw === "object" && raw !== null && !Array.isArray(raw) && "$schema" in raw) {
+    const { $schema, ...rest } = raw as Record<string, unknown>;
+    if (typeof $schema !== "string") throw new ConfigError("$schema must be a string");
+    raw = rest;
+  }
   const res = configSchema.safeParse(raw);
   if (!res.success) {
     const lines = res.error.issues.map((iss) => {
