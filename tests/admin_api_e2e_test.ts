@@ -123,6 +123,13 @@ Deno.test("admin API: every key route, with the CLI's semantics", async () => {
     assert.equal(usage.json.data[0].model, "demo/echo");
     assert.equal(usage.json.data[0].date, today);
     assert.equal(usage.json.data[0].requests, 2);
+    // Across keys: per key and model, days summed.
+    const across = await admin(gw, "GET", `/usage?from=${today}&to=${today}`);
+    assert.equal(across.status, 200);
+    const mine = across.json.data.filter((r: { key_id: string }) => r.key_id === key_id);
+    assert.deepEqual(mine.map((r: { model: string; requests: number }) => [r.model, r.requests]), [
+      ["demo/echo", 2],
+    ]);
     const badRange = await admin(gw, "GET", `/keys/${key_id}/usage?from=2026-13-01`);
     assert.equal(badRange.status, 400);
     assert.equal(badRange.json.error.param, "from");
@@ -174,6 +181,7 @@ Deno.test("admin API: a wrong or missing token is 401 on every route and logged"
       ["POST", "/keys/key_000000000000/credit", { amount: "1" }],
       ["POST", "/keys/key_000000000000/revoke"],
       ["GET", "/keys/key_000000000000/usage"],
+      ["GET", "/usage"],
       ["GET", "/health"],
       ["GET", "/metrics"],
     ];

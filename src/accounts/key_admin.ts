@@ -237,6 +237,41 @@ export function keyAdmin(deps: KeyAdminDeps) {
       };
     },
 
+    /** Every key's usage per model over a day range (days summed), for the admin API. */
+    async usageByKey(range: DayRange) {
+      const out: {
+        key_id: string;
+        model: string;
+        requests: number;
+        prompt_tokens: number;
+        completion_tokens: number;
+        spent: string;
+      }[] = [];
+      for (const rec of await listKeys(kv)) {
+        const byModel = new Map<string, [bigint, bigint, bigint, bigint]>();
+        for (const r of await readDailyUsage(kv, rec.key_id, range)) {
+          const t = byModel.get(r.model) ?? [0n, 0n, 0n, 0n];
+          byModel.set(r.model, [
+            t[0] + r.requests,
+            t[1] + r.prompt_tokens,
+            t[2] + r.completion_tokens,
+            t[3] + r.spent_nano,
+          ]);
+        }
+        for (const [model, t] of byModel) {
+          out.push({
+            key_id: rec.key_id,
+            model,
+            requests: Number(t[0]),
+            prompt_tokens: Number(t[1]),
+            completion_tokens: Number(t[2]),
+            spent: formatCredits(t[3]),
+          });
+        }
+      }
+      return { from: range.from, to: range.to, data: out };
+    },
+
     /** What a key holder sees of their own key (`GET /v1/key`). */
     detailOf: detail,
   };

@@ -144,6 +144,15 @@ export function adminRoutes(router: Router<GatewayContext>): void {
     )
     .on(
       "GET",
+      "/admin/v1/usage",
+      guarded(
+        "usage",
+        async (req, ctx) =>
+          jsonResponse(await ctx.keyAdmin.usageByKey(rangeFromQuery(req, ctx.now()))),
+      ),
+    )
+    .on(
+      "GET",
       "/admin/v1/health",
       guarded("health", (_req, ctx) => jsonResponse(healthDetail(ctx))),
     )

@@ -341,6 +341,13 @@ export const OPERATIONS: Record<string, Op> = {
     query: [dayParam("from"), dayParam("to")],
     errors: [400, 401, 404],
   },
+  "GET /admin/v1/usage": {
+    summary: "Every key's usage per model over a day range",
+    tag: "admin",
+    auth: "operator",
+    query: [dayParam("from"), dayParam("to")],
+    errors: [400, 401, 404],
+  },
   "GET /admin/v1/health": {
     summary: "Health detail: each confidential upstream's verification",
     tag: "admin",
