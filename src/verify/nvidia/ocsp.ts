@@ -160,7 +160,7 @@ export async function checkOcspResponse(
     if (nextUpdateMs < nowMs) return fail(`${what}: stale (nextUpdate ${iso(nextUpdateMs)})`);
     if (s.certStatus.revoked) {
       const code = s.certStatus.revoked.revocationReason;
-      const reason = code === undefined ? "unspecified" : (REASONS[code] || String(code));
+      const reason = code === undefined ? "unspecified" : (REASONS[code.reason] || String(code.reason));
       return {
         ok: true,
         verdict: { status: "revoked", revocationReason: reason, thisUpdateMs, nextUpdateMs },

@@ -131,8 +131,8 @@ export async function verifyRim(
       true,
       ["verify"],
     );
-    const signed = new xmldsig.SignedXml(doc as unknown as Document);
-    signed.LoadXml(sig as unknown as Element);
+    const signed = new xmldsig.SignedXml(doc as unknown as ConstructorParameters<typeof xmldsig.SignedXml>[0]);
+    signed.LoadXml(sig as unknown as Parameters<typeof signed.LoadXml>[0]);
     // LoadXml sets {ECDSA, SHA-384}; re-importing the given key also needs the curve.
     signed.Algorithm = { name: "ECDSA", namedCurve: "P-384", hash: { name: "SHA-384" } } as Algorithm;
     let valid: boolean;
