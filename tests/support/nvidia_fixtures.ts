@@ -48,7 +48,11 @@ export const ROOTS = {
 // deno-lint-ignore no-explicit-any
 export type Vector = Record<string, any>;
 
-export function vectors(): { vectors: Vector[]; negative_cert_chains: Vector[]; negative_rims: Vector[] } {
+export function vectors(): {
+  vectors: Vector[];
+  negative_cert_chains: Vector[];
+  negative_rims: Vector[];
+} {
   return JSON.parse(readFixtureText("vectors.json"));
 }
 
@@ -59,14 +63,12 @@ export function vector(id: string): Vector {
 }
 
 /** One GPU item from a hex evidence file and a PEM chain file. */
-export function gpuItem(evidenceRel: string, chainRel: string, arch: GpuArch = "HOPPER"): GpuEvidenceItem {
+export function gpuItem(
+  evidenceRel: string,
+  chainRel: string,
+  arch: GpuArch = "HOPPER",
+): GpuEvidenceItem {
   return { arch, certificatePem: readFixtureText(chainRel), evidence: hexEvidence(evidenceRel) };
-}
-
-/** RIM id from a RIM path (file name; test_no_gpu / PROD swidtags get their service id). */
-export function rimIdOfPath(rel: string, kind: "driver" | "vbios", version: string, vbiosKey?: string): string {
-  void rel;
-  return kind === "driver" ? `NV_GPU_DRIVER_GH100_${version}` : `NV_GPU_VBIOS_${vbiosKey}`;
 }
 
 /** Base64 text of each OCSP file in the FULL vector. */
@@ -80,7 +82,7 @@ export function fullOcspFiles(): string[] {
 export function collateralWith(rims: Record<string, string>, withOcsp = true): StaticGpuCollateral {
   const c = new StaticGpuCollateral();
   for (const [id, rel] of Object.entries(rims)) c.addRim(id, readFixtureText(rel));
-  if (withOcsp) for (const f of fullOcspFiles()) c.addOcsp(readFixtureBytes(f));
+  if (withOcsp) { for (const f of fullOcspFiles()) c.addOcsp(readFixtureBytes(f)); }
   return c;
 }
 
@@ -93,13 +95,18 @@ export const FULL_TIMES = {
 };
 
 export const FULL_RIMS = {
-  "NV_GPU_DRIVER_GH100_550.90.07": "google__go-nvattest-tools/testing/testdata/rim/NV_GPU_DRIVER_GH100_550.90.07.xml",
+  "NV_GPU_DRIVER_GH100_550.90.07":
+    "google__go-nvattest-tools/testing/testdata/rim/NV_GPU_DRIVER_GH100_550.90.07.xml",
   "NV_GPU_VBIOS_1010_0200_882_96009F0001":
     "google__go-nvattest-tools/testing/testdata/rim/NV_GPU_VBIOS_1010_0200_882_96009F0001.xml",
 };
 
 /** The FULL vector's GPU as an NRAS payload object (base64 PEM chain, base64 evidence). */
-export function fullNrasPayload(): { nonce: string; arch: string; evidence_list: Record<string, string>[] } {
+export function fullNrasPayload(): {
+  nonce: string;
+  arch: string;
+  evidence_list: Record<string, string>[];
+} {
   const v = vector("hopper-550.90.07-FULL");
   const b64 = (b: Uint8Array) => btoa(String.fromCharCode(...b));
   return {

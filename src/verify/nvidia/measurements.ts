@@ -22,7 +22,9 @@ export function compareMeasurements(
 ): Checked<{ compared: number; skipped: number[] }> {
   const golden = new Map<number, ReferenceMeasurement>();
   for (const m of [...driver, ...vbios]) {
-    if (golden.has(m.index)) return fail(`index ${m.index} is active in both the driver and VBIOS RIM`);
+    if (golden.has(m.index)) {
+      return fail(`index ${m.index} is active in both the driver and VBIOS RIM`);
+    }
     golden.set(m.index, m);
   }
   const nvdec = evidence.opaque.get(OPAQUE.NVDEC0_STATUS);
@@ -46,7 +48,9 @@ export function compareMeasurements(
     if (!ok) mismatches.push(`${index} (runtime ${bytesToHex(block.value).slice(0, 12)}…)`);
   }
   if (mismatches.length) {
-    return fail(`${mismatches.length} of ${compared} measurements differ: index ${mismatches.join(", ")}`);
+    return fail(
+      `${mismatches.length} of ${compared} measurements differ: index ${mismatches.join(", ")}`,
+    );
   }
   return { ok: true, compared, skipped };
 }

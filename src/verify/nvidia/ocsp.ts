@@ -124,7 +124,9 @@ export async function checkOcspResponse(
     if (!basic || !basic.tbsResponseDataRaw) return fail(`${what}: not a basic OCSP response`);
     const wanted = certIdKey(certIdOf(cert, issuer));
     const single = basic.tbsResponseData.responses.filter((r) => certIdKey(r.certID) === wanted);
-    if (single.length !== 1) return fail(`${what}: the response does not answer for this certificate`);
+    if (single.length !== 1) {
+      return fail(`${what}: the response does not answer for this certificate`);
+    }
 
     // Signer: the issuer itself, or a delegated responder it certified for OCSP signing.
     const signer = await responderOf(basic, issuer);
@@ -156,11 +158,15 @@ export async function checkOcspResponse(
     const thisUpdateMs = s.thisUpdate.getTime();
     if (!s.nextUpdate) return fail(`${what}: response has no nextUpdate`);
     const nextUpdateMs = s.nextUpdate.getTime();
-    if (thisUpdateMs > nowMs) return fail(`${what}: thisUpdate ${iso(thisUpdateMs)} is in the future`);
+    if (thisUpdateMs > nowMs) {
+      return fail(`${what}: thisUpdate ${iso(thisUpdateMs)} is in the future`);
+    }
     if (nextUpdateMs < nowMs) return fail(`${what}: stale (nextUpdate ${iso(nextUpdateMs)})`);
     if (s.certStatus.revoked) {
       const code = s.certStatus.revoked.revocationReason;
-      const reason = code === undefined ? "unspecified" : (REASONS[code.reason] || String(code.reason));
+      const reason = code === undefined
+        ? "unspecified"
+        : (REASONS[code.reason] || String(code.reason));
       return {
         ok: true,
         verdict: { status: "revoked", revocationReason: reason, thisUpdateMs, nextUpdateMs },

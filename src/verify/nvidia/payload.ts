@@ -86,7 +86,9 @@ export function parseGpuPayload(input: unknown): Checked<{ payload: GpuPayload }
     if (typeof e !== "object" || e === null) return fail(`GPU ${i}: not an object`);
     const r = e as Record<string, unknown>;
     const arch = archOf(r["arch"]) ?? defaultArch;
-    if (!arch) return fail(`GPU ${i}: architecture ${JSON.stringify(r["arch"])} is not HOPPER or BLACKWELL`);
+    if (!arch) {
+      return fail(`GPU ${i}: architecture ${JSON.stringify(r["arch"])} is not HOPPER or BLACKWELL`);
+    }
     const cert = typeof r["certificate"] === "string" ? decodeChain(r["certificate"]) : null;
     if (!cert) return fail(`GPU ${i}: certificate is not a (base64) PEM chain`);
     const ev = typeof r["evidence"] === "string" ? decodeEvidence(r["evidence"]) : null;

@@ -58,7 +58,9 @@ type El = {
   getAttributeNS(ns: string, n: string): string | null;
   getElementsByTagNameNS(ns: string, n: string): ArrayLike<El>;
   textContent: string | null;
-  attributes: ArrayLike<{ name: string; namespaceURI: string | null; localName: string; value: string }>;
+  attributes: ArrayLike<
+    { name: string; namespaceURI: string | null; localName: string; value: string }
+  >;
 };
 
 function all(root: El, ns: string, name: string): El[] {
@@ -87,9 +89,13 @@ export async function verifyRim(
 ): Promise<Checked<VerifiedRim>> {
   try {
     configure();
-    if (/<!DOCTYPE|<!ENTITY/i.test(xml)) return fail(`${label}: document type declarations are refused`);
+    if (/<!DOCTYPE|<!ENTITY/i.test(xml)) {
+      return fail(`${label}: document type declarations are refused`);
+    }
     const errors: string[] = [];
-    const doc = new DOMParser({ onError: (level, msg) => void (level !== "warning" && errors.push(msg)) })
+    const doc = new DOMParser({
+      onError: (level, msg) => void (level !== "warning" && errors.push(msg)),
+    })
       .parseFromString(xml, "text/xml");
     if (errors.length || !doc.documentElement) return fail(`${label}: XML does not parse`);
     const root = doc.documentElement as unknown as El;
@@ -131,10 +137,16 @@ export async function verifyRim(
       true,
       ["verify"],
     );
-    const signed = new xmldsig.SignedXml(doc as unknown as ConstructorParameters<typeof xmldsig.SignedXml>[0]);
+    const signed = new xmldsig.SignedXml(
+      doc as unknown as ConstructorParameters<typeof xmldsig.SignedXml>[0],
+    );
     signed.LoadXml(sig as unknown as Parameters<typeof signed.LoadXml>[0]);
     // LoadXml sets {ECDSA, SHA-384}; re-importing the given key also needs the curve.
-    signed.Algorithm = { name: "ECDSA", namedCurve: "P-384", hash: { name: "SHA-384" } } as Algorithm;
+    signed.Algorithm = {
+      name: "ECDSA",
+      namedCurve: "P-384",
+      hash: { name: "SHA-384" },
+    } as Algorithm;
     let valid: boolean;
     try {
       valid = await signed.Verify(key);
@@ -172,7 +184,13 @@ export async function verifyRim(
       }
       measurements.push({ index, size, alternatives });
     }
-    return { ok: true, version, measurements, chain: chain.certs, leafNotAfterMs: leaf.notAfter.getTime() };
+    return {
+      ok: true,
+      version,
+      measurements,
+      chain: chain.certs,
+      leafNotAfterMs: leaf.notAfter.getTime(),
+    };
   } catch (e) {
     return fail(`${label}: ${errorText(e).slice(0, 200)}`);
   }

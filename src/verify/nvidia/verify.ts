@@ -13,7 +13,13 @@ import type { X509Certificate } from "@peculiar/x509";
 import { bytesEqual, bytesToHex } from "../x509/hex.ts";
 import { errorText } from "../x509/verify_result.ts";
 import type { GpuCollateralSource } from "./collateral.ts";
-import { commonName, type GpuArch, leafFwid, verifyDeviceChain, verifySpdmSignature } from "./device.ts";
+import {
+  commonName,
+  type GpuArch,
+  leafFwid,
+  verifyDeviceChain,
+  verifySpdmSignature,
+} from "./device.ts";
 import { compareMeasurements } from "./measurements.ts";
 import { checkOcspResponse } from "./ocsp.ts";
 import type { GpuEvidenceItem } from "./payload.ts";
@@ -126,7 +132,8 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
     ocsp: "unavailable",
     checks,
   };
-  const pass = (name: GpuCheckName, detail: string) => checks.push({ name, status: "pass", detail });
+  const pass = (name: GpuCheckName, detail: string) =>
+    checks.push({ name, status: "pass", detail });
   const failed = (name: GpuCheckName, detail: string) => {
     checks.push({ name, status: "fail", detail });
     return result;
@@ -153,7 +160,11 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
   }
   pass("nonce", "the SPDM request carries this round's nonce");
 
-  const chain = await verifyDeviceChain(item.certificatePem, input.deviceRootDer, input.times.device);
+  const chain = await verifyDeviceChain(
+    item.certificatePem,
+    input.deviceRootDer,
+    input.times.device,
+  );
   if (!chain.ok) return failed("cert_chain", chain.reason);
   const [leaf] = chain.certs;
   result.hwmodel = commonName(chain.certs[1]);
@@ -166,7 +177,12 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
     if (!bytesEqual(certFwid.fwid, reportFwid)) {
       return failed("fwid", "the report's FWID differs from the one the leaf certificate carries");
     }
-    pass("fwid", `FWID matches the leaf certificate (${item.arch === "HOPPER" ? "Hopper" : "Blackwell DICE TcbInfo"} encoding)`);
+    pass(
+      "fwid",
+      `FWID matches the leaf certificate (${
+        item.arch === "HOPPER" ? "Hopper" : "Blackwell DICE TcbInfo"
+      } encoding)`,
+    );
   } else {
     pass("fwid", "the report carries no FWID field (older firmware); nothing to compare");
   }
@@ -218,7 +234,9 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
     unavailable("rim_ocsp", "no verified RIM to check revocation for");
   } else {
     const parts = [];
-    for (const c of rimChains) parts.push(await ocspOver(c, 0, c.length - 1, input.collateral, input.times.rimOcsp));
+    for (const c of rimChains) {
+      parts.push(await ocspOver(c, 0, c.length - 1, input.collateral, input.times.rimOcsp));
+    }
     const bad = parts.find((p) => p.status === "fail");
     if (bad) return failed("rim_ocsp", bad.detail);
     const missing = parts.find((p) => p.status === "unavailable");
@@ -291,7 +309,11 @@ async function ocspOver(
       void e;
     }
     if (!der) {
-      return { status: "unavailable", detail: `no OCSP response for "${name}"`, summary: "unavailable" };
+      return {
+        status: "unavailable",
+        detail: `no OCSP response for "${name}"`,
+        summary: "unavailable",
+      };
     }
     const v = await checkOcspResponse(der, cert, certs[i + 1], atMs);
     if (!v.ok) return { status: "unavailable", detail: v.reason, summary: "unavailable" };
@@ -304,5 +326,9 @@ async function ocspOver(
     }
     good.push(name);
   }
-  return { status: "pass", detail: `OCSP good for ${good.map((n) => `"${n}"`).join(", ")}`, summary: "good" };
+  return {
+    status: "pass",
+    detail: `OCSP good for ${good.map((n) => `"${n}"`).join(", ")}`,
+    summary: "good",
+  };
 }
