@@ -25,6 +25,8 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
+  /** Fail verification unless the upstream's NVIDIA GPU evidence passes every check (#21); default false. */
+  require_gpu: z.boolean().optional(),
 });
 
 const provider = z.strictObject({
