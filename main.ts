@@ -33,6 +33,12 @@ import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/m
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
+import {
+  gpuCollateralFromFiles,
+  type GpuCollateralSource,
+  RemoteGpuCollateral,
+} from "./src/verify/nvidia/collateral.ts";
+import { defaultGpuDeps, type GpuDeps, pemRootDer } from "./src/verify/nvidia/deps.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -166,6 +172,7 @@ async function serve(args: string[]): Promise<void> {
     rootCaDer: config.trust.intel_root_ca_pem
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
+    gpu: await gpuDeps(config.trust.nvidia ?? {}),
   });
   const gateway = assembleGateway(config, {
     quotes,
@@ -283,6 +290,57 @@ async function collateralSource(config: GatewayConfig): Promise<CollateralSource
     fetch: (input: RequestInfo | URL, init?: RequestInit) =>
       fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
     now: Date.now,
+  });
+}
+
+/** Reads every file under `dir` (one level of subdirectories, e.g. `rims/`, `ocsp/`). */
+async function readCollateralDir(dir: string): Promise<{ name: string; bytes: Uint8Array }[]> {
+  const out: { name: string; bytes: Uint8Array }[] = [];
+  for await (const e of Deno.readDir(dir)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isFile) out.push({ name: e.name, bytes: await Deno.readFile(path) });
+    else if (e.isDirectory) {
+      for await (const f of Deno.readDir(path)) {
+        if (f.isFile) {
+          out.push({
+            name: `${e.name}/${f.name}`,
+            bytes: await Deno.readFile(`${path}/${f.name}`),
+          });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** NVIDIA GPU evidence: pinned roots, and a collateral directory (offline) or NVIDIA's services. */
+async function gpuDeps(c: NonNullable<GatewayConfig["trust"]["nvidia"]>): Promise<GpuDeps> {
+  const root = (pem: string | undefined, what: string) => {
+    if (pem === undefined) return undefined;
+    const der = pemRootDer(pem);
+    if (!der) fail(`trust.nvidia.${what}: no PEM certificate`);
+    return der;
+  };
+  let collateral: GpuCollateralSource;
+  if (c.collateral_dir) {
+    const loaded = gpuCollateralFromFiles(await readCollateralDir(c.collateral_dir));
+    collateral = loaded.source;
+    console.error(
+      `GPU collateral: ${loaded.rims} RIMs, ${loaded.ocsp} OCSP responses from ${c.collateral_dir}`,
+    );
+  } else {
+    collateral = new RemoteGpuCollateral({
+      fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+        fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
+      now: Date.now,
+      rimServiceUrl: c.rim_service_url,
+      ocspUrl: c.ocsp_url,
+    });
+  }
+  return defaultGpuDeps({
+    deviceRootDer: root(c.device_root_pem, "device_root_pem"),
+    rimRootDer: root(c.rim_root_pem, "rim_root_pem"),
+    collateral,
   });
 }
 

@@ -71,6 +71,20 @@ export function selectCandidates(input: SelectInput): Candidate[] {
     }
   }
 
+  // A provider that requires GPU evidence gets no prompt unless currently verified (#21).
+  const gated = all.filter((x) =>
+    x.provider.confidential?.require_gpu === true && x.verification?.verified !== true
+  );
+  if (gated.length > 0) {
+    all = all.filter((x) => !gated.includes(x));
+    if (all.length === 0) {
+      throw new GatewayError(
+        "upstream_verification_failed",
+        "the upstream for this model requires verified GPU evidence and is not currently verified; the request was not sent",
+      );
+    }
+  }
+
   if (c.aciVerified) {
     const verified = all.filter((x) => x.verification?.verified === true);
     if (c.aciSessionIds !== null) {

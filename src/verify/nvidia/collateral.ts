@@ -88,10 +88,11 @@ export class RemoteGpuCollateral implements GpuCollateralSource {
 
   constructor(o: RemoteGpuCollateralOptions) {
     this.#o = {
-      rimServiceUrl: NVIDIA_RIM_SERVICE_URL,
-      ocspUrl: NVIDIA_OCSP_URL,
-      rimTtlMs: 3_600_000,
-      ...o,
+      fetch: o.fetch,
+      now: o.now,
+      rimServiceUrl: o.rimServiceUrl ?? NVIDIA_RIM_SERVICE_URL,
+      ocspUrl: o.ocspUrl ?? NVIDIA_OCSP_URL,
+      rimTtlMs: o.rimTtlMs ?? 3_600_000,
     };
   }
 
@@ -146,4 +147,35 @@ function nextUpdateOf(der: Uint8Array): number | null {
   } catch {
     return null;
   }
+}
+
+/** What a collateral directory yielded. */
+export interface LoadedGpuCollateral {
+  source: StaticGpuCollateral;
+  rims: number;
+  ocsp: number;
+  /** Files that were neither a RIM nor a usable OCSP response. */
+  skipped: string[];
+}
+
+/**
+ * A collateral source from the files of a directory (the caller reads
+ * them): `NV_GPU_*.xml|swidtag` are RIMs under their file name; every other
+ * file is tried as an OCSP response (DER or base64 of DER).
+ */
+export function gpuCollateralFromFiles(
+  files: readonly { name: string; bytes: Uint8Array }[],
+): LoadedGpuCollateral {
+  const source = new StaticGpuCollateral();
+  const out: LoadedGpuCollateral = { source, rims: 0, ocsp: 0, skipped: [] };
+  for (const f of files) {
+    const base = f.name.split("/").pop() ?? f.name;
+    const id = rimIdOfFileName(base);
+    if (id) {
+      source.addRim(id, new TextDecoder().decode(f.bytes));
+      out.rims++;
+    } else if (source.addOcsp(f.bytes)) out.ocsp++;
+    else out.skipped.push(f.name);
+  }
+  return out;
 }
