@@ -361,7 +361,21 @@ async function verify(args: string[]): Promise<void> {
   const pccs = flag(args, "pccs-url");
   const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
+  // A directory is GPU collateral (RIMs and OCSP responses, #21); a file is TDX collateral.
+  let gpuDir = false;
   if (collateralFile) {
+    try {
+      gpuDir = (await Deno.stat(collateralFile)).isDirectory;
+    } catch {
+      fail(`--collateral: cannot read ${collateralFile}`);
+    }
+  }
+  const gpu = gpuDir && collateralFile
+    ? defaultGpuDeps({
+      collateral: gpuCollateralFromFiles(await readCollateralDir(collateralFile)).source,
+    })
+    : await gpuDeps({});
+  if (collateralFile && !gpuDir) {
     const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
     if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
     const collateral = c.collateral;
@@ -381,6 +395,7 @@ async function verify(args: string[]): Promise<void> {
     readFile: (p) => Deno.readFile(p),
     print: (l) => console.log(l),
     randomBytes: bytes,
+    gpu,
   });
   Deno.exit(code);
 }

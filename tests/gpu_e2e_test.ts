@@ -15,6 +15,7 @@ import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
 import {
   collateralWith,
+  fixturePath,
   FULL_RIMS,
   FULL_TIMES,
   fullNrasPayload,
@@ -81,6 +82,32 @@ async function chat(gw: TestGateway, provider?: unknown) {
   return { status: res.status, receiptId: res.headers.get("x-receipt-id"), body: await res.json() };
 }
 
+const ROOT = new URL("..", import.meta.url).pathname;
+const COLLATERAL = fixturePath("google__go-nvattest-tools/testing/testdata");
+/** `deno task verify` as deno.json defines it, without the leading `deno`. */
+const VERIFY_TASK: string[] = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)).tasks.verify
+  .split(/\s+/).slice(1);
+
+/** Runs `main.ts verify --session` as `task verify` does, offline with the fixture collateral. */
+async function verifyCli(session: string, at: string, rimAt?: string) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      ...VERIFY_TASK,
+      "--session",
+      session,
+      "--collateral",
+      COLLATERAL,
+      "--at",
+      at,
+      ...(rimAt ? ["--rim-at", rimAt] : []),
+    ],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+  }).output();
+  return { code: out.code, lines: new TextDecoder().decode(out.stdout).trim().split("\n") };
+}
+
 async function get(gw: TestGateway, path: string) {
   const res = await fetch(`${gw.url}${path}`, {
     headers: { authorization: `Bearer ${gw.apiKey}` },
@@ -121,6 +148,41 @@ Deno.test("real Hopper evidence through the dstack upstream: gpu_attested is har
     // The session evidence is the exact report, GPU payload included.
     const data = atob(doc.evidence.data.split(",")[1]);
     assert.equal(JSON.parse(data).request_nonce, FULL.nonce);
+
+    // `task verify --session` re-checks the stored record offline with collateral from a directory.
+    const dir = await Deno.makeTempDir();
+    try {
+      await Deno.writeTextFile(`${dir}/session.json`, JSON.stringify(doc));
+      const ok = await verifyCli(
+        `${dir}/session.json`,
+        "2025-08-21T12:00:00Z",
+        "2025-10-24T12:00:00Z",
+      );
+      assert.equal(ok.code, 0, ok.lines.join("\n"));
+      assert.ok(
+        ok.lines.includes(
+          "PASS gpu[0].measurements — pass: 32 active reference measurements match (index 35 skipped: NVDEC0 disabled)",
+        ),
+        ok.lines.join("\n"),
+      );
+      assert.match(ok.lines.at(-1)!, /^RESULT: all 13 checks passed$/);
+      // One shared time: the RIM-chain OCSP answers are not yet valid, and the command says so.
+      const stale = await verifyCli(`${dir}/session.json`, "2025-08-21T12:00:00Z");
+      assert.equal(stale.code, 1);
+      assert.ok(
+        stale.lines.some((l) => l.startsWith("FAIL gpu[0].rim_ocsp — unavailable:")),
+        stale.lines.join("\n"),
+      );
+      // A record whose evidence was edited no longer hashes to its digest.
+      const edited = structuredClone(doc);
+      edited.evidence.data = edited.evidence.data.slice(0, -8) + "AAAAAAA=";
+      await Deno.writeTextFile(`${dir}/edited.json`, JSON.stringify(edited));
+      const bad = await verifyCli(`${dir}/edited.json`, "2025-08-21T12:00:00Z");
+      assert.equal(bad.code, 1);
+      assert.match(bad.lines[0], /^FAIL session.evidence — /);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   } finally {
     await gw.close();
     await up.close();
