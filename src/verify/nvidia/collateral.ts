@@ -107,7 +107,14 @@ export class RemoteGpuCollateral implements GpuCollateralSource {
       return null;
     }
     // The service answers {id, rim: base64(xml), sha256}; the XML is verified by the caller.
-    const body: unknown = await res.json();
+    const bytes = await boundedBody(res);
+    if (!bytes) return null;
+    let body: unknown;
+    try {
+      body = JSON.parse(new TextDecoder().decode(bytes));
+    } catch {
+      return null;
+    }
     if (typeof body !== "object" || body === null || !("rim" in body)) return null;
     const raw = typeof body.rim === "string" ? fromBase64(body.rim) : null;
     if (!raw) return null;
@@ -129,11 +136,39 @@ export class RemoteGpuCollateral implements GpuCollateralSource {
       await res.body?.cancel();
       return null;
     }
-    const der = new Uint8Array(await res.arrayBuffer());
+    const der = await boundedBody(res);
+    if (!der) return null;
     const until = nextUpdateOf(der);
     if (until !== null) this.#ocsp.set(key, { der, until });
     return der;
   }
+}
+
+/** RIMs are ~20 KB and OCSP answers ~2 KB; anything far larger is refused, not buffered. */
+const MAX_COLLATERAL_BYTES = 1024 * 1024;
+
+async function boundedBody(res: Response): Promise<Uint8Array | null> {
+  if (!res.body) return null;
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_COLLATERAL_BYTES) {
+      await reader.cancel();
+      return null;
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.byteLength;
+  }
+  return out;
 }
 
 function nextUpdateOf(der: Uint8Array): number | null {
