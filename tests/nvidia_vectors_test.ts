@@ -536,3 +536,15 @@ Deno.test("independent WebCrypto check of the SPDM signature (not through the mo
   // And the module agrees on both.
   assert.equal((await run([itemOf(coco.id)], coco.nonce)).gpus[0].checks[4].status, "pass");
 });
+
+Deno.test("the copied fixtures are byte for byte the shared originals (SHA256SUMS)", async () => {
+  const lines = readFixtureText("SHA256SUMS").trim().split("\n");
+  assert.ok(lines.length >= 50);
+  for (const line of lines) {
+    const [hash, path] = line.split(/\s+/);
+    const digest = new Uint8Array(
+      await crypto.subtle.digest("SHA-256", new Uint8Array(readFixtureBytes(path))),
+    );
+    assert.equal([...digest].map((b) => b.toString(16).padStart(2, "0")).join(""), hash, path);
+  }
+});
