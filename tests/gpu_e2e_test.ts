@@ -143,6 +143,7 @@ Deno.test("real Hopper evidence through the dstack upstream: gpu_attested is har
       driver_version: "550.90.07",
       vbios_version: "96.00.9F.00.01",
       hwmodel: "GH100 A01 GSP BROM",
+      mode: null,
       ocsp: "good",
     }]);
     // The session evidence is the exact report, GPU payload included.

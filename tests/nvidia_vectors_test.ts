@@ -497,6 +497,18 @@ Deno.test("multi-GPU: one bad GPU fails the whole set and is named", async () =>
   assert.equal((await run([], full.nonce)).failing?.check, "evidence");
 });
 
+Deno.test("multi-GPU: single-GPU (SPT) and multi-GPU (MPT) passthrough evidence cannot be mixed", async () => {
+  const sdk = vector("hopper-580.159.03"); // SPT
+  const mpt = goNvattestItems(vector("blackwell-mpt-8gpu-590.48.01").evidence, "BLACKWELL");
+  const spt = await run([itemOf(sdk.id)], sdk.nonce);
+  assert.equal(spt.gpus[0].mode, "SPT");
+  const mixed = await run([itemOf(sdk.id), mpt[0]], sdk.nonce);
+  assert.equal(mixed.gpus[1].mode, "MPT");
+  const c = mixed.gpus[1].checks.find((x) => /mix single-GPU/.test(x.detail));
+  assert.equal(c?.status, "fail");
+  assert.equal(mixed.status, "fail");
+});
+
 Deno.test("independent WebCrypto check of the SPDM signature (not through the module)", async () => {
   const subtle = crypto.subtle;
   const leafKey = (chainRel: string) => {

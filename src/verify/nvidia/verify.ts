@@ -26,6 +26,8 @@ import type { GpuEvidenceItem } from "./payload.ts";
 import { type VerifiedRim, verifyRim } from "./rim.ts";
 import { driverVersion, OPAQUE, opaqueText, parseSpdmEvidence, vbiosVersion } from "./spdm.ts";
 
+const MODES: Record<number, string> = { 0: "SPT", 1: "MPT", 2: "PPCIE" };
+
 export type GpuCheckName =
   | "evidence"
   | "nonce"
@@ -72,6 +74,8 @@ export interface GpuResult {
   hwmodel: string | null;
   /** Device OCSP summary: "good", "revoked (reason)", "unavailable", … */
   ocsp: string;
+  /** Confidential-computing mode from FEATURE_FLAG (SPT, MPT, PPCIE), null when absent. */
+  mode: string | null;
   checks: GpuCheck[];
 }
 
@@ -103,9 +107,20 @@ export async function verifyGpuEvidence(input: GpuVerifyInput): Promise<GpuVerdi
         vbiosVersion: null,
         hwmodel: null,
         ocsp: "unavailable",
+        mode: null,
         checks: [{ name: "evidence", status: "fail", detail: `verifier error: ${errorText(e)}` }],
       });
     }
+  }
+  // One machine runs one mode: single-GPU passthrough mixed with multi-GPU is refused (as nvtrust).
+  const modes = new Set(gpus.map((g) => g.mode).filter((m) => m === "SPT" || m === "MPT"));
+  if (modes.size > 1) {
+    const i = gpus.findIndex((g) => g.mode !== gpus[0].mode);
+    gpus[i].checks.push({
+      name: "evidence",
+      status: "fail",
+      detail: "the GPUs mix single-GPU (SPT) and multi-GPU (MPT) passthrough modes",
+    });
   }
   for (const want of ["fail", "unavailable"] as const) {
     for (let i = 0; i < gpus.length; i++) {
@@ -130,6 +145,7 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
     vbiosVersion: null,
     hwmodel: null,
     ocsp: "unavailable",
+    mode: null,
     checks,
   };
   const pass = (name: GpuCheckName, detail: string) =>
@@ -145,6 +161,8 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
   if (!parsed.ok) return failed("evidence", parsed.reason);
   const ev = parsed.evidence;
   result.driverVersion = driverVersion(ev);
+  const flag = ev.opaque.get(OPAQUE.FEATURE_FLAG);
+  result.mode = flag && flag.length >= 1 ? (MODES[flag[0]] ?? `0x${flag[0].toString(16)}`) : null;
   result.vbiosVersion = vbiosVersion(ev);
   pass(
     "evidence",

@@ -50,6 +50,7 @@ export async function gpuClaim(
     driver_version: g.driverVersion,
     vbios_version: g.vbiosVersion,
     hwmodel: g.hwmodel,
+    mode: g.mode,
     ocsp: g.ocsp,
   }));
   const n = verdict.gpus.length;

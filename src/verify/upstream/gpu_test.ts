@@ -35,6 +35,7 @@ Deno.test("gpu claim: absent, malformed and unverifiable payloads, and what requ
     driver_version: "550.90.07",
     vbios_version: "96.00.9F.00.01",
     hwmodel: "GH100 A01 GSP BROM",
+    mode: null,
     ocsp: "unavailable",
   }]);
   assert.match(requiredGpuShortfall(bare)!, /\(unverifiable; device_ocsp: no OCSP response for/);
