@@ -11,7 +11,7 @@
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
 import { bytesEqual, bytesToHex } from "../x509/hex.ts";
-import { errorText } from "../x509/verify_result.ts";
+import { type Checked, errorText } from "../x509/verify_result.ts";
 import type { GpuCollateralSource } from "./collateral.ts";
 import {
   commonName,
@@ -97,9 +97,17 @@ export async function verifyGpuEvidence(input: GpuVerifyInput): Promise<GpuVerdi
       failing: { gpu: 0, check: "evidence", detail: "the evidence list is empty" },
     };
   }
+  // GPUs of one node share their RIMs: each distinct RIM document is verified once per call.
+  const rimMemo = new Map<string, Promise<Checked<VerifiedRim>>>();
+  const rimOnce = (xml: string, label: string) => {
+    const key = `${label}\n${xml}`;
+    let p = rimMemo.get(key);
+    if (!p) rimMemo.set(key, p = verifyRim(xml, input.rimRootDer, input.times.rim, label));
+    return p;
+  };
   for (const item of input.gpus) {
     try {
-      gpus.push(await verifyOne(item, input));
+      gpus.push(await verifyOne(item, input, rimOnce));
     } catch (e) {
       gpus.push({
         arch: item.arch,
@@ -137,7 +145,11 @@ export async function verifyGpuEvidence(input: GpuVerifyInput): Promise<GpuVerdi
   return { status: "pass", gpus };
 }
 
-async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<GpuResult> {
+async function verifyOne(
+  item: GpuEvidenceItem,
+  input: GpuVerifyInput,
+  rimOnce: (xml: string, label: string) => Promise<Checked<VerifiedRim>>,
+): Promise<GpuResult> {
   const checks: GpuCheck[] = [];
   const result: GpuResult = {
     arch: item.arch,
@@ -238,7 +250,7 @@ async function verifyOne(item: GpuEvidenceItem, input: GpuVerifyInput): Promise<
       unavailable(name, `${id} is not available`);
       continue;
     }
-    const rim = await verifyRim(xml, input.rimRootDer, input.times.rim, `${kind} RIM ${id}`);
+    const rim = await rimOnce(xml, `${kind} RIM ${id}`);
     if (!rim.ok) return failed(name, rim.reason);
     if (rim.version.toLowerCase() !== want.toLowerCase()) {
       return failed(name, `${id} is for version ${rim.version}, the GPU reports ${want}`);
