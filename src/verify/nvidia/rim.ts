@@ -58,13 +58,23 @@ type El = {
   getAttributeNS(ns: string, n: string): string | null;
   getElementsByTagNameNS(ns: string, n: string): ArrayLike<El>;
   textContent: string | null;
-  attributes: ArrayLike<
-    { name: string; namespaceURI: string | null; localName: string; value: string }
-  >;
+  childNodes: ArrayLike<El & { nodeType: number; namespaceURI: string | null; localName: string }>;
 };
 
 function all(root: El, ns: string, name: string): El[] {
   return Array.from(root.getElementsByTagNameNS(ns, name));
+}
+
+/**
+ * Element children of `parent` with this name. The signed content is read
+ * only along this path (SoftwareIdentity → Meta / Payload → Resource): an
+ * element smuggled into ds:Signature is outside the digest (the enveloped
+ * transform removes it) and must never be read as a measurement.
+ */
+function kids(parent: El, ns: string, name: string): El[] {
+  return Array.from(parent.childNodes).filter((n) =>
+    n.nodeType === 1 && n.namespaceURI === ns && n.localName === name
+  );
 }
 
 function base64Der(text: string): Uint8Array {
@@ -93,12 +103,21 @@ export async function verifyRim(
       return fail(`${label}: document type declarations are refused`);
     }
     const errors: string[] = [];
-    const doc = new DOMParser({
-      onError: (level, msg) => void (level !== "warning" && errors.push(msg)),
-    })
-      .parseFromString(xml, "text/xml");
-    if (errors.length || !doc.documentElement) return fail(`${label}: XML does not parse`);
-    const root = doc.documentElement as unknown as El;
+    let doc: ReturnType<DOMParser["parseFromString"]>;
+    try {
+      doc = new DOMParser({
+        onError: (level, msg) => void (level !== "warning" && errors.push(msg)),
+      }).parseFromString(xml, "text/xml");
+    } catch (e) {
+      return fail(`${label}: XML does not parse: ${errorText(e).slice(0, 120)}`);
+    }
+    if (errors.length || !doc.documentElement) {
+      return fail(`${label}: XML does not parse: ${(errors[0] ?? "no root").slice(0, 120)}`);
+    }
+    const root = doc.documentElement as unknown as El & { localName: string; namespaceURI: string };
+    if (root.localName !== "SoftwareIdentity" || root.namespaceURI !== SWID_NS) {
+      return fail(`${label}: the document is not a SWID SoftwareIdentity`);
+    }
     if (/\bxml:[a-zA-Z]/.test(xml)) return fail(`${label}: xml:* attributes are not supported`);
 
     const sigs = all(root, DSIG_NS, "Signature");
@@ -163,11 +182,16 @@ export async function verifyRim(
     }
     if (!valid) return fail(`${label}: SignatureValue does not verify with the RIM leaf key`);
 
-    const meta = all(root, SWID_NS, "Meta")[0];
+    const metas = kids(root, SWID_NS, "Meta");
+    const payloads = kids(root, SWID_NS, "Payload");
+    if (metas.length !== 1 || payloads.length !== 1) {
+      return fail(`${label}: expected one Meta and one Payload under SoftwareIdentity`);
+    }
+    const meta = metas[0];
     const version = meta?.getAttribute("colloquialVersion");
     if (!version) return fail(`${label}: no colloquialVersion`);
     const measurements: ReferenceMeasurement[] = [];
-    for (const r of all(root, SWID_NS, "Resource")) {
+    for (const r of kids(payloads[0], SWID_NS, "Resource")) {
       if (r.getAttribute("type") !== "Measurement") continue;
       if (r.getAttribute("active")?.toLowerCase() !== "true") continue;
       const index = Number(r.getAttribute("index"));
