@@ -11,6 +11,8 @@ import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { type DstackUpstream, startDstackUpstream } from "./support/dstack_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
+import { startDemoUpstream } from "../src/demo/upstream.ts";
+import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
 import {
@@ -269,5 +271,31 @@ Deno.test("without require_gpu a tampered payload refutes gpu_attested but the T
   } finally {
     await gw.close();
     await up.close();
+  }
+});
+
+Deno.test("main.ts serve: trust.nvidia.collateral_dir is loaded at start-up; a bad root stops it", async () => {
+  const dir = await Deno.makeTempDir();
+  const upstream = await startDemoUpstream({ name: "plain" });
+  try {
+    const cfg = baseConfig({ upstreamUrl: upstream.url, storePath: `${dir}/gw.kv` });
+    cfg.trust = { nvidia: { collateral_dir: COLLATERAL } };
+    const gw = await spawnGateway(await writeConfig(dir, cfg));
+    try {
+      assert.ok(
+        gw.stderr.some((l) => /^GPU collateral: 2 RIMs, 7 OCSP responses from /.test(l)),
+        gw.stderr.join("\n"),
+      );
+    } finally {
+      await gw.stop();
+    }
+    cfg.trust = { nvidia: { device_root_pem: "not a certificate" } };
+    await assert.rejects(
+      spawnGateway(await writeConfig(dir, cfg)),
+      /trust\.nvidia\.device_root_pem: no PEM certificate/,
+    );
+  } finally {
+    await upstream.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });
