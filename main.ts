@@ -33,12 +33,8 @@ import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/m
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
-import {
-  gpuCollateralFromFiles,
-  type GpuCollateralSource,
-  RemoteGpuCollateral,
-} from "./src/verify/nvidia/collateral.ts";
-import { defaultGpuDeps, type GpuDeps, pemRootDer } from "./src/verify/nvidia/deps.ts";
+import type { GpuDeps } from "./src/verify/nvidia/deps.ts";
+import { gpuDepsFromConfig, type NvidiaTrust } from "./src/verify/nvidia/setup.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -293,55 +289,18 @@ async function collateralSource(config: GatewayConfig): Promise<CollateralSource
   });
 }
 
-/** Reads every file under `dir` (one level of subdirectories, e.g. `rims/`, `ocsp/`). */
-async function readCollateralDir(dir: string): Promise<{ name: string; bytes: Uint8Array }[]> {
-  const out: { name: string; bytes: Uint8Array }[] = [];
-  for await (const e of Deno.readDir(dir)) {
-    const path = `${dir}/${e.name}`;
-    if (e.isFile) out.push({ name: e.name, bytes: await Deno.readFile(path) });
-    else if (e.isDirectory) {
-      for await (const f of Deno.readDir(path)) {
-        if (f.isFile) {
-          out.push({
-            name: `${e.name}/${f.name}`,
-            bytes: await Deno.readFile(`${path}/${f.name}`),
-          });
-        }
-      }
-    }
-  }
-  return out;
-}
-
-/** NVIDIA GPU evidence: pinned roots, and a collateral directory (offline) or NVIDIA's services. */
-async function gpuDeps(c: NonNullable<GatewayConfig["trust"]["nvidia"]>): Promise<GpuDeps> {
-  const root = (pem: string | undefined, what: string) => {
-    if (pem === undefined) return undefined;
-    const der = pemRootDer(pem);
-    if (!der) fail(`trust.nvidia.${what}: no PEM certificate`);
-    return der;
-  };
-  let collateral: GpuCollateralSource;
-  if (c.collateral_dir) {
-    const loaded = gpuCollateralFromFiles(await readCollateralDir(c.collateral_dir));
-    collateral = loaded.source;
-    console.error(
-      `GPU collateral: ${loaded.rims} RIMs, ${loaded.ocsp} OCSP responses from ${c.collateral_dir}`,
-    );
-  } else {
-    collateral = new RemoteGpuCollateral({
-      fetch: (input: RequestInfo | URL, init?: RequestInit) =>
-        fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
-      now: Date.now,
-      rimServiceUrl: c.rim_service_url,
-      ocspUrl: c.ocsp_url,
-    });
-  }
-  return defaultGpuDeps({
-    deviceRootDer: root(c.device_root_pem, "device_root_pem"),
-    rimRootDer: root(c.rim_root_pem, "rim_root_pem"),
-    collateral,
+/** GPU evidence roots and collateral (`trust.nvidia`); `--collateral DIR` of `verify` overrides. */
+async function gpuDeps(c: NvidiaTrust): Promise<GpuDeps> {
+  const r = await gpuDepsFromConfig(c, {
+    readDir: (p) => Deno.readDir(p),
+    readFile: (p) => Deno.readFile(p),
+    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+      fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
+    now: Date.now,
   });
+  if (!r.ok) fail(r.reason);
+  if (c.collateral_dir) console.error(r.note);
+  return r.deps;
 }
 
 async function keys(args: string[]): Promise<void> {
@@ -370,11 +329,7 @@ async function verify(args: string[]): Promise<void> {
       fail(`--collateral: cannot read ${collateralFile}`);
     }
   }
-  const gpu = gpuDir && collateralFile
-    ? defaultGpuDeps({
-      collateral: gpuCollateralFromFiles(await readCollateralDir(collateralFile)).source,
-    })
-    : await gpuDeps({});
+  const gpu = await gpuDeps(gpuDir ? { collateral_dir: collateralFile } : {});
   if (collateralFile && !gpuDir) {
     const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
     if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
