@@ -36,7 +36,7 @@ export const VERIFY_USAGE = [
   "usage: verify --receipt <file|URL> --report <file|URL> [--api-key <key>] [--request <file>] [--response <file>]",
   "       verify --signature <file|URL> --report <file|URL> [--api-key <key>] [--request <file>] [--response <file>]",
   "       verify --report <file|URL>",
-  "       verify --session <file|URL> [--at <ISO time>] [--rim-at <ISO time>]   (GPU evidence of a session record)",
+  "       verify --session <file|URL> [--api-key <key>] [--at <ISO time>] [--rim-at <ISO time>]   (GPU evidence of a session record)",
   "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
   "         --require-verified-upstream  fail unless upstream.verified says verified",
@@ -252,7 +252,7 @@ async function sessionChecks(
   if (!deps.gpu) throw new UsageError("GPU verification is not available in this build");
   const at = isoTime(v.at, "at") ?? deps.now?.() ?? 0;
   const rimAt = isoTime(v["rim-at"], "rim-at") ?? at;
-  const doc = await loadArtifact(deps, v.session!);
+  const doc = await loadArtifact(deps, v.session!, v["api-key"]);
   const gpu = {
     ...deps.gpu,
     times: () => ({ device: at, deviceOcsp: at, rim: rimAt, rimOcsp: rimAt }),
