@@ -147,6 +147,7 @@ Deno.test("real Hopper evidence through the dstack upstream: gpu_attested is har
       hwmodel: "GH100 A01 GSP BROM",
       mode: null,
       ocsp: "good",
+      rim_ocsp: "good",
     }]);
     // The session evidence is the exact report, GPU payload included.
     const data = atob(doc.evidence.data.split(",")[1]);

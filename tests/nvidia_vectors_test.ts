@@ -89,6 +89,7 @@ Deno.test("vector hopper-550.90.07-FULL: every check passes at its pinned times"
   assert.equal(g.vbiosVersion, v.vbios_version);
   assert.equal(g.hwmodel, "GH100 A01 GSP BROM");
   assert.equal(g.ocsp, "good");
+  assert.equal(g.rimOcsp, "good");
   const m = g.checks.find((c) => c.name === "measurements")!;
   assert.match(m.detail, /^32 active reference measurements match \(index 35 skipped/);
   // The binary copy of the same evidence and the alternative chain file verify the same way.
@@ -558,5 +559,26 @@ Deno.test("the copied fixtures are byte for byte the shared originals (SHA256SUM
       await crypto.subtle.digest("SHA-256", new Uint8Array(readFixtureBytes(path))),
     );
     assert.equal([...digest].map((b) => b.toString(16).padStart(2, "0")).join(""), hash, path);
+  }
+});
+
+Deno.test("the built-in NVIDIA roots are the fixtures' pinned roots (vectors.json fingerprints)", async () => {
+  const { NVIDIA_DEVICE_ROOT_PEM, NVIDIA_RIM_ROOT_PEM } = await import(
+    "../src/verify/nvidia/roots.ts"
+  );
+  const anchors = vectors() as unknown as Record<
+    string,
+    Record<string, { sha256_fingerprint: string }>
+  >;
+  for (
+    const [pem, fixture, fp] of [
+      [NVIDIA_DEVICE_ROOT_PEM, ROOTS.device, anchors.trust_anchors.device_root.sha256_fingerprint],
+      [NVIDIA_RIM_ROOT_PEM, ROOTS.rim, anchors.trust_anchors.rim_root.sha256_fingerprint],
+    ] as const
+  ) {
+    const der = pemCertificatesToDer(pem)[0];
+    assert.deepEqual(der, fixture);
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(der)));
+    assert.equal([...digest].map((b) => b.toString(16).padStart(2, "0")).join(""), fp);
   }
 });

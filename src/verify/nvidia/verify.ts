@@ -74,6 +74,8 @@ export interface GpuResult {
   hwmodel: string | null;
   /** Device OCSP summary: "good", "revoked (reason)", "unavailable", … */
   ocsp: string;
+  /** The same for the RIM chains. */
+  rimOcsp: string;
   /** Confidential-computing mode from FEATURE_FLAG (SPT, MPT, PPCIE), null when absent. */
   mode: string | null;
   checks: GpuCheck[];
@@ -115,6 +117,7 @@ export async function verifyGpuEvidence(input: GpuVerifyInput): Promise<GpuVerdi
         vbiosVersion: null,
         hwmodel: null,
         ocsp: "unavailable",
+        rimOcsp: "unavailable",
         mode: null,
         checks: [{ name: "evidence", status: "fail", detail: `verifier error: ${errorText(e)}` }],
       });
@@ -157,6 +160,7 @@ async function verifyOne(
     vbiosVersion: null,
     hwmodel: null,
     ocsp: "unavailable",
+    rimOcsp: "unavailable",
     mode: null,
     checks,
   };
@@ -268,6 +272,8 @@ async function verifyOne(
       parts.push(await ocspOver(c, 0, c.length - 1, input.collateral, input.times.rimOcsp));
     }
     const bad = parts.find((p) => p.status === "fail");
+    result.rimOcsp = bad?.summary ??
+      (parts.some((p) => p.status === "unavailable") ? "unavailable" : "good");
     if (bad) return failed("rim_ocsp", bad.detail);
     const missing = parts.find((p) => p.status === "unavailable");
     if (missing || rimChains.length < 2) {

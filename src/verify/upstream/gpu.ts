@@ -52,6 +52,7 @@ export async function gpuClaim(
     hwmodel: g.hwmodel,
     mode: g.mode,
     ocsp: g.ocsp,
+    rim_ocsp: g.rimOcsp,
   }));
   const n = verdict.gpus.length;
   const f = verdict.failing;

@@ -37,6 +37,7 @@ Deno.test("gpu claim: absent, malformed and unverifiable payloads, and what requ
     hwmodel: "GH100 A01 GSP BROM",
     mode: null,
     ocsp: "unavailable",
+    rim_ocsp: "unavailable",
   }]);
   assert.match(requiredGpuShortfall(bare)!, /\(unverifiable; device_ocsp: no OCSP response for/);
 });
