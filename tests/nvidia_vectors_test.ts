@@ -20,6 +20,7 @@ import { StaticGpuCollateral } from "../src/verify/nvidia/collateral.ts";
 import { pemCertificatesToDer } from "../src/verify/x509/pem.ts";
 import {
   collateralWith,
+  fixturePath,
   FULL_RIMS,
   FULL_TIMES,
   gpuItem,
@@ -560,6 +561,18 @@ Deno.test("the copied fixtures are byte for byte the shared originals (SHA256SUM
     );
     assert.equal([...digest].map((b) => b.toString(16).padStart(2, "0")).join(""), hash, path);
   }
+  // Nothing unlisted sits beside them.
+  const listed = lines.map((l) => l.split(/\s+/)[1]).sort();
+  const present: string[] = [];
+  const walk = (rel: string) => {
+    for (const e of Deno.readDirSync(fixturePath(rel || "."))) {
+      const p = `${rel}${e.name}`;
+      if (e.isDirectory) walk(`${p}/`);
+      else if (p !== "PROVENANCE.md" && p !== "SHA256SUMS") present.push(p);
+    }
+  };
+  walk("");
+  assert.deepEqual(present.sort(), listed);
 });
 
 Deno.test("the built-in NVIDIA roots are the fixtures' pinned roots (vectors.json fingerprints)", async () => {

@@ -23,10 +23,11 @@ function sessionDoc(report: Record<string, unknown>, claim = "asserted") {
   };
 }
 
-async function run(args: string[], fetchImpl: typeof fetch = fetch) {
+async function run(args: string[], apiKey?: string) {
   const lines: string[] = [];
   const code = await runVerify(args, {
-    fetch: fetchImpl,
+    fetch: (input, init) => fetch(input, init),
+    apiKey,
     readFile: () => Promise.reject(new Error("no files here")),
     print: (l) => lines.push(l),
     randomBytes: (n) => new Uint8Array(n),
@@ -36,7 +37,7 @@ async function run(args: string[], fetchImpl: typeof fetch = fetch) {
   return { code, lines };
 }
 
-Deno.test("verify --session URL: fetched with the API key, checked at the given times", async () => {
+Deno.test("verify --session URL: fetched with the API key (GATEWAY_API_KEY), checked at the given times", async () => {
   const doc = sessionDoc({
     request_nonce: FULL.nonce,
     nvidia_payload: JSON.stringify(fullNrasPayload()),
@@ -51,13 +52,11 @@ Deno.test("verify --session URL: fetched with the API key, checked at the given 
     const ok = await run([
       "--session",
       url,
-      "--api-key",
-      "sk-test",
       "--at",
       "2025-08-21T12:00:00Z",
       "--rim-at",
       "2025-10-24T12:00:00Z",
-    ]);
+    ], "sk-test");
     assert.equal(ok.code, 0, ok.lines.join("\n"));
     assert.deepEqual(auth, ["Bearer sk-test"]);
     assert.match(
@@ -65,7 +64,7 @@ Deno.test("verify --session URL: fetched with the API key, checked at the given 
       /^PASS gpu\.claim — evidence verdict pass \(asserted\).*claimed "asserted"$/,
     );
     // At the command's own clock the recorded OCSP answers are long stale.
-    const now = await run(["--session", url, "--api-key", "sk-test"]);
+    const now = await run(["--session", url], "sk-test");
     assert.equal(now.code, 1);
     assert.ok(now.lines.some((l) => l.startsWith("FAIL gpu[0].")), now.lines.join("\n"));
   } finally {
