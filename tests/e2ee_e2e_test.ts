@@ -290,3 +290,72 @@ Deno.test("E2EE client refuses a key outside the verified keyset and unverifiabl
     await gw.close();
   }
 });
+
+Deno.test("task verify checks an E2EE receipt: restored request, wire bytes, each field's tag and AAD", async () => {
+  const { runVerify } = await import("../src/cli/verify.ts");
+  const gw = await startTestGateway();
+  const dir = await Deno.makeTempDir();
+  try {
+    const { client, exchanges } = await e2eeClient(gw.baseURL, gw.apiKey);
+    await client.chat.completions.create({
+      model: "demo/echo",
+      messages: [{ role: "user", content: "verify me" }],
+    });
+    const stream = await client.chat.completions.create({
+      model: "demo/echo",
+      stream: true,
+      messages: [{ role: "user", content: "verify my stream" }],
+    });
+    for await (const _ of stream) { /* drain */ }
+    for (const [i, x] of exchanges.entries()) {
+      await Deno.writeFile(`${dir}/req${i}.json`, x.restoredRequest);
+      await Deno.writeFile(`${dir}/res${i}.bin`, await x.wireResponse);
+      await Deno.writeTextFile(`${dir}/e2ee${i}.json`, JSON.stringify(x.context));
+      await waitForReceipt(gw.url, x.receiptId!, gw.apiKey);
+      const run = async (context: string, request = `${dir}/req${i}.json`) => {
+        const lines: string[] = [];
+        const code = await runVerify([
+          "--receipt",
+          `${gw.baseURL}/aci/receipts/${x.receiptId}`,
+          "--api-key",
+          gw.apiKey,
+          "--report",
+          `${gw.baseURL}/aci/attestation`,
+          "--allow-dev",
+          "--request",
+          request,
+          "--response",
+          `${dir}/res${i}.bin`,
+          "--e2ee-context",
+          context,
+        ], {
+          fetch: globalThis.fetch,
+          readFile: (p) => Deno.readFile(p),
+          print: (l) => lines.push(l),
+          randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
+          now: Date.now,
+        });
+        return { code, lines };
+      };
+      const good = await run(`${dir}/e2ee${i}.json`);
+      assert.equal(good.code, 0, good.lines.join("\n"));
+      assert.ok(good.lines.some((l) => /^PASS e2ee\.response_fields/.test(l)));
+      assert.ok(good.lines.some((l) => /^PASS receipt\.request_body_hash/.test(l)));
+      // Another timestamp (so another AAD): every field fails authentication.
+      await Deno.writeTextFile(
+        `${dir}/bad${i}.json`,
+        JSON.stringify({ ...x.context, timestamp: x.context.timestamp + 1 }),
+      );
+      const bad = await run(`${dir}/bad${i}.json`);
+      assert.equal(bad.code, 1);
+      assert.ok(bad.lines.some((l) => /^FAIL e2ee\.response_fields/.test(l)), bad.lines.join("\n"));
+      // The encrypted wire request is not what request.received binds.
+      await Deno.writeTextFile(`${dir}/wire${i}.json`, "{}");
+      const wrongRequest = await run(`${dir}/e2ee${i}.json`, `${dir}/wire${i}.json`);
+      assert.ok(wrongRequest.lines.some((l) => /^FAIL receipt\.request_body_hash/.test(l)));
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+    await gw.close();
+  }
+});

@@ -15,6 +15,7 @@ import { isRecord } from "../verify/json_shape.ts";
 import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
 import { verifyReceipt } from "../verify/receipt.ts";
 import { verifyReport } from "../verify/report.ts";
+import { verifyE2eeResponse } from "../e2ee/verify.ts";
 
 /** Everything the command needs from the outside world. */
 export interface VerifyDeps {
@@ -35,6 +36,8 @@ export const VERIFY_USAGE = [
   "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
   "         --require-verified-upstream  fail unless upstream.verified says verified",
+  "         --e2ee-context <file>  E2EE v2: {algo, nonce, timestamp, client_private_key[, model]};",
+  "                           --request is then the restored request, --response the wire bytes",
 ].join("\n");
 
 const VALUE_FLAGS = [
@@ -45,6 +48,7 @@ const VALUE_FLAGS = [
   "request",
   "response",
   "nonce",
+  "e2ee-context",
 ] as const;
 const BOOL_FLAGS = ["allow-dev", "require-verified-upstream", "help"] as const;
 type ValueFlag = typeof VALUE_FLAGS[number];
@@ -212,6 +216,11 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
     checks.push(
       ...verifyReceipt(receipt, { report, requestBody, responseBody, requireVerifiedUpstream }),
     );
+    if (v["e2ee-context"] !== undefined) {
+      if (responseBody === undefined) throw new UsageError("--e2ee-context needs --response");
+      const context = await readJson(deps, v["e2ee-context"]);
+      checks.push(...verifyE2eeResponse(responseBody, context, isRecord(receipt) ? receipt : {}));
+    }
   } else if (envelope !== undefined) {
     checks.push(
       ...verifySignatureEnvelope(envelope, {
