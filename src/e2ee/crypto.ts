@@ -81,18 +81,29 @@ function aesKey(algo: E2eeAlgo, shared: Uint8Array): Buffer {
   return Buffer.from(hkdfSync("sha256", shared, new Uint8Array(0), HKDF_INFO[algo], 32));
 }
 
+const P25519 = 2n ** 255n - 19n;
+/** u-coordinates of the X25519 points of order dividing 8 (the libsodium blocklist, reduced mod p). */
+const LOW_ORDER = new Set([
+  0n,
+  1n,
+  P25519 - 1n,
+  325606250916557431795983626356110631294008115727848805560023387167927233504n,
+  39382357235489614581723060781553021112529911719440698176882885853963445705823n,
+]);
+
 /**
- * Whether a recipient key can be encrypted to: a low-order X25519 key (an
- * all-zero shared secret) or an off-curve point is refused here, before any
- * response is produced for it.
+ * Whether a (normalized) recipient key can be encrypted to. A low-order
+ * X25519 key would make every shared secret all zero; a secp256k1 key was
+ * already checked to be on the curve (cofactor 1). Checked by value, not
+ * with a trial ECDH, which would cost two scalar multiplications per request.
  */
 export function canEncryptTo(algo: E2eeAlgo, recipientHex: string): boolean {
-  try {
-    sharedSecret(algo, generateKeyPair(algo).secretKey, hexToBytes(recipientHex));
-    return true;
-  } catch {
-    return false;
-  }
+  if (algo === SECP256K1_ALGO) return normalizePublicKey(algo, recipientHex) !== null;
+  const bytes = hexToBytes(recipientHex);
+  if (bytes.length !== 32) return false;
+  let u = 0n;
+  for (let i = 31; i >= 0; i--) u = (u << 8n) | BigInt(i === 31 ? bytes[i] & 0x7f : bytes[i]);
+  return !LOW_ORDER.has(u % P25519);
 }
 
 /** Encrypt one field to `recipientHex` (normalized) with a fresh ephemeral key and nonce. */

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import {
+  canEncryptTo,
   decryptField,
   encryptField,
   generateKeyPair,
@@ -93,4 +94,33 @@ Deno.test("public key normalization: 0x, case, secp256k1 64-byte form; invalid k
   assert.equal(normalizePublicKey(X25519_ALGO, SERVICE_PUBLIC + "00"), null);
   assert.equal(normalizePublicKey(X25519_ALGO, "xyz"), null);
   assert.deepEqual(hexToBytes(normalizePublicKey(X25519_ALGO, SERVICE_PUBLIC)!).length, 32);
+});
+
+Deno.test("canEncryptTo refuses exactly the low-order X25519 points (incl. non-canonical forms)", () => {
+  const le = (n: bigint) => {
+    const b = new Uint8Array(32);
+    for (let i = 0; i < 32; i++) b[i] = Number((n >> BigInt(8 * i)) & 0xffn);
+    return bytesToHex(b);
+  };
+  const p = 2n ** 255n - 19n;
+  const low = [
+    0n,
+    1n,
+    p - 1n,
+    p,
+    p + 1n,
+    325606250916557431795983626356110631294008115727848805560023387167927233504n,
+    39382357235489614581723060781553021112529911719440698176882885853963445705823n,
+  ];
+  for (const u of low) {
+    assert.equal(canEncryptTo(X25519_ALGO, le(u)), false, `u = ${u}`);
+    // The curve library agrees: an ECDH with it is refused.
+    assert.throws(() => encryptField(X25519_ALGO, le(u), enc.encode("x"), enc.encode(""), rnd));
+  }
+  // The top bit is ignored (RFC 7748), so it cannot smuggle a low-order point past the check.
+  assert.equal(canEncryptTo(X25519_ALGO, le(1n | (1n << 255n))), false);
+  assert.equal(canEncryptTo(X25519_ALGO, SERVICE_PUBLIC), true);
+  assert.equal(canEncryptTo(X25519_ALGO, le(9n)), true);
+  const { publicKey } = generateKeyPair(SECP256K1_ALGO);
+  assert.equal(canEncryptTo(SECP256K1_ALGO, bytesToHex(publicKey)), true);
 });

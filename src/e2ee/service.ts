@@ -119,7 +119,8 @@ export async function openE2ee(
       `X-E2EE-Timestamp must be Unix seconds within ${E2EE_WINDOW_SECONDS} s of the service clock`,
     );
   }
-  const serviceKey = deps.keyring().find(modelKey);
+  const keyring = deps.keyring(); // one keyset for the whole request, even across a rotation
+  const serviceKey = keyring.find(modelKey);
   if (serviceKey === null) {
     throw fail(
       "e2ee_model_key_mismatch",
@@ -139,7 +140,6 @@ export async function openE2ee(
     throw fail("e2ee_invalid_payload_model", "the top-level model must be present and a string");
   }
   const ctx: AadContext = { algo: serviceKey.algo, model: body["model"], nonce, ts };
-  const keyring = deps.keyring();
   const slots = requestSlots(kind, body);
   if (slots.length === 0) throw fail("e2ee_decryption_failed", "no encrypted field in the request");
   for (const s of slots) {
@@ -174,7 +174,7 @@ export async function openE2ee(
 
 /** §5: a whole-content plaintext that parses as a JSON array is structured content. */
 function restoreContent(text: string): unknown {
-  if (!text.startsWith("[") && !text.trimStart().startsWith("[")) return text;
+  if (!text.trimStart().startsWith("[")) return text;
   try {
     const v = JSON.parse(text);
     return Array.isArray(v) ? v : text;
