@@ -359,3 +359,38 @@ Deno.test("task verify checks an E2EE receipt: restored request, wire bytes, eac
     await gw.close();
   }
 });
+
+Deno.test("E2EE client: after a keyset rotation it attests again and resends, encrypted to the new key", async () => {
+  let clock = Date.now();
+  const gw = await startTestGateway({
+    now: () => clock,
+    configure: (c) => (c.identity.keyset_ttl_seconds = 600),
+  });
+  try {
+    const exchanges: E2eeExchange[] = [];
+    const e2ee = await createE2eeFetch({
+      baseURL: gw.baseURL,
+      allowDevEvidence: true,
+      now: () => clock,
+      onExchange: (x) => exchanges.push(x),
+    });
+    const client = new OpenAI({
+      baseURL: gw.baseURL,
+      apiKey: gw.apiKey,
+      fetch: e2ee,
+      maxRetries: 0,
+    });
+    const before = e2ee.attestedKey();
+    clock += 590_000; // past the rotation margin: the gateway's next request rotates its keyset
+    const res = await client.chat.completions.create({
+      model: "demo/echo",
+      messages: [{ role: "user", content: `after rotation ${MARKER}` }],
+    });
+    assert.match(res.choices[0].message.content ?? "", new RegExp(MARKER));
+    assert.notEqual(e2ee.attestedKey().public_key, before.public_key);
+    assert.notEqual(e2ee.attestedKey().keysetDigest, before.keysetDigest);
+    assert.equal(exchanges.length, 2, "refused once with the old key, then served");
+  } finally {
+    await gw.close();
+  }
+});
