@@ -179,6 +179,16 @@ Deno.test("E2EE errors: every type of the spec, each with a receipt and nothing 
       { ...ok, body: { model: "demo/echo", messages: [] } },
       "e2ee_decryption_failed",
     );
+    // A bounded number of encrypted fields (each costs an ECDH before admission).
+    const many = await send(gw, {
+      ...ok,
+      body: {
+        model: "demo/echo",
+        messages: Array.from({ length: 1025 }, () => ({ role: "user", content: "ab" })),
+      },
+    });
+    assert.equal(many.status, 400);
+    assert.match(many.json.error.message, /at most 1024 encrypted fields/);
     // Endpoints E2EE v2 does not define.
     await refused(
       gw,

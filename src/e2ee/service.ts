@@ -39,6 +39,13 @@ export interface E2eeDeps {
   randomBytes: (n: number) => Uint8Array;
 }
 
+/**
+ * Encrypted fields one request may carry. Each costs an ECDH (~1 ms of pure-JS
+ * curve arithmetic) before admission runs, so a body of thousands would stall
+ * the process; a conversation of a thousand messages still fits.
+ */
+export const MAX_E2EE_FIELDS = 1024;
+
 /** §7: |now − ts| ≤ 300 s. */
 export const E2EE_WINDOW_SECONDS = 300;
 
@@ -142,6 +149,9 @@ export async function openE2ee(
   const ctx: AadContext = { algo: serviceKey.algo, model: body["model"], nonce, ts };
   const slots = requestSlots(kind, body);
   if (slots.length === 0) throw fail("e2ee_decryption_failed", "no encrypted field in the request");
+  if (slots.length > MAX_E2EE_FIELDS) {
+    throw fail("invalid_request", `at most ${MAX_E2EE_FIELDS} encrypted fields per request`);
+  }
   for (const s of slots) {
     const plain = keyring.decrypt(serviceKey, s.get() as string, requestAad(ctx, s.path));
     let text: string | null = null;
