@@ -317,8 +317,6 @@ Deno.test("task verify checks an E2EE receipt: restored request, wire bytes, eac
         const code = await runVerify([
           "--receipt",
           `${gw.baseURL}/aci/receipts/${x.receiptId}`,
-          "--api-key",
-          gw.apiKey,
           "--report",
           `${gw.baseURL}/aci/attestation`,
           "--allow-dev",
@@ -334,6 +332,7 @@ Deno.test("task verify checks an E2EE receipt: restored request, wire bytes, eac
           print: (l) => lines.push(l),
           randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
           now: Date.now,
+          apiKey: gw.apiKey,
         });
         return { code, lines };
       };
