@@ -8,6 +8,7 @@ import { badParam } from "../http/errors.ts";
 import type { ChatModel } from "../catalog/catalog.ts";
 import type { ChatMessage, ChatRequest, ChatResponse } from "./chat_types.ts";
 import { parseWith } from "./zod_error.ts";
+import { MEDIA_TOKENS, MESSAGE_FRAMING_TOKENS, textTokens } from "./token_count.ts";
 
 const text = z.strictObject({ type: z.literal("text"), text: z.string() });
 
@@ -186,6 +187,7 @@ export function upstreamChatBody(
   chat: ChatRequest,
   model: ChatModel,
   upstreamModel: string,
+  outputCap?: number,
 ): ChatRequest {
   const out: ChatRequest = { ...chat, model: upstreamModel };
   const wanted = model.tokenParam;
@@ -194,25 +196,32 @@ export function upstreamChatBody(
     out[wanted] = out[other];
     delete out[other];
   }
+  // The output the admission reserved is the output the upstream may produce.
+  if (out[wanted] === undefined && outputCap !== undefined) out[wanted] = outputCap;
   if (out.stream) out.stream_options = { ...out.stream_options, include_usage: true };
   return out;
 }
 
-/** A cheap, deterministic prompt-token estimate for admission (settled on real usage later). */
-export function estimateChatTokens(messages: ChatMessage[]): number {
-  let chars = 0;
+/**
+ * Prompt tokens reserved at admission: an upper bound (see token_count.ts),
+ * settled on real usage later. Tool definitions count too: they are prompt.
+ */
+export function estimateChatTokens(messages: ChatMessage[], tools?: unknown): number {
+  let tokens = tools === undefined ? 0 : textTokens(JSON.stringify(tools));
   for (const m of messages) {
-    chars += 16; // per-message framing
+    tokens += MESSAGE_FRAMING_TOKENS;
     const c = m.content;
-    if (typeof c === "string") chars += c.length;
+    if (typeof c === "string") tokens += textTokens(c);
     else if (Array.isArray(c)) {
-      for (const p of c) chars += p.type === "text" ? p.text.length : 3000; // an image is ~765 tokens
+      for (const p of c) tokens += p.type === "text" ? textTokens(p.text) : MEDIA_TOKENS;
     }
     if (m.role === "assistant" && m.tool_calls) {
-      for (const t of m.tool_calls) chars += t.function.name.length + t.function.arguments.length;
+      for (const t of m.tool_calls) {
+        tokens += textTokens(t.function.name) + textTokens(t.function.arguments);
+      }
     }
   }
-  return Math.ceil(chars / 4);
+  return tokens;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */

@@ -1,6 +1,7 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
 import { z } from "zod";
 import { parseWith } from "./zod_error.ts";
+import { textTokens } from "./token_count.ts";
 
 export const completionRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -9,6 +10,8 @@ export const completionRequestSchema = z.looseObject({
   temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().min(0).max(1).optional(),
   n: z.number().int().min(1).max(128).optional(),
+  /** Completions generated per prompt (and billed) when larger than `n`. */
+  best_of: z.number().int().min(1).max(128).optional(),
   stream: z.boolean().optional(),
   stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
@@ -43,11 +46,10 @@ export function parseCompletionRequest(body: unknown): ParsedCompletion {
   };
 }
 
+/** Prompt tokens reserved at admission: an upper bound (see token_count.ts). */
 export function estimateCompletionTokens(prompt: string | string[]): number {
-  const chars = typeof prompt === "string"
-    ? prompt.length
-    : prompt.reduce((a, p) => a + p.length, 0);
-  return Math.ceil(chars / 4) + 1;
+  const prompts = typeof prompt === "string" ? [prompt] : prompt;
+  return prompts.reduce((a, p) => a + textTokens(p) + 1, 0);
 }
 
 export function upstreamCompletionBody(

@@ -4,6 +4,7 @@ import { badParam } from "../http/errors.ts";
 import type { EmbeddingModel } from "../catalog/catalog.ts";
 import { parseWith } from "./zod_error.ts";
 import { mediaUrl } from "./chat.ts";
+import { MEDIA_TOKENS, textTokens } from "./token_count.ts";
 
 export const MAX_EMBEDDING_INPUTS = 2048;
 
@@ -81,15 +82,16 @@ export function checkEmbeddingAgainstModel(body: EmbeddingRequest, model: Embedd
           `input exceeds ${c.max_input_tokens} tokens for model ${model.id}`,
         );
       }
-      total += t;
+      total += textTokens(x);
     } else {
       const kind = x.type === "image_url" ? "image" : "video";
       if (!c.input_modalities.includes(kind)) {
         throw badParam(`input[${i}]`, `model ${model.id} does not accept ${kind} input`);
       }
-      total += 256;
+      total += MEDIA_TOKENS;
     }
   });
+  // The reservation: an upper bound (see token_count.ts), not the size check's estimate.
   return total;
 }
 
