@@ -131,3 +131,41 @@ Deno.test("money: tokens per minute hold against 50 parallel token-dense request
     await gw.close();
   }
 });
+
+Deno.test("limiter: a 60/min key makes 61 requests, not 120, across a minute boundary on two gateways", async () => {
+  const dir = await Deno.makeTempDir();
+  const kvPath = `${dir}/shared.kv`;
+  // Half a second before a minute boundary, where fixed windows reset.
+  let t = (Math.floor(Date.now() / 60_000) + 1) * 60_000 - 500;
+  const now = () => t;
+  const a = await startTestGateway({ kvPath, now });
+  const b = await startTestGateway({ kvPath, now });
+  try {
+    const key = await a.newKey({ tier: "free", credits: 100 });
+    const burst = () =>
+      Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          fetch(`${(i % 2 === 0 ? a : b).url}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+            body: JSON.stringify({
+              model: "demo/echo",
+              messages: [{ role: "user", content: "hi" }],
+            }),
+          }).then(async (r) => {
+            await r.body?.cancel();
+            return r.status;
+          })),
+      );
+    const before = await burst();
+    assert.equal(before.filter((s) => s === 200).length, 60);
+    t += 1_000; // across the boundary: one second's refill is one request
+    const after = await burst();
+    assert.equal(after.filter((s) => s === 200).length, 1, JSON.stringify(after));
+    assert.equal(after.filter((s) => s === 429).length, 59);
+  } finally {
+    await a.close();
+    await b.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

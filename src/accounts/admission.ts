@@ -53,7 +53,6 @@ import {
   rateHeaders,
   type Tiers,
   tokenSettlementWrites,
-  windowOf,
 } from "./rate_limit.ts";
 
 export interface AdmissionEstimate {
@@ -141,7 +140,7 @@ const CACHE_MS = 500;
 
 /**
  * Near a limit, decisions must see every settlement: fewer than four more
- * requests of this size fit in the token window or in the balance.
+ * requests of this size fit in the token bucket or in the balance.
  */
 function nearLimit(
   tok: number,
@@ -197,14 +196,12 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   async function sweep(all: boolean): Promise<void> {
     const sole = all || leases.size === 0 ? false : await opts.soleReplica!().catch(() => false);
     const t = mono();
-    const window = windowOf(opts.now());
     const writes: KvWrite[] = [];
     for (const [id, l] of leases) {
-      const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS ||
-        l.window !== window;
+      const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS;
       if (all || !sole || stale) {
         leases.delete(id);
-        writes.push(...leaseReturnWrites(id, l, window));
+        writes.push(...leaseReturnWrites(id, l));
       }
     }
     if (leases.size === 0 && sweeper !== undefined) {
@@ -219,7 +216,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   function installLease(id: string, l: Lease): void {
     if (closed) {
       // After close (a batch that failed late): hand the slice back, start no timer.
-      void opts.piggyback!.write(leaseReturnWrites(id, l, windowOf(opts.now()))).catch(() => {});
+      void opts.piggyback!.write(leaseReturnWrites(id, l)).catch(() => {});
       return;
     }
     leases.set(id, l);
@@ -229,7 +226,6 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   function makeAdmission(
     key: KeyRecord,
     est: AdmissionEstimate,
-    window: number,
     headers: Record<string, string>,
   ): Admission {
     let settled = false;
@@ -239,15 +235,12 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         validateActual(actual);
         if (settled) return [];
         settled = true;
-        const t = opts.now();
         return [
           ...creditSettlementWrites(key.key_id, est.costNano, actual),
           ...tokenSettlementWrites(
             key.key_id,
             est.tokens,
             actual.promptTokens + actual.completionTokens,
-            window,
-            windowOf(t),
           ),
         ];
       },
@@ -326,8 +319,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
    */
   async function attempt(batch: Pending[], fresh: boolean): Promise<Outcome[] | null | "stale"> {
     const t = opts.now();
-    const window = windowOf(t);
     const keyIds = [...new Set(batch.map((p) => p.key.key_id))];
+    const keyOf = new Map(batch.map((p) => [p.key.key_id, p.key]));
     // Keys with a request in this batch (not only a renewal): their live lease is folded back.
     const requested = new Set(batch.filter((p) => !p.renewal).map((p) => p.key.key_id));
     const fromCache = fresh ? null : cached(keyIds);
@@ -353,7 +346,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       const [b, s, d, r, o, cr, rr] = entries.get(id) ?? [];
       const state = foldTokens(
         parseState(s.value),
-        window,
+        limitsFor(keyOf.get(id)!, opts.tiers),
+        t,
         u64(r.value),
         u64(o.value),
         u64(rr?.value),
@@ -370,13 +364,11 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       const back = detached.get(id);
       if (back) {
         w.balance += back.credit;
-        if (back.window === window) {
-          w.state = {
-            ...w.state,
-            req: Math.max(0, w.state.req - back.req),
-            tok: Math.max(0, w.state.tok - back.tok),
-          };
-        }
+        w.state = {
+          ...w.state,
+          req: Math.max(0, w.state.req - back.req),
+          tok: Math.max(0, w.state.tok - back.tok),
+        };
         w.admitted = true;
       }
       work.set(id, w);
@@ -398,7 +390,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         outcomes.push({ ok: true, admission: null });
         continue;
       }
-      const rate = decideRate(w.state, limits, p.est.tokens, t);
+      const rate = decideRate(w.state, limits, p.est.tokens);
       if (!rate.ok) {
         if (fromCache) return "stale";
         outcomes.push(rate);
@@ -425,7 +417,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       w.balance = credit.balance;
       w.admitted = true;
       w.last = p.est;
-      outcomes.push({ ok: true, admission: makeAdmission(p.key, p.est, window, rate.headers) });
+      outcomes.push({ ok: true, admission: makeAdmission(p.key, p.est, rate.headers) });
     }
     // Far from every limit, reserve a slice for the next requests of the key.
     const granted = new Map<string, Lease>();
@@ -443,7 +435,6 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
           );
           if (slice === null) continue;
           granted.set(p.key.key_id, {
-            window,
             req: slice.req,
             tok: slice.tok,
             credit: slice.credit,
@@ -492,14 +483,10 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     for (const id of keyIds) detached.delete(id);
     for (const [id, l] of granted) {
       const live = leases.get(id); // only a renewal leaves the live lease in place
-      if (live !== undefined && live.window === l.window) {
+      if (live !== undefined) {
         mergeLease(live, l);
         renewAsked.delete(live);
         continue;
-      }
-      if (live !== undefined) {
-        leases.delete(id);
-        void opts.piggyback!.write(leaseReturnWrites(id, live, window)).catch(() => {});
       }
       installLease(id, l);
     }
@@ -606,21 +593,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       }
       const lease = leases.get(key.key_id);
       if (lease !== undefined && !closed) {
-        const t = opts.now();
-        const window = windowOf(t);
         const tm = mono();
-        if (takeFromLease(lease, window, tm, est.tokens, est.costNano)) {
+        if (takeFromLease(lease, tm, est.tokens, est.costNano)) {
           if (!renewAsked.has(lease) && wantsRenewal(lease, tm)) {
             renewAsked.add(lease);
             renew(key, est);
           }
-          const headers = rateHeaders(
-            limitsFor(key, opts.tiers),
-            lease.shownReq,
-            lease.shownTok,
-            t,
-          );
-          return Promise.resolve(makeAdmission(key, est, window, headers));
+          const headers = rateHeaders(limitsFor(key, opts.tiers), lease.shownReq, lease.shownTok);
+          return Promise.resolve(makeAdmission(key, est, headers));
         }
       }
       return new Promise<Admission>((resolve, reject) => {
