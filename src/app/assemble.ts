@@ -215,6 +215,14 @@ export function assembleGateway(
       identity,
       now,
       retentionDays: config.receipts.retention_days,
+      refusals: {
+        budget: config.receipts.refusal_budget,
+        windowMs: config.receipts.refusal_window_seconds * 1000,
+        retentionMs: config.receipts.refusal_retention_days * 86_400_000,
+        write: (ops) => committer.write(ops),
+      },
+      onError: (e) =>
+        world.log({ level: "error", msg: "refusal count write failed", error: String(e) }),
     }),
     identity,
     reports,
@@ -265,6 +273,7 @@ export function assembleGateway(
       for (const f of pinned.values()) f.close();
       await ready.catch(() => {});
       await ctx.admitter.close();
+      await ctx.receipts.close().catch(() => {});
       await committer.close();
     },
   };

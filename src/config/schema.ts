@@ -161,7 +161,16 @@ export const configSchema = z.strictObject({
   }).default({ client: "http1" }),
   receipts: z.strictObject({
     retention_days: z.number().int().positive().default(30),
-  }).default({ retention_days: 30 }),
+    /** Refusals (nothing forwarded): own receipts per key per window, then one shared receipt. */
+    refusal_retention_days: z.number().int().positive().default(1),
+    refusal_budget: z.number().int().nonnegative().default(10),
+    refusal_window_seconds: z.number().int().positive().default(600),
+  }).default({
+    retention_days: 30,
+    refusal_retention_days: 1,
+    refusal_budget: 10,
+    refusal_window_seconds: 600,
+  }),
   tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
     free: { rpm: 60, tpm: 100_000 },
     pro: { rpm: 600, tpm: 1_000_000 },
