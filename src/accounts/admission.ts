@@ -24,6 +24,7 @@ import { applyWrites, type BorrowedWrites } from "../store/group_commit.ts";
 import { backoffMs, isTransientKvError } from "../store/transient.ts";
 import { creditSettlementWrites, decideCredit, foldDebt } from "./credits.ts";
 import type { KeyRecord } from "./keys.ts";
+import { holdClosedWrites, holdInstanceKey, holdKey } from "./holds.ts";
 import {
   type AccountState,
   balanceKey,
@@ -96,6 +97,13 @@ export interface AdmitterOptions {
    * several replicas one's unused lease could refuse another's request.
    */
   soleReplica?: () => Promise<boolean>;
+  /**
+   * This process's replica id: with it, every reservation and its settlement
+   * are recorded in the hold ledger (holds.ts), so a crash loses no credits.
+   */
+  holdInstance?: string;
+  /** Most requests' worth in one lease slice (`store.lease_max_requests`). */
+  leaseMaxRequests?: number;
   /** Monotonic milliseconds for lease lifetimes (durations, not the wall clock). */
   monotonic?: () => number;
   random?: () => number;
@@ -181,6 +189,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   let running = false;
   const mono = opts.monotonic ?? (() => performance.now());
   const leasing = opts.piggyback !== undefined && opts.soleReplica !== undefined;
+  const inst = opts.holdInstance;
+  /** Whether this instance's ledger entry is known to be written. */
+  let registered = false;
+  /** A lease's hand-back: its unused part, and the hold it closes. */
+  const returnWrites = (id: string, l: Lease): KvWrite[] => [
+    ...leaseReturnWrites(id, l),
+    ...(inst === undefined ? [] : holdClosedWrites(inst, id, l.credit)),
+  ];
   /** Live leases by key id; a key's lease is detached while a batch folds it back. */
   const leases = new Map<string, Lease>();
   const detached = new Map<string, Lease>();
@@ -201,7 +217,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS;
       if (all || !sole || stale) {
         leases.delete(id);
-        writes.push(...leaseReturnWrites(id, l));
+        writes.push(...returnWrites(id, l));
       }
     }
     if (leases.size === 0 && sweeper !== undefined) {
@@ -216,7 +232,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   function installLease(id: string, l: Lease): void {
     if (closed) {
       // After close (a batch that failed late): hand the slice back, start no timer.
-      void opts.piggyback!.write(leaseReturnWrites(id, l)).catch(() => {});
+      void opts.piggyback!.write(returnWrites(id, l)).catch(() => {});
       return;
     }
     leases.set(id, l);
@@ -236,6 +252,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         if (settled) return [];
         settled = true;
         return [
+          ...(inst === undefined ? [] : holdClosedWrites(inst, key.key_id, est.costNano)),
           ...creditSettlementWrites(key.key_id, est.costNano, actual),
           ...tokenSettlementWrites(
             key.key_id,
@@ -333,6 +350,9 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       admitted: boolean;
       /** The last admitted request's size, for sizing a new lease. */
       last: AdmissionEstimate | null;
+      /** Credits this commit reserves (requests, slices) and hands back (folded leases). */
+      held: bigint;
+      released: bigint;
       entries: Deno.KvEntryMaybe<unknown>[];
     }
     const work = new Map<string, Working>();
@@ -359,11 +379,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         unpaid: fold.unpaid,
         admitted: false,
         last: null,
+        held: 0n,
+        released: 0n,
         entries: [b, s],
       };
       const back = detached.get(id);
       if (back) {
         w.balance += back.credit;
+        w.released += back.credit;
         w.state = {
           ...w.state,
           req: Math.max(0, w.state.req - back.req),
@@ -417,6 +440,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       w.balance = credit.balance;
       w.admitted = true;
       w.last = p.est;
+      w.held += p.est.costNano;
       outcomes.push({ ok: true, admission: makeAdmission(p.key, p.est, rate.headers) });
     }
     // Far from every limit, reserve a slice for the next requests of the key.
@@ -432,6 +456,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
             { req: limits.rpm - w.state.req, tok: limits.tpm - w.state.tok, credit: w.balance },
             w.last.tokens,
             w.last.costNano,
+            opts.leaseMaxRequests,
           );
           if (slice === null) continue;
           granted.set(p.key.key_id, {
@@ -446,6 +471,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
           });
           w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
           w.balance -= slice.credit;
+          w.held += slice.credit;
           w.admitted = true; // a renewal-only key writes its entries too
         }
       }
@@ -458,7 +484,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       atomic.check(b).check(s)
         .set(balanceKey(id), new Deno.KvU64(w.balance))
         .set(stateKey(id), w.state);
+      if (inst !== undefined) {
+        if (w.held > 0n) atomic.sum(holdKey(inst, id, "reserved"), w.held);
+        if (w.released > 0n) atomic.sum(holdKey(inst, id, "closed"), w.released);
+      }
       writes++;
+    }
+    if (inst !== undefined && !registered && writes > 0) {
+      atomic.set(holdInstanceKey(inst), t);
     }
     if (writes === 0) return outcomes;
     const commit = async () => {
@@ -481,6 +514,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       return null;
     }
     for (const id of keyIds) detached.delete(id);
+    registered = true;
     for (const [id, l] of granted) {
       const live = leases.get(id); // only a renewal leaves the live lease in place
       if (live !== undefined) {

@@ -7,7 +7,8 @@
  * never over-admit; its unused part goes back either in the next admission
  * commit of the key (folded exactly) or, when idle, as blind refunds.
  *
- * Slices are small: at most an eighth of what is left and 64 requests' worth,
+ * Slices are small: at most an eighth of what is left and `store.lease_max_requests`
+ * (default 64) requests' worth,
  * and none is taken unless it holds at least two requests, so near a limit
  * every request is decided against the store as before. A lease running low
  * is renewed in the background (a new slice reserved and added to it), so a
@@ -34,7 +35,8 @@ export interface Lease {
 export const LEASE_LIFETIME_MS = 1_000;
 /** A lease unused for this long is returned. */
 export const LEASE_IDLE_MS = 500;
-const MAX_REQUESTS = 64;
+/** Default of `store.lease_max_requests`: what a crash can leave held until recovery. */
+export const LEASE_MAX_REQUESTS = 64;
 
 export interface Remaining {
   req: number;
@@ -47,10 +49,11 @@ export function leaseSlice(
   rem: Remaining,
   tokens: number,
   cost: bigint,
+  maxRequests = LEASE_MAX_REQUESTS,
 ): Remaining | null {
-  const req = Math.min(MAX_REQUESTS, Math.floor(rem.req / 8));
-  const tok = Math.min(MAX_REQUESTS * tokens, Math.floor(rem.tok / 8));
-  const capCredit = BigInt(MAX_REQUESTS) * cost;
+  const req = Math.min(maxRequests, Math.floor(rem.req / 8));
+  const tok = Math.min(maxRequests * tokens, Math.floor(rem.tok / 8));
+  const capCredit = BigInt(maxRequests) * cost;
   const credit = rem.credit / 8n < capCredit ? rem.credit / 8n : capCredit;
   if (req < 2 || tok < 2 * tokens || credit < 2n * cost || credit < 0n) return null;
   return { req, tok, credit };

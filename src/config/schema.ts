@@ -110,6 +110,16 @@ export const configSchema = z.strictObject({
      * KV commit before the prompt leaves). See src/accounts/leases.ts.
      */
     quota_leases: z.boolean().default(true),
+    /**
+     * Most requests' worth of credits and tokens in one lease slice: what a
+     * crashed process holds until another refunds it (src/accounts/holds.ts).
+     */
+    lease_max_requests: z.number().int().min(2).max(4096).default(64),
+    /**
+     * How long a replica's announcement lives without a heartbeat (sent every
+     * third of it); a crashed replica's holds are refunded once it lapses.
+     */
+    replica_ttl_seconds: z.number().int().min(1).max(3600).default(60),
   }),
   limits: z.strictObject({
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
