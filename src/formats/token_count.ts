@@ -17,3 +17,13 @@ export function textTokens(text: string): number {
 export const MESSAGE_FRAMING_TOKENS = 8;
 /** Tokens reserved for one image or video input (a high-detail tile set). */
 export const MEDIA_TOKENS = 1_600;
+
+/**
+ * A typical count for a prompt whose bound is `bound` (4 bytes per token, the
+ * usual rate for English text): what a client is shown (Anthropic
+ * `message_start`) and billed only when an upstream reports no usage (a client
+ * that left a stream early). Reservations always use the bound.
+ */
+export function typicalTokens(bound: number): number {
+  return Math.ceil(bound / 4);
+}

@@ -10,6 +10,7 @@ import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
+import { typicalTokens } from "../formats/token_count.ts";
 import type { Candidate } from "../routing/select.ts";
 
 const native = (c: Candidate) => c.provider.native_formats.includes("messages");
@@ -44,7 +45,7 @@ export const messagesEndpoint: InferenceEndpoint = {
       translator: (c) =>
         native(c) ? nativeMessagesPassthrough(p.model) : createMessagesStreamTranslator({
           model: p.model,
-          inputTokensEstimate: promptTokens,
+          inputTokensEstimate: typicalTokens(promptTokens),
           stopSequences: p.stopSequences,
         }),
     };

@@ -15,6 +15,7 @@ import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
 import { forward, type ForwardResult } from "../upstream/forward.ts";
 import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
+import { typicalTokens } from "../formats/token_count.ts";
 import { streamResponse } from "./stream_response.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
@@ -145,7 +146,8 @@ export async function handleInference(
         upstream: result.response.body,
         abortUpstream: result.abort,
         translator: plan.translator(result.candidate),
-        promptEstimate: plan.estimate.promptTokens,
+        // Billed only without an upstream usage report: a typical count, not the bound.
+        promptEstimate: typicalTokens(plan.estimate.promptTokens),
         contentType: plan.streamContentType,
         headers,
         settle,

@@ -10,6 +10,7 @@ import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
+import { typicalTokens } from "../formats/token_count.ts";
 import type { Candidate } from "../routing/select.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
@@ -54,7 +55,7 @@ export const responsesEndpoint: InferenceEndpoint = {
           createdAt,
           echo: p.echo,
           id: "resp_" + bytesToHex(randomBytes(24)),
-          inputTokensEstimate: promptTokens,
+          inputTokensEstimate: typicalTokens(promptTokens),
         }),
     };
   },
