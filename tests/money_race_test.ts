@@ -51,7 +51,7 @@ function attacks(gw: TestGateway): Record<string, Attack> {
         }],
       }),
     "token-dense embeddings": (key) =>
-      openai(key).embeddings.create({ model: "demo/embed-small", input: DENSE }),
+      openai(key).embeddings.create({ model: "demo/embed-large", input: DENSE }),
     "token-dense messages": (key) =>
       new Anthropic({ apiKey: key, baseURL: gw.url, maxRetries: 0 }).messages.create({
         model: "demo/echo",

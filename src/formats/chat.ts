@@ -3,12 +3,17 @@
  * capability checks shared by every format (token parameter, images, tools),
  * the upstream body, and the streaming pass-through translator. Pure.
  */
+import {
+  type CountableMessage,
+  countChat,
+  countText,
+  type TokenizerName,
+} from "../tokens/count.ts";
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { ChatModel } from "../catalog/catalog.ts";
 import type { ChatMessage, ChatRequest, ChatResponse } from "./chat_types.ts";
 import { parseWith } from "./zod_error.ts";
-import { MEDIA_TOKENS, MESSAGE_FRAMING_TOKENS, textTokens } from "./token_count.ts";
 
 const text = z.strictObject({ type: z.literal("text"), text: z.string() });
 
@@ -203,25 +208,25 @@ export function upstreamChatBody(
 }
 
 /**
- * Prompt tokens reserved at admission: an upper bound (see token_count.ts),
- * settled on real usage later. Tool definitions count too: they are prompt.
+ * Prompt tokens of a chat request, counted with the model's tokenizer
+ * (src/tokens/), for admission and the context check; stops counting past
+ * `limit`. Settled on the upstream's real usage later.
  */
-export function estimateChatTokens(messages: ChatMessage[], tools?: unknown): number {
-  let tokens = tools === undefined ? 0 : textTokens(JSON.stringify(tools));
-  for (const m of messages) {
-    tokens += MESSAGE_FRAMING_TOKENS;
-    const c = m.content;
-    if (typeof c === "string") tokens += textTokens(c);
-    else if (Array.isArray(c)) {
-      for (const p of c) tokens += p.type === "text" ? textTokens(p.text) : MEDIA_TOKENS;
-    }
-    if (m.role === "assistant" && m.tool_calls) {
-      for (const t of m.tool_calls) {
-        tokens += textTokens(t.function.name) + textTokens(t.function.arguments);
-      }
-    }
-  }
-  return tokens;
+export function estimateChatTokens(
+  messages: ChatMessage[],
+  tokenizer: TokenizerName,
+  limit?: number,
+  tools?: unknown[],
+): number {
+  const n = countChat(messages as CountableMessage[], tokenizer, limit);
+  if (!tools || tools.length === 0) return n;
+  // Tool definitions reach the model as text too: counted as their JSON.
+  const t = countText(
+    JSON.stringify(tools),
+    tokenizer,
+    limit === undefined ? undefined : Math.max(0, limit - n),
+  );
+  return limit !== undefined && n + t > limit ? limit + 1 : n + t;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */

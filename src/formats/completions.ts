@@ -1,7 +1,7 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
+import { countText, type TokenizerName } from "../tokens/count.ts";
 import { z } from "zod";
 import { parseWith } from "./zod_error.ts";
-import { textTokens } from "./token_count.ts";
 
 export const completionRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -46,10 +46,19 @@ export function parseCompletionRequest(body: unknown): ParsedCompletion {
   };
 }
 
-/** Prompt tokens reserved at admission: an upper bound (see token_count.ts). */
-export function estimateCompletionTokens(prompt: string | string[]): number {
-  const prompts = typeof prompt === "string" ? [prompt] : prompt;
-  return prompts.reduce((a, p) => a + textTokens(p) + 1, 0);
+/**
+ * Prompt tokens of each prompt of a legacy completion (each gets its own
+ * completion, so each must fit the context on its own); counting a prompt
+ * stops past `limit`.
+ */
+export function countCompletionPrompts(
+  prompt: string | string[],
+  tokenizer: TokenizerName,
+  limit?: number,
+): number[] {
+  return (typeof prompt === "string" ? [prompt] : prompt).map((p) =>
+    countText(p, tokenizer, limit)
+  );
 }
 
 export function upstreamCompletionBody(

@@ -10,6 +10,7 @@ import {
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
@@ -19,10 +20,24 @@ export const chatEndpoint: InferenceEndpoint = {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens ?? p.chat.max_completion_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "messages",
+    });
     const out = outputReserve(
       model,
       p.chat.max_tokens ?? p.chat.max_completion_tokens,
       config.limits.default_output_reserve,
+      promptTokens,
     );
     return {
       modelId: p.model,
@@ -30,7 +45,7 @@ export const chatEndpoint: InferenceEndpoint = {
       routes: model.config.routes,
       stream: p.stream,
       estimate: {
-        promptTokens: estimateChatTokens(p.chat.messages, p.chat.tools),
+        promptTokens,
         outputTokens: out.perCompletion * (p.chat.n ?? 1),
       },
       pricing: model.config.pricing,

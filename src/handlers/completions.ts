@@ -1,13 +1,14 @@
 /** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
 import type { InferenceEndpoint } from "./pipeline.ts";
 import {
-  estimateCompletionTokens,
+  countCompletionPrompts,
   parseCompletionRequest,
   upstreamCompletionBody,
 } from "../formats/completions.ts";
 import { badParam } from "../http/errors.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const completionsEndpoint: InferenceEndpoint = {
@@ -20,17 +21,37 @@ export const completionsEndpoint: InferenceEndpoint = {
     if (p.body.max_tokens !== undefined && p.body.max_tokens > limit) {
       throw badParam("max_tokens", `at most ${limit} output tokens for model ${model.id}`);
     }
-    const out = outputReserve(model, p.body.max_tokens, config.limits.default_output_reserve);
     // Every prompt of an array gets its own completions: n of them, or best_of generated.
     const prompts = typeof p.body.prompt === "string" ? 1 : p.body.prompt.length;
     const perPrompt = Math.max(p.body.n ?? 1, p.body.best_of ?? 1);
+    const counts = countCompletionPrompts(
+      p.body.prompt,
+      model.tokenizer,
+      model.config.context_length,
+    );
+    counts.forEach((n, i) =>
+      checkContextLength({
+        promptTokens: n,
+        requestedOutput: p.body.max_tokens,
+        contextLength: model.config.context_length,
+        modelId: p.model,
+        param: typeof p.body.prompt === "string" ? "prompt" : `prompt[${i}]`,
+      })
+    );
+    const promptTokens = counts.reduce((a, n) => a + n, 0);
+    const out = outputReserve(
+      model,
+      p.body.max_tokens,
+      config.limits.default_output_reserve,
+      Math.max(...counts),
+    );
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
       estimate: {
-        promptTokens: estimateCompletionTokens(p.body.prompt),
+        promptTokens,
         outputTokens: out.perCompletion * perPrompt * prompts,
       },
       pricing: model.config.pricing,

@@ -10,7 +10,7 @@ import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { typicalTokens } from "../formats/token_count.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 
 const native = (c: Candidate) => c.provider.native_formats.includes("messages");
@@ -22,7 +22,19 @@ export const messagesEndpoint: InferenceEndpoint = {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(p.chat.messages, p.chat.tools);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "messages",
+    });
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
     return {
       modelId: p.model,
@@ -45,7 +57,7 @@ export const messagesEndpoint: InferenceEndpoint = {
       translator: (c) =>
         native(c) ? nativeMessagesPassthrough(p.model) : createMessagesStreamTranslator({
           model: p.model,
-          inputTokensEstimate: typicalTokens(promptTokens),
+          inputTokensEstimate: promptTokens,
           stopSequences: p.stopSequences,
         }),
     };

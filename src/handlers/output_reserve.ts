@@ -18,9 +18,12 @@ export function outputReserve(
   model: ChatModel,
   clientCap: number | undefined,
   defaultReserve: number,
+  promptTokens = 0,
 ): OutputReserve {
   const limit = model.config.max_output_length;
-  const cap = clientCap ?? Math.min(defaultReserve, limit);
+  // The default cap also leaves the prompt its room in the context.
+  const room = Math.max(1, model.config.context_length - promptTokens);
+  const cap = clientCap ?? Math.min(defaultReserve, limit, room);
   const reasons = model.config.supported_features.includes("reasoning");
   return { cap, perCompletion: reasons ? Math.max(cap, limit) : cap };
 }

@@ -10,7 +10,7 @@ import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { typicalTokens } from "../formats/token_count.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
@@ -23,9 +23,26 @@ export const responsesEndpoint: InferenceEndpoint = {
     const p = parseResponsesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(p.chat.messages, p.chat.tools);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "input",
+    });
     const createdAt = Math.floor(now() / 1000);
-    const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
+    const out = outputReserve(
+      model,
+      p.chat.max_tokens,
+      config.limits.default_output_reserve,
+      promptTokens,
+    );
     return {
       modelId: p.model,
       provider: p.provider,
@@ -55,7 +72,7 @@ export const responsesEndpoint: InferenceEndpoint = {
           createdAt,
           echo: p.echo,
           id: "resp_" + bytesToHex(randomBytes(24)),
-          inputTokensEstimate: typicalTokens(promptTokens),
+          inputTokensEstimate: promptTokens,
         }),
     };
   },
