@@ -74,6 +74,20 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "trust.pcs_url": "Intel PCS or a PCCS base URL for TDX collateral (default: Intel PCS).",
   "trust.collateral_dir":
     "A directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape), for offline operation.",
+  "trust.nvidia": "NVIDIA GPU evidence (#21): pinned roots and RIM / OCSP collateral.",
+  "trust.nvidia.device_root_pem":
+    "PEM of the NVIDIA Device Identity CA to pin (default: NVIDIA's root, built in).",
+  "trust.nvidia.rim_root_pem":
+    "PEM of the NVIDIA CoRIM signing Root CA to pin (default: NVIDIA's root, built in).",
+  "trust.nvidia.rim_service_url":
+    "NVIDIA RIM service base URL (`/v1/rim/<id>` is appended; default NVIDIA's). RIMs are cached " +
+    "for an hour (VBIOS RIMs get re-issued).",
+  "trust.nvidia.ocsp_url":
+    "OCSP responder for device and RIM certificates (default NVIDIA's); answers are cached " +
+    "until their nextUpdate.",
+  "trust.nvidia.collateral_dir":
+    "Offline collateral instead of the services: RIM files `NV_GPU_*.xml` and OCSP responses " +
+    "(DER or base64), in the directory or one level below.",
 
   upstream: "How upstreams are reached.",
   "upstream.client":
@@ -134,6 +148,9 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Development switch (dev verifier only): a dev session satisfies `aci_verified`, and its " +
     "claims say so.",
   "providers[].confidential.reverify_margin_seconds": "Re-verify this long before expiry.",
+  "providers[].confidential.require_gpu":
+    "Fail verification unless the upstream's NVIDIA GPU evidence passes every check " +
+    "(`gpu_attested` hardware_proven); no prompt reaches it otherwise, whatever `allow_unverified` says.",
   "providers[].vendor": "Vendor label for the legacy `GET /v1/models/<vendor>` listing.",
 
   models: "Chat models in the catalog.",

@@ -26,6 +26,8 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
+  /** Fail verification unless the upstream's NVIDIA GPU evidence passes every check (#21); default false. */
+  require_gpu: z.boolean().optional(),
   /**
    * Opt-out of failing closed: while unverified, this upstream still receives
    * requests that do not demand `aci_verified` (warned at start-up and on every use).
@@ -173,6 +175,15 @@ export const configSchema = z.strictObject({
     pcs_url: z.url().optional(),
     /** …or a directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape) for offline operation. */
     collateral_dir: z.string().optional(),
+    /** NVIDIA GPU evidence (#21): pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
+    nvidia: z.strictObject({
+      device_root_pem: z.string().optional(),
+      rim_root_pem: z.string().optional(),
+      rim_service_url: z.url().optional(),
+      ocsp_url: z.url().optional(),
+      /** RIMs (`NV_GPU_*.xml`) and OCSP responses (DER or base64) for offline operation. */
+      collateral_dir: z.string().optional(),
+    }).optional(),
   }).default({}),
   /**
    * How upstreams are reached. `http1` (default): the gateway's own HTTP/1.1
