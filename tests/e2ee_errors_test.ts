@@ -116,7 +116,8 @@ async function refused(gw: TestGateway, r: Req, type: string, anthropic = false)
 }
 
 Deno.test("E2EE errors: every type of the spec, each with a receipt and nothing upstream", async () => {
-  const gw = await startTestGateway();
+  // Every refusal here gets its own receipt (beyond the budget they would share one).
+  const gw = await startTestGateway({ configure: (c) => (c.receipts.refusal_budget = 1000) });
   try {
     const ok = await chatRequest(gw);
     const without = (name: string) => {
