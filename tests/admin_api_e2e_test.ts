@@ -234,7 +234,7 @@ Deno.test("GET /v1/key and /v1/usage answer only for the calling key", async () 
     assert.deepEqual(ka.json.data.limits, { rpm: 60, tpm: 100_000 });
     assert.equal(ka.json.data.usage.requests, 2);
     assert.ok(Number(ka.json.data.spent) > 0);
-    assert.equal(ka.json.data.rate_limit.window_seconds, 60);
+    assert.equal(ka.json.data.rate_limit.interval_seconds, 60);
     assert.ok(ka.json.data.rate_limit.requests_used >= 2);
     assert.equal(
       ka.json.data.rate_limit.requests_remaining,

@@ -44,7 +44,7 @@ export interface KeySummary {
 
 export interface KeyDetail extends KeySummary {
   usage: { requests: number; prompt_tokens: number; completion_tokens: number; spent: string };
-  /** The current rate-limit window: what has been used and when it resets. */
+  /** The rate-limit buckets: how full each is (requests, tokens) and when they are empty again. */
   rate_limit: { requests: number; tokens: number; resets_in_seconds: number };
 }
 

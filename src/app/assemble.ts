@@ -21,6 +21,7 @@ import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 import type { SourceProvenance } from "../../enclave/manifest.ts";
 import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
+import { recoverHolds } from "../accounts/holds.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
@@ -31,6 +32,8 @@ import { createPinnedFetch, type PinnedFetch } from "../upstream/pinned_fetch.ts
 import { keyAdmin } from "../accounts/key_admin.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
 import { createMetrics, type GatewayMetrics } from "../operator/metrics.ts";
+import { createReplayGuard } from "../e2ee/replay.ts";
+import { hexToBytes } from "../aci/hex.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -49,7 +52,7 @@ export interface OutsideWorld {
 /** What the gateway declares it serves (in every report's `service_capabilities`). */
 export const SERVICE_CAPABILITIES = {
   serving: "aggregator",
-  supported_e2ee_versions: [],
+  supported_e2ee_versions: ["2"],
   endpoints: [
     "/v1/chat/completions",
     "/v1/completions",
@@ -70,9 +73,6 @@ export const SERVICE_CAPABILITIES = {
   },
   attested_sessions: true,
 };
-
-/** How long a replica's announcement lives without a heartbeat. */
-const REPLICA_TTL_MS = 60_000;
 
 export interface Gateway {
   ctx: GatewayContext;
@@ -125,6 +125,7 @@ export function assembleGateway(
     ttlSeconds: config.identity.keyset_ttl_seconds,
     now,
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
+    e2eeSeed: e2eeSeed(config, world.env),
   });
   const committer = new GroupCommitter(kv, {
     onError: (e) => {
@@ -134,9 +135,10 @@ export function assembleGateway(
     onCommit: (n) => metrics.groupCommit(n),
     onRetry: () => metrics.kvRetry(),
   });
+  const replicaTtlMs = config.store.replica_ttl_seconds * 1000;
   const replicas = createReplicaRegistry(kv, {
     id: bytesToHex(world.randomBytes(8)),
-    ttlMs: REPLICA_TTL_MS,
+    ttlMs: replicaTtlMs,
     now,
   });
   const reports = createReportService({
@@ -158,11 +160,27 @@ export function assembleGateway(
       world.log({ level: "error", msg: "keyset archive failed", error: String(e) })
     );
   });
+  // Credits held by replicas that are gone (a crash) go back to their keys.
+  let recovering: Promise<void> = Promise.resolve();
+  const recover = () =>
+    recovering = recoverHolds(kv, { self: replicas.id, live: () => replicas.liveIds() }).then(
+      (r) => {
+        if (r.instances > 0) {
+          world.log({
+            level: "info",
+            msg: "recovered holds of gone replicas",
+            instances: r.instances,
+            refunded_nano: r.refundedNano.toString(),
+          });
+        }
+      },
+    ).catch((e) => world.log({ level: "error", msg: "hold recovery failed", error: String(e) }));
   const heartbeat = setInterval(() => {
     announce().catch((e) =>
       world.log({ level: "error", msg: "replica announce failed", error: String(e) })
     );
-  }, REPLICA_TTL_MS / 3);
+    void recover();
+  }, replicaTtlMs / 3);
   // Quota leases are only safe while no other replica shares the store (see
   // accounts/leases.ts); the replica list is re-read at most twice a second.
   let sole: { at: number; value: Promise<boolean> } | null = null;
@@ -245,12 +263,22 @@ export function assembleGateway(
       now,
       piggyback: committer,
       soleReplica: config.store.quota_leases ? soleReplica : undefined,
+      holdInstance: replicas.id,
+      leaseMaxRequests: config.store.lease_max_requests,
     }),
     committer,
     receipts: createReceiptService(kv, {
       identity,
       now,
       retentionDays: config.receipts.retention_days,
+      refusals: {
+        budget: config.receipts.refusal_budget,
+        windowMs: config.receipts.refusal_window_seconds * 1000,
+        retentionMs: config.receipts.refusal_retention_days * 86_400_000,
+        write: (ops) => committer.write(ops),
+      },
+      onError: (e) =>
+        world.log({ level: "error", msg: "refusal count write failed", error: String(e) }),
     }),
     identity,
     reports,
@@ -259,6 +287,12 @@ export function assembleGateway(
       fetchFor,
       credential: (name) => credentials.get(name),
       now,
+    },
+    e2ee: {
+      keyring: () => identity.current().e2ee,
+      replay: createReplayGuard(kv, now),
+      now,
+      randomBytes: world.randomBytes,
     },
     streamTicker: new StreamTicker(
       tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
@@ -305,7 +339,7 @@ export function assembleGateway(
     },
   };
   // Ready once announced and every confidential upstream had its first verification attempt.
-  const ready = Promise.all([announce(), manager?.start()]).then(() => {});
+  const ready = Promise.all([announce().then(recover), manager?.start()]).then(() => {});
   const handler = createApp(ctx, opts.extraRoutes);
   return {
     ctx,
@@ -318,8 +352,24 @@ export function assembleGateway(
       manager?.stop();
       for (const f of pinned.values()) f.close();
       await ready.catch(() => {});
+      await recovering;
       await ctx.admitter.close();
+      await ctx.receipts.close().catch(() => {});
       await committer.close();
     },
   };
+}
+
+/** The E2EE seed the replicas share (`identity.e2ee_seed_env`: 64 hex characters), if configured. */
+function e2eeSeed(
+  config: GatewayConfig,
+  env: (name: string) => string | undefined,
+): Uint8Array | undefined {
+  const name = config.identity.e2ee_seed_env;
+  if (name === undefined) return undefined;
+  const value = env(name);
+  if (value === undefined || !/^[0-9a-fA-F]{64}$/.test(value)) {
+    throw new Error(`identity.e2ee_seed_env: ${name} must hold 64 hexadecimal characters`);
+  }
+  return hexToBytes(value);
 }

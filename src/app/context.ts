@@ -18,6 +18,7 @@ import type { StreamTicker } from "../handlers/stream_ticker.ts";
 import type { KeyAdmin } from "../accounts/key_admin.ts";
 import type { OperatorAuth } from "../operator/admin_token.ts";
 import type { GatewayMetrics } from "../operator/metrics.ts";
+import type { E2eeDeps } from "../e2ee/service.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -33,6 +34,8 @@ export interface GatewayContext {
   reports: ReportService;
   sessions: SessionStore;
   forward: ForwardDeps;
+  /** E2EE v2: the current keyset's keys and the shared replay guard. */
+  e2ee: E2eeDeps;
   /** The idle and keep-alive deadlines of every open stream, on one timer. */
   streamTicker: StreamTicker;
   verification: (provider: string) => VerificationState | null;

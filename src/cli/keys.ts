@@ -53,7 +53,7 @@ const COMMANDS: Record<string, Command> = {
   },
   show: {
     usage: "usage: keys show <key-id>",
-    help: ["Shows a key's balance, usage totals, limits and current rate-limit window."],
+    help: ["Shows a key's balance, usage totals, limits and rate bucket levels (used/limit)."],
     options: {},
   },
   credit: {
@@ -213,7 +213,7 @@ export async function runKeys(args: string[], deps: KeysCliDeps): Promise<number
         );
         print(`limits: rpm=${d.limits.rpm} tpm=${d.limits.tpm}`);
         print(
-          `current window: requests=${d.rate_limit.requests}/${d.limits.rpm} ` +
+          `rate buckets: requests=${d.rate_limit.requests}/${d.limits.rpm} ` +
             `tokens=${d.rate_limit.tokens}/${d.limits.tpm} ` +
             `resets_in=${d.rate_limit.resets_in_seconds}s`,
         );

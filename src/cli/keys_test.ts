@@ -105,7 +105,7 @@ Deno.test("revoke makes the key fail authentication", async () => {
   kv.close();
 });
 
-Deno.test("show prints balance, usage totals, limits and the current window", async () => {
+Deno.test("show prints balance, usage totals, limits and the rate bucket levels", async () => {
   const kv = await Deno.openKv(":memory:");
   const { id, key } = await create(kv, "--tier", "free", "--credits", "1", "--name", "shown");
   const rec = await authenticate(kv, `Bearer ${key}`);
@@ -123,7 +123,7 @@ Deno.test("show prints balance, usage totals, limits and the current window", as
   assert.match(text, /^balance: 0\.75$/m);
   assert.match(text, /^usage: requests=1 prompt_tokens=100 completion_tokens=50 spent=0\.25$/m);
   assert.match(text, /^limits: rpm=60 tpm=100000$/m);
-  assert.match(text, /^current window: requests=1\/60 tokens=150\/100000 resets_in=\d+s$/m);
+  assert.match(text, /^rate buckets: requests=1\/60 tokens=150\/100000 resets_in=\d+s$/m);
   assert.ok(!text.includes(key));
   assert.equal((await cli(kv, "show", "key_000000000000")).code, 1);
   kv.close();

@@ -32,6 +32,12 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "store.quota_leases":
     "While this is the only replica on the store, admit most requests from a small reserved slice " +
     "of the key's limits held in memory (no KV commit before the prompt leaves).",
+  "store.lease_max_requests":
+    "Most requests' worth of credits and tokens in one quota-lease slice: what a crashed process " +
+    "holds until another refunds it (docs/decisions.md, #15).",
+  "store.replica_ttl_seconds":
+    "How long a replica's announcement lives without a heartbeat (sent every third of it); a " +
+    "crashed replica's held credits are refunded once it lapses.",
 
   limits: "Request limits.",
   "limits.max_body_bytes": "Largest request body accepted; larger gets 413.",
@@ -61,6 +67,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "identity.manifest_path":
     "The build manifest of `task compile` (`dist/manifest.json`); fills the reports' " +
     "`source_provenance`. Must be covered by the measurement (inside the image).",
+  "identity.e2ee_seed_env":
+    "Name of the environment variable holding a 32-byte secret (64 hex) that replicas behind one " +
+    "load balancer share, e.g. from the TEE's KMS: their E2EE v2 keys are then derived from it per " +
+    "keyset epoch (docs/e2ee.md). Unset: each replica's E2EE keys are random.",
 
   trust: "Trust anchors and collateral for verifying upstream TEE evidence.",
   "trust.intel_root_ca_pem":
@@ -90,11 +100,19 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
 
   receipts: "Signed receipts.",
   "receipts.retention_days": "How long receipts are kept.",
+  "receipts.refusal_retention_days":
+    "How long receipts of refusals (nothing forwarded upstream) are kept.",
+  "receipts.refusal_budget":
+    "Refusals of one key per window that get their own receipt; the rest of the window share one " +
+    "receipt that counts them.",
+  "receipts.refusal_window_seconds": "The window of `refusal_budget`.",
 
   tiers: "Rate limits per key tier.",
   "tiers.free": "Limits of `free` keys.",
-  "tiers.free.rpm": "Requests per minute.",
-  "tiers.free.tpm": "Tokens per minute (prompt estimate plus reserved output).",
+  "tiers.free.rpm":
+    "Requests per minute: a token bucket of this size, refilled continuously at this rate.",
+  "tiers.free.tpm":
+    "Tokens per minute (prompt tokens plus reserved output), a bucket like `rpm`'s.",
   "tiers.pro": "Limits of `pro` keys.",
   "tiers.pro.rpm": "Requests per minute.",
   "tiers.pro.tpm": "Tokens per minute.",

@@ -133,6 +133,16 @@ export const configSchema = z.strictObject({
      * KV commit before the prompt leaves). See src/accounts/leases.ts.
      */
     quota_leases: z.boolean().default(true),
+    /**
+     * Most requests' worth of credits and tokens in one lease slice: what a
+     * crashed process holds until another refunds it (src/accounts/holds.ts).
+     */
+    lease_max_requests: z.number().int().min(2).max(4096).default(64),
+    /**
+     * How long a replica's announcement lives without a heartbeat (sent every
+     * third of it); a crashed replica's holds are refunded once it lapses.
+     */
+    replica_ttl_seconds: z.number().int().min(1).max(3600).default(60),
   }),
   limits: z.strictObject({
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
@@ -156,6 +166,8 @@ export const configSchema = z.strictObject({
     allow_dev_quotes: z.boolean().default(false),
     /** Build manifest written by `deno task compile` (feeds `source_provenance`). */
     manifest_path: z.string().optional(),
+    /** Env var holding the E2EE seed replicas share (64 hex; from the TEE's KMS). Unset: per-keyset random keys. */
+    e2ee_seed_env: z.string().optional(),
   }).default({
     subject: null,
     keyset_ttl_seconds: 86_400,
@@ -193,7 +205,16 @@ export const configSchema = z.strictObject({
   }).default({ client: "http1" }),
   receipts: z.strictObject({
     retention_days: z.number().int().positive().default(30),
-  }).default({ retention_days: 30 }),
+    /** Refusals (nothing forwarded): own receipts per key per window, then one shared receipt. */
+    refusal_retention_days: z.number().int().positive().default(1),
+    refusal_budget: z.number().int().nonnegative().default(10),
+    refusal_window_seconds: z.number().int().positive().default(600),
+  }).default({
+    retention_days: 30,
+    refusal_retention_days: 1,
+    refusal_budget: 10,
+    refusal_window_seconds: 600,
+  }),
   tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
     free: { rpm: 60, tpm: 100_000 },
     pro: { rpm: 600, tpm: 1_000_000 },

@@ -1,6 +1,6 @@
 /**
  * Self-service for key holders, each answering only for the calling key:
- * `GET /v1/key` (balance, spent, tier, limits and the current rate-limit
+ * `GET /v1/key` (balance, spent, tier, limits and the rate-limit bucket levels
  * window, like OpenRouter's key endpoint) and `GET /v1/usage?from&to` (per
  * UTC day and model). The figures are the admin API's (accounts/key_admin.ts).
  */
@@ -24,7 +24,8 @@ export async function getOwnKey(req: Request, ctx: GatewayContext): Promise<Resp
       usage: d.usage,
       limits: { rpm: d.limits.rpm, tpm: d.limits.tpm },
       rate_limit: {
-        window_seconds: WINDOW_MS / 1000,
+        // Token buckets holding one interval's worth, refilling continuously.
+        interval_seconds: WINDOW_MS / 1000,
         requests_used: d.rate_limit.requests,
         requests_remaining: Math.max(0, d.limits.rpm - d.rate_limit.requests),
         tokens_used: d.rate_limit.tokens,

@@ -41,10 +41,10 @@ const HEADER_DOCS: Record<string, string> = {
     "`gw` (the gateway's own time) and, for inference, `admit`, `upstream`, `commit`.",
   "retry-after": "Seconds to wait after a 429.",
   "x-ratelimit-limit": "Requests per minute allowed for this key.",
-  "x-ratelimit-remaining": "Requests left in the current window.",
+  "x-ratelimit-remaining": "Requests the key may make now (its request bucket).",
   "x-ratelimit-reset": "Seconds until the window resets.",
   "x-ratelimit-limit-tokens": "Tokens per minute allowed for this key.",
-  "x-ratelimit-remaining-tokens": "Tokens left in the current window.",
+  "x-ratelimit-remaining-tokens": "Tokens the key may use now (its token bucket).",
 };
 
 const headerName = (h: string) => h.replace(/(^|-)([a-z])/g, (_m, d, c) => d + c.toUpperCase());
@@ -249,7 +249,7 @@ export const OPERATIONS: Record<string, Op> = {
     errors: [400],
   },
   "GET /v1/key": {
-    summary: "The calling key: balance, spent, tier, limits and the current rate-limit window",
+    summary: "The calling key: balance, spent, tier, limits and rate-limit bucket levels",
     tag: "account",
     auth: "key",
     errors: [401],
