@@ -10,6 +10,7 @@
 import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
 import { devConfig } from "./src/config/dev.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
+import { type ConnectionServer, type ServeOn, serveConnections } from "./src/http/connections.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "./src/sessions/verifiers.ts";
 import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
@@ -182,30 +183,37 @@ async function serve(args: string[]): Promise<void> {
     tlsSpkiSha256s: await listenerSpkis(config),
   });
 
-  const servers: Deno.HttpServer[] = [];
-  const listen = (l: GatewayConfig["listen"]["base"], label: string) =>
-    new Promise<void>((resolve) => {
-      const tls = l.tls_cert_file && l.tls_key_file
-        ? {
-          cert: Deno.readTextFileSync(l.tls_cert_file),
-          key: Deno.readTextFileSync(l.tls_key_file),
-        }
-        : {};
-      const server = Deno.serve({
+  const servers: ConnectionServer[] = [];
+  const serveOn = runtimeServeOn();
+  const maxConnections = connectionCap(config.limits.max_connections);
+  const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
+    const tls = l.tls_cert_file && l.tls_key_file;
+    const listener = tls
+      ? Deno.listenTls({
         hostname: l.hostname,
         port: l.port,
-        ...tls,
-        onListen: ({ hostname, port }) => {
-          const scheme = "cert" in tls ? "https" : "http";
-          console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
-          resolve();
-        },
-      }, gateway.handler);
-      servers.push(server);
-    });
+        cert: Deno.readTextFileSync(l.tls_cert_file!),
+        key: Deno.readTextFileSync(l.tls_key_file!),
+        alpnProtocols: ["h2", "http/1.1"],
+      })
+      : Deno.listen({ hostname: l.hostname, port: l.port });
+    servers.push(serveConnections(listener, gateway.handler, {
+      limits: {
+        maxConnections,
+        headerTimeoutMs: config.limits.header_timeout_ms,
+        idleTimeoutMs: config.limits.idle_timeout_ms,
+      },
+      serveOn,
+      tls: Boolean(tls),
+      now: () => performance.now(),
+      log,
+    }));
+    const { hostname, port } = listener.addr as Deno.NetAddr;
+    console.error(`gateway ${label} listening on ${tls ? "https" : "http"}://${hostname}:${port}/v1`);
+  };
   await gateway.ready;
-  await listen(config.listen.base, "base");
-  if (config.listen.tee) await listen(config.listen.tee, "tee");
+  listen(config.listen.base, "base");
+  if (config.listen.tee) listen(config.listen.tee, "tee");
   console.error(`keyset digest ${gateway.identity.current().digest}`);
 
   if (dev) {
@@ -229,6 +237,7 @@ async function serve(args: string[]): Promise<void> {
     const grace = new Promise<void>((r) => setTimeout(r, 10_000));
     // shutdown() stops accepting and waits for in-flight responses, streams included.
     await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
+    for (const s of servers) s.close();
     await gateway.close();
     for (const c of closers) await c().catch(() => {});
     caFetch.close();
@@ -239,6 +248,50 @@ async function serve(args: string[]): Promise<void> {
   };
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+}
+
+/**
+ * The runtime's HTTP server on one accepted connection (what `Deno.serve` runs
+ * per connection; not public API, hence checked at start-up). It lets the
+ * gateway own the accept loop: see src/http/connections.ts.
+ */
+export function runtimeServeOn(): ServeOn {
+  const internal = (Deno as unknown as Record<symbol, Record<string, unknown>>)[
+    (Deno as unknown as { internal: symbol }).internal
+  ];
+  const serveOn = internal?.serveHttpOnConnection;
+  if (typeof serveOn !== "function") {
+    fail("this Deno runtime does not expose serveHttpOnConnection; run Deno 2.9.6");
+  }
+  return (conn, signal, handler, onError) =>
+    (serveOn as (...a: unknown[]) => { finished: Promise<void> })(
+      conn,
+      signal,
+      handler,
+      onError,
+      () => {},
+    );
+}
+
+/**
+ * The configured connection cap, lowered to fit the descriptor limit: each
+ * client connection may hold an upstream connection too, and the store and
+ * listeners need a few, so at most (limit - 64) / 2.
+ */
+function connectionCap(configured: number): number {
+  let nofile = Infinity;
+  try {
+    const m = Deno.readTextFileSync("/proc/self/limits").match(/Max open files\s+(\d+)/);
+    if (m) nofile = Number(m[1]);
+  } catch {
+    // not Linux: keep the configured cap
+  }
+  const fits = Math.max(16, Math.floor((nofile - 64) / 2));
+  if (configured <= fits) return configured;
+  console.error(
+    `limits.max_connections ${configured} lowered to ${fits} to fit the open-file limit ${nofile}`,
+  );
+  return fits;
 }
 
 /** The keyset lists the SPKI of every TLS key the gateway terminates with, so clients can pin it. */

@@ -67,9 +67,15 @@ export async function spawnGateway(
   configPath: string,
   extraArgs: string[] = [],
   env: Record<string, string> = {},
+  opts: { nofile?: number } = {},
 ): Promise<GatewayProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "serve", "--config", configPath, ...extraArgs],
+  const deno = [Deno.execPath(), "run", "-A", "main.ts", "serve", "--config", configPath];
+  // With `nofile`, under that file-descriptor limit (`ulimit -n`, soft and hard).
+  const [cmd, ...args] = opts.nofile === undefined
+    ? [...deno, ...extraArgs]
+    : ["bash", "-c", `ulimit -n ${opts.nofile} && exec "$@"`, "bash", ...deno, ...extraArgs];
+  const child = new Deno.Command(cmd, {
+    args,
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
