@@ -10,7 +10,7 @@
 import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
 import { devConfig } from "./src/config/dev.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
-import { type ConnectionServer, type ServeOn, serveConnections } from "./src/http/connections.ts";
+import { type ConnectionServer, serveConnections, type ServeOn } from "./src/http/connections.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "./src/sessions/verifiers.ts";
 import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
@@ -209,7 +209,9 @@ async function serve(args: string[]): Promise<void> {
       log,
     }));
     const { hostname, port } = listener.addr as Deno.NetAddr;
-    console.error(`gateway ${label} listening on ${tls ? "https" : "http"}://${hostname}:${port}/v1`);
+    console.error(
+      `gateway ${label} listening on ${tls ? "https" : "http"}://${hostname}:${port}/v1`,
+    );
   };
   await gateway.ready;
   listen(config.listen.base, "base");
@@ -237,7 +239,6 @@ async function serve(args: string[]): Promise<void> {
     const grace = new Promise<void>((r) => setTimeout(r, 10_000));
     // shutdown() stops accepting and waits for in-flight responses, streams included.
     await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
-    for (const s of servers) s.close();
     await gateway.close();
     for (const c of closers) await c().catch(() => {});
     caFetch.close();
@@ -263,14 +264,11 @@ export function runtimeServeOn(): ServeOn {
   if (typeof serveOn !== "function") {
     fail("this Deno runtime does not expose serveHttpOnConnection; run Deno 2.9.6");
   }
-  return (conn, signal, handler, onError) =>
-    (serveOn as (...a: unknown[]) => { finished: Promise<void> })(
-      conn,
-      signal,
-      handler,
-      onError,
-      () => {},
-    );
+  type Served = ReturnType<ServeOn>;
+  // No abort signal: aborting a connection the runtime has just closed throws from
+  // inside its listener (an uncaught BadResource); `shutdown()` tolerates that.
+  return (conn, handler, onError) =>
+    (serveOn as (...a: unknown[]) => Served)(conn, undefined, handler, onError, () => {});
 }
 
 /**

@@ -18,6 +18,8 @@ import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
+import type { KeyRecord } from "../accounts/keys.ts";
+import type { BodyTicket } from "../http/body_budget.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 
 export interface InferenceEndpoint {
@@ -63,17 +65,25 @@ export async function handleInference(
 ): Promise<Response> {
   let rec: ReceiptRecorder | null = null;
   let admission: Admission | null = null;
+  let account: KeyRecord | null = null;
+  let bodyTicket: BodyTicket | null = null;
   const headers = new Headers({
     "x-service-trace-id": info.traceId,
     "x-request-id": info.requestId,
   });
   try {
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+    account = key;
+    ctx.preAdmission.check(key); // #15: a key out of requests is refused before its body is read
     rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
     requireJsonContentType(req);
-    const bytes = await readBody(req, ctx.config.limits.max_body_bytes);
+    bodyTicket = ctx.bodyBudget.ticket(key.key_id);
+    const bytes = await readBody(req, ctx.config.limits.max_body_bytes, {
+      timeoutMs: ctx.config.limits.body_timeout_ms,
+      reserve: bodyTicket.reserve,
+    });
     const receivedHash = sha256Prefixed(bytes);
     rec.event({ type: "request.received", body_hash: receivedHash });
     const body = parseJsonBody(bytes);
@@ -105,6 +115,7 @@ export async function handleInference(
         ),
         requestId: info.requestId,
       }));
+    bodyTicket.release(); // admitted: the body's bytes no longer count as being read
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
 
@@ -155,6 +166,8 @@ export async function handleInference(
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
   } catch (e) {
     const err = asGatewayError(e);
+    bodyTicket?.release();
+    if (account) ctx.preAdmission.note(account, err);
     if (err.kind === "internal") {
       ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
     }

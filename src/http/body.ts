@@ -6,28 +6,79 @@
  */
 import { GatewayError } from "./errors.ts";
 
-export async function readBody(req: Request, maxBytes: number): Promise<Uint8Array> {
+/** Bounds on reading one body beyond its size (#15): a deadline and reserved memory. */
+export interface BodyIntake {
+  /** The whole body, budget wait included, must arrive within this. */
+  timeoutMs: number;
+  /** Reserves `total` body bytes before they are read (see body_budget.ts). */
+  reserve(total: number, signal: AbortSignal): Promise<void>;
+}
+
+/** Reservation steps for a body of undeclared length (chunked). */
+const CHUNKED_STEP = 1024 * 1024;
+
+export async function readBody(
+  req: Request,
+  maxBytes: number,
+  intake?: BodyIntake,
+): Promise<Uint8Array> {
   const declared = req.headers.get("content-length");
   if (declared !== null) {
     if (!/^\d+$/.test(declared)) {
       throw new GatewayError("invalid_request", "invalid Content-Length");
     }
     if (Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  }
+  if (!intake) return await readWithin(req, maxBytes, declared, null, null);
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(timedOut(intake.timeoutMs)), intake.timeoutMs);
+  const late = new Promise<never>((_, reject) =>
+    deadline.signal.addEventListener("abort", () => reject(deadline.signal.reason), {
+      once: true,
+    })
+  );
+  late.catch(() => {});
+  try {
+    if (declared !== null) await intake.reserve(Number(declared), deadline.signal);
+    const reserve = (n: number) => intake.reserve(n, deadline.signal);
+    return await readWithin(req, maxBytes, declared, reserve, late);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function readWithin(
+  req: Request,
+  maxBytes: number,
+  declared: string | null,
+  reserve: ((total: number) => Promise<void>) | null,
+  late: Promise<never> | null,
+): Promise<Uint8Array> {
+  const within = <T>(p: Promise<T>): Promise<T> => late ? Promise.race([p, late]) : p;
+  if (declared !== null) {
     // The server reads exactly the declared length, which fits the limit: take the
     // runtime's native whole-body read instead of pumping a JS stream.
+    const whole = req.bytes();
+    whole.catch(() => {});
     try {
-      return await req.bytes();
-    } catch {
+      return await within(whole);
+    } catch (e) {
+      if (e instanceof GatewayError) throw e;
       throw new GatewayError("invalid_request", "request body could not be read");
     }
   }
   if (!req.body) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let total = 0;
+  let reserved = 0;
   const reader = req.body.getReader();
   try {
     while (true) {
-      const { done, value } = await reader.read();
+      if (reserve && total >= reserved) {
+        reserved = Math.min(maxBytes, reserved + CHUNKED_STEP);
+        await reserve(reserved);
+      }
+      const { done, value } = await within(reader.read());
       if (done) break;
       total += value.byteLength;
       if (total > maxBytes) {
@@ -37,7 +88,10 @@ export async function readBody(req: Request, maxBytes: number): Promise<Uint8Arr
       chunks.push(value);
     }
   } catch (e) {
-    if (e instanceof GatewayError) throw e;
+    if (e instanceof GatewayError) {
+      if (e.kind === "request_timeout") await reader.cancel().catch(() => {});
+      throw e;
+    }
     throw new GatewayError("invalid_request", "request body could not be read");
   }
   if (chunks.length === 1) return chunks[0];
@@ -48,6 +102,13 @@ export async function readBody(req: Request, maxBytes: number): Promise<Uint8Arr
     off += c.byteLength;
   }
   return out;
+}
+
+function timedOut(ms: number): GatewayError {
+  // Closing the connection: its unread rest must not be taken for the next request.
+  return new GatewayError("request_timeout", `request body not received within ${ms} ms`, {
+    headers: { connection: "close" },
+  });
 }
 
 function tooLarge(max: number): GatewayError {

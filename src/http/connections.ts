@@ -35,13 +35,16 @@ export interface ServeInfo {
   completed: Promise<void>;
 }
 
-/** Serves HTTP on one accepted connection until `signal` aborts (closing it) or the peer leaves. */
+/**
+ * Serves HTTP on one accepted connection until the peer leaves or `shutdown`
+ * is called (which closes it at once when nothing is in flight, else once the
+ * in-flight responses are delivered).
+ */
 export type ServeOn = (
   conn: Deno.Conn,
-  signal: AbortSignal,
   handler: (req: Request, info: ServeInfo) => Response | Promise<Response>,
   onError: (e: unknown) => Response,
-) => { finished: Promise<void> };
+) => { finished: Promise<void>; shutdown(): Promise<void> };
 
 export interface ConnectionStats {
   /** Connections open now (waiting or busy). */
@@ -65,8 +68,6 @@ export interface ConnectionServer {
    * responses are delivered. Resolves when every connection is closed.
    */
   shutdown(): Promise<void>;
-  /** Closes every connection now, in-flight responses included. */
-  close(): void;
 }
 
 export interface ConnectionServerOptions {
@@ -89,7 +90,8 @@ const REFUSAL = new TextEncoder().encode(
 );
 
 interface Tracked {
-  ac: AbortController;
+  /** Graceful close: at once when idle, after the in-flight responses otherwise. */
+  shutdown: () => void;
   /** Requests on this connection whose responses are not yet delivered. */
   inFlight: number;
   /** Whether a request head ever arrived (decides which deadline a wait has). */
@@ -97,8 +99,6 @@ interface Tracked {
   /** When the current wait began (monotonic ms); meaningful while `inFlight` is 0. */
   since: number;
   closing: boolean;
-  /** Close once the last in-flight response is delivered (shutdown). */
-  drain: boolean;
 }
 
 export function serveConnections(
@@ -128,7 +128,7 @@ export function serveConnections(
     if (t.closing) return;
     t.closing = true;
     live--;
-    t.ac.abort();
+    t.shutdown();
   };
 
   // One timer for every connection's deadline (a per-request timer would cost more).
@@ -169,12 +169,11 @@ export function serveConnections(
 
   const track = (conn: Deno.Conn) => {
     const t: Tracked = {
-      ac: new AbortController(),
+      shutdown: () => {},
       inFlight: 0,
       served: false,
       since: now(),
       closing: false,
-      drain: false,
     };
     conns.add(t);
     live++;
@@ -183,7 +182,6 @@ export function serveConnections(
       t.inFlight--;
       if (t.inFlight > 0) return;
       t.since = now();
-      if (t.drain) closeConn(t);
     };
     const perConn = (req: Request, info: ServeInfo): Promise<Response> => {
       t.inFlight++;
@@ -193,7 +191,10 @@ export function serveConnections(
     };
     let finished: Promise<void>;
     try {
-      finished = opts.serveOn(conn, t.ac.signal, perConn, onError).finished;
+      const served = opts.serveOn(conn, perConn, onError);
+      finished = served.finished;
+      // The runtime's shutdown tolerates a connection that is already gone.
+      t.shutdown = () => void served.shutdown().catch(() => {});
     } catch (e) {
       finished = Promise.reject(e);
     }
@@ -215,14 +216,21 @@ export function serveConnections(
       try {
         conn = await listener.accept();
       } catch (e) {
-        if (stopping || e instanceof Deno.errors.BadResource || e instanceof Deno.errors.Interrupted) {
+        if (
+          stopping || e instanceof Deno.errors.BadResource || e instanceof Deno.errors.Interrupted
+        ) {
           break;
         }
         // Out of descriptors (EMFILE/ENFILE) or a connection reset before accept:
         // free the longest-waiting connection's descriptor and try again shortly.
         stats.acceptErrors++;
         if (stats.acceptErrors === 1 || stats.acceptErrors % 100 === 0) {
-          opts.log({ level: "warn", event: "accept_failed", error: String(e), count: stats.acceptErrors });
+          opts.log({
+            level: "warn",
+            event: "accept_failed",
+            error: String(e),
+            count: stats.acceptErrors,
+          });
         }
         const victim = longestWaiting();
         if (victim) {
@@ -264,20 +272,8 @@ export function serveConnections(
         allClosed = r;
         if (conns.size === 0) r();
       });
-      for (const c of conns) {
-        if (c.inFlight === 0) closeConn(c);
-        else c.drain = true;
-      }
-      await closed;
-    },
-    close() {
-      stopping = true;
-      try {
-        listener.close();
-      } catch {
-        // already closed
-      }
       for (const c of conns) closeConn(c);
+      await closed;
     },
   };
 }
