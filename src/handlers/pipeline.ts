@@ -6,7 +6,7 @@
  * in one group commit. Refusals after authentication get a receipt too.
  */
 import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
-import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
+import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { newReceiptId } from "../aci/receipt.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
@@ -84,8 +84,10 @@ export async function handleInference(
       timeoutMs: ctx.config.limits.body_timeout_ms,
       reserve: bodyTicket.reserve,
     });
+    await largeBodyTurn(bytes);
     const receivedHash = sha256Prefixed(bytes);
     rec.event({ type: "request.received", body_hash: receivedHash });
+    await largeBodyTurn(bytes);
     const body = parseJsonBody(bytes);
     if (
       body && typeof body === "object" && typeof (body as { model?: unknown }).model === "string"

@@ -89,6 +89,7 @@ export class BodyBudget {
           };
           signal?.addEventListener("abort", onAbort, { once: true });
           this.#queue.push(w);
+          this.#pump(); // queued only behind another key's share, it may go at once
         });
       },
       release: () => {
