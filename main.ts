@@ -185,18 +185,22 @@ async function serve(args: string[]): Promise<void> {
 
   const servers: ConnectionServer[] = [];
   const serveOn = runtimeServeOn();
-  const maxConnections = connectionCap(config.limits.max_connections);
+  const anyTls = [config.listen.base, config.listen.tee].some((l) => l?.tls_cert_file);
+  const maxConnections = connectionCap(config.limits.max_connections, anyTls ? 4 : 2);
   const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
     const tls = l.tls_cert_file && l.tls_key_file;
-    const listener = tls
+    const listener = Deno.listen({ hostname: l.hostname, port: l.port });
+    // TLS is terminated on a loopback listener the accept loop relays to (see TlsFront).
+    const inner = tls
       ? Deno.listenTls({
-        hostname: l.hostname,
-        port: l.port,
+        hostname: "127.0.0.1",
+        port: 0,
         cert: Deno.readTextFileSync(l.tls_cert_file!),
         key: Deno.readTextFileSync(l.tls_key_file!),
         alpnProtocols: ["h2", "http/1.1"],
       })
-      : Deno.listen({ hostname: l.hostname, port: l.port });
+      : null;
+    const innerPort = (inner?.addr as Deno.NetAddr | undefined)?.port;
     servers.push(serveConnections(listener, gateway.handler, {
       limits: {
         maxConnections,
@@ -204,7 +208,12 @@ async function serve(args: string[]): Promise<void> {
         idleTimeoutMs: config.limits.idle_timeout_ms,
       },
       serveOn,
-      tls: Boolean(tls),
+      tls: inner
+        ? {
+          listener: inner,
+          connect: () => Deno.connect({ hostname: "127.0.0.1", port: innerPort! }),
+        }
+        : undefined,
       now: () => performance.now(),
       log,
     }));
@@ -273,10 +282,11 @@ export function runtimeServeOn(): ServeOn {
 
 /**
  * The configured connection cap, lowered to fit the descriptor limit: each
- * client connection may hold an upstream connection too, and the store and
- * listeners need a few, so at most (limit - 64) / 2.
+ * client connection may hold an upstream connection too (and a TLS one is
+ * relayed over two loopback descriptors), and the store and listeners need a
+ * few, so at most (limit - 64) / descriptors per connection.
  */
-function connectionCap(configured: number): number {
+function connectionCap(configured: number, perConnection: number): number {
   let nofile = Infinity;
   try {
     const m = Deno.readTextFileSync("/proc/self/limits").match(/Max open files\s+(\d+)/);
@@ -284,7 +294,7 @@ function connectionCap(configured: number): number {
   } catch {
     // not Linux: keep the configured cap
   }
-  const fits = Math.max(16, Math.floor((nofile - 64) / 2));
+  const fits = Math.max(16, Math.floor((nofile - 64) / perConnection));
   if (configured <= fits) return configured;
   console.error(
     `limits.max_connections ${configured} lowered to ${fits} to fit the open-file limit ${nofile}`,

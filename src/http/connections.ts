@@ -70,11 +70,24 @@ export interface ConnectionServer {
   shutdown(): Promise<void>;
 }
 
+/**
+ * TLS termination behind the accept loop. The runtime cannot close a TLS
+ * connection whose handshake never completes (its handshake task holds the
+ * socket), so TLS connections are accepted as plain TCP here and relayed to
+ * `listener`, a loopback TLS listener: the loop keeps a socket it can close.
+ */
+export interface TlsFront {
+  /** The loopback TLS listener the relayed connections reach. */
+  listener: Deno.Listener;
+  /** Opens a loopback connection to `listener`. */
+  connect(): Promise<Deno.Conn>;
+}
+
 export interface ConnectionServerOptions {
   limits: ConnectionLimits;
   serveOn: ServeOn;
-  /** The listener terminates TLS: refuse at the cap by closing, not with a 503. */
-  tls: boolean;
+  /** Terminate TLS (refusals at the cap are then a plain close, not a 503). */
+  tls?: TlsFront;
   /** Monotonic milliseconds. */
   now: () => number;
   log: (line: Record<string, unknown>) => void;
@@ -90,8 +103,12 @@ const REFUSAL = new TextEncoder().encode(
 );
 
 interface Tracked {
+  /** Closes a waiting connection. */
+  close: () => void;
   /** Graceful close: at once when idle, after the in-flight responses otherwise. */
-  shutdown: () => void;
+  drain: () => void;
+  /** Requests of this connection, as the runtime serves them. */
+  perConn: (req: Request, info: ServeInfo) => Promise<Response>;
   /** Requests on this connection whose responses are not yet delivered. */
   inFlight: number;
   /** Whether a request head ever arrived (decides which deadline a wait has). */
@@ -124,11 +141,12 @@ export function serveConnections(
     Math.max(25, Math.floor(Math.min(limits.headerTimeoutMs, limits.idleTimeoutMs) / 4)),
   );
 
-  const closeConn = (t: Tracked) => {
+  const closeConn = (t: Tracked, drain = false) => {
     if (t.closing) return;
     t.closing = true;
     live--;
-    t.shutdown();
+    if (drain) t.drain();
+    else t.close();
   };
 
   // One timer for every connection's deadline (a per-request timer would cost more).
@@ -156,59 +174,128 @@ export function serveConnections(
 
   const refuse = (conn: Deno.Conn) => {
     stats.refused++;
-    const close = () => {
-      try {
-        conn.close();
-      } catch {
-        // already closed
-      }
-    };
+    const close = () => closeQuietly(conn);
     if (opts.tls) return close();
     conn.write(REFUSAL).then(close, close);
   };
 
+  /** Relayed TLS connections not yet matched, by the loopback port they come from. */
+  const relayed = new Map<number, Tracked>();
+  const unmatched = new Map<number, Deno.Conn>();
+
+  const gone = (t: Tracked) => {
+    conns.delete(t);
+    if (!t.closing) live--;
+    t.closing = true;
+    if (conns.size === 0) {
+      if (ticker !== undefined) clearInterval(ticker);
+      ticker = undefined;
+      allClosed?.();
+    }
+  };
+
+  /** Hands a connection to the runtime's HTTP server; resolves when it is done. */
+  const serve = (t: Tracked, conn: Deno.Conn): Promise<void> => {
+    try {
+      const served = opts.serveOn(conn, t.perConn, onError);
+      // The runtime's shutdown tolerates a connection that is already gone.
+      t.drain = () => void served.shutdown().catch(() => {});
+      if (!opts.tls) t.close = t.drain;
+      return served.finished.catch(() => {});
+    } catch {
+      closeQuietly(conn);
+      return Promise.resolve();
+    }
+  };
+
   const track = (conn: Deno.Conn) => {
     const t: Tracked = {
-      shutdown: () => {},
+      close: () => {},
+      drain: () => {},
+      perConn: (req, info) => {
+        t.inFlight++;
+        t.served = true;
+        info.completed.then(done, done);
+        return handler(req);
+      },
       inFlight: 0,
       served: false,
       since: now(),
       closing: false,
     };
-    conns.add(t);
-    live++;
-    ticker ??= setInterval(tick, tickMs);
     const done = () => {
       t.inFlight--;
       if (t.inFlight > 0) return;
       t.since = now();
     };
-    const perConn = (req: Request, info: ServeInfo): Promise<Response> => {
-      t.inFlight++;
-      t.served = true;
-      info.completed.then(done, done);
-      return handler(req);
-    };
-    let finished: Promise<void>;
-    try {
-      const served = opts.serveOn(conn, perConn, onError);
-      finished = served.finished;
-      // The runtime's shutdown tolerates a connection that is already gone.
-      t.shutdown = () => void served.shutdown().catch(() => {});
-    } catch (e) {
-      finished = Promise.reject(e);
+    conns.add(t);
+    live++;
+    ticker ??= setInterval(tick, tickMs);
+    if (!opts.tls) {
+      serve(t, conn).finally(() => gone(t));
+      return;
     }
-    finished.catch(() => {}).finally(() => {
-      conns.delete(t);
-      if (!t.closing) live--;
-      t.closing = true;
-      if (conns.size === 0) {
-        if (ticker !== undefined) clearInterval(ticker);
-        ticker = undefined;
-        allClosed?.();
-      }
-    });
+    relay(t, conn, opts.tls).finally(() => gone(t));
   };
+
+  /** Relays a TLS connection to the loopback TLS listener until either side closes. */
+  const relay = async (t: Tracked, outer: Deno.Conn, front: TlsFront): Promise<void> => {
+    let inner: Deno.Conn | null = null;
+    t.close = () => {
+      closeQuietly(outer);
+      if (inner) closeQuietly(inner);
+    };
+    t.drain = t.close;
+    try {
+      inner = await front.connect();
+    } catch {
+      closeQuietly(outer);
+      return;
+    }
+    if (t.closing) return t.close();
+    const port = (inner.localAddr as Deno.NetAddr).port;
+    const early = unmatched.get(port);
+    unmatched.delete(port);
+    let served: Promise<void> = Promise.resolve();
+    if (early) served = serve(t, early);
+    else relayed.set(port, t);
+    const innerConn = inner;
+    t.close = () => {
+      closeQuietly(outer);
+      closeQuietly(innerConn);
+    };
+    if (early === undefined) t.drain = t.close;
+    await Promise.all([
+      // The client's half-close is passed on; the server's close ends the relay.
+      pump(outer, innerConn).then(() => innerConn.closeWrite().catch(() => {})),
+      pump(innerConn, outer).then(t.close),
+    ]);
+    relayed.delete(port);
+    t.close();
+    await served;
+  };
+
+  // The loopback TLS side: match each relayed connection to its outer one.
+  const innerAccepted = opts.tls && (async (front: TlsFront) => {
+    while (true) {
+      let conn: Deno.Conn;
+      try {
+        conn = await front.listener.accept();
+      } catch (e) {
+        if (stopping || e instanceof Deno.errors.BadResource) break;
+        await new Promise((r) => setTimeout(r, ACCEPT_BACKOFF_MS));
+        continue;
+      }
+      const port = (conn.remoteAddr as Deno.NetAddr).port;
+      const t = relayed.get(port);
+      if (t === undefined) {
+        unmatched.set(port, conn); // its outer side is still connecting
+        continue;
+      }
+      relayed.delete(port);
+      void serve(t, conn); // the relay ends with it: the loopback side closes
+    }
+  })(opts.tls);
 
   const accepted = (async () => {
     while (!stopping) {
@@ -272,10 +359,41 @@ export function serveConnections(
         allClosed = r;
         if (conns.size === 0) r();
       });
-      for (const c of conns) closeConn(c);
+      for (const c of conns) closeConn(c, true);
       await closed;
+      if (opts.tls) {
+        try {
+          opts.tls.listener.close();
+        } catch {
+          // already closed
+        }
+        await innerAccepted;
+      }
     },
   };
+}
+
+/** Copies `from` to `to` until `from` ends or either fails. */
+async function pump(from: Deno.Conn, to: Deno.Conn): Promise<void> {
+  const buf = new Uint8Array(64 * 1024);
+  try {
+    while (true) {
+      const n = await from.read(buf);
+      if (n === null) return;
+      let off = 0;
+      while (off < n) off += await to.write(buf.subarray(off, n));
+    }
+  } catch {
+    // either side closed
+  }
+}
+
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // already closed
+  }
 }
 
 function onError(): Response {

@@ -91,7 +91,6 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
       idleTimeoutMs: config.limits.idle_timeout_ms,
     },
     serveOn: runtimeServeOn(),
-    tls: false,
     now: () => performance.now(),
     log: (l) => logs.push(l),
   });
