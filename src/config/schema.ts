@@ -124,7 +124,7 @@ export const configSchema = z.strictObject({
     idle_timeout_ms: z.number().int().positive().default(60_000),
     body_timeout_ms: z.number().int().positive().default(60_000),
     body_bytes_in_flight: z.number().int().positive().default(32 * 1024 * 1024),
-    body_bytes_in_flight_per_key: z.number().int().positive().default(8 * 1024 * 1024),
+    body_bytes_in_flight_per_key: z.number().int().positive().default(4 * 1024 * 1024),
   }).default({
     max_body_bytes: 4 * 1024 * 1024,
     stream_idle_timeout_ms: 120_000,
@@ -135,7 +135,7 @@ export const configSchema = z.strictObject({
     idle_timeout_ms: 60_000,
     body_timeout_ms: 60_000,
     body_bytes_in_flight: 32 * 1024 * 1024,
-    body_bytes_in_flight_per_key: 8 * 1024 * 1024,
+    body_bytes_in_flight_per_key: 4 * 1024 * 1024,
   }),
   identity: z.strictObject({
     subject: z.string().nullable().default(null),
