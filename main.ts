@@ -26,7 +26,7 @@ import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { createKey } from "./src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
-import { runVerify } from "./src/cli/verify.ts";
+import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
 import { selectQuoteProvider } from "./enclave/select_provider.ts";
 import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
@@ -124,7 +124,9 @@ async function serve(args: string[]): Promise<void> {
     if (config.development) {
       fail(`${configPath}: "development": true is reserved for the embedded dev configuration`);
     }
+    await checkConfigFiles(config, configPath!);
   }
+  warnUnsetKeyVariables(config);
 
   let quotes;
   try {
@@ -144,11 +146,21 @@ async function serve(args: string[]): Promise<void> {
         JSON.parse(await Deno.readTextFile(config.identity.manifest_path)),
       );
     } catch (e) {
-      fail(`identity.manifest_path: ${(e as Error).message}`);
+      fail(
+        `${configPath ?? "config"}: identity.manifest_path: ${config.identity.manifest_path}: ` +
+          readFailure(e),
+      );
     }
   }
 
-  const kv = await openStore(config.store.path);
+  let kv: Deno.Kv;
+  try {
+    kv = await openStore(config.store.path);
+  } catch (e) {
+    fail(
+      `${configPath ?? "config"}: store.path: cannot open ${config.store.path}: ${readFailure(e)}`,
+    );
+  }
   const proxied = PROXY_VARIABLES.some((v) => Deno.env.get(v));
   if (proxied && config.upstream.client === "http1") {
     console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
@@ -189,17 +201,23 @@ async function serve(args: string[]): Promise<void> {
   const maxConnections = connectionCap(config.limits.max_connections, anyTls ? 4 : 2);
   const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
     const tls = l.tls_cert_file && l.tls_key_file;
-    const listener = Deno.listen({ hostname: l.hostname, port: l.port });
-    // TLS is terminated on a loopback listener the accept loop relays to (see TlsFront).
-    const inner = tls
-      ? Deno.listenTls({
-        hostname: "127.0.0.1",
-        port: 0,
-        cert: Deno.readTextFileSync(l.tls_cert_file!),
-        key: Deno.readTextFileSync(l.tls_key_file!),
-        alpnProtocols: ["h2", "http/1.1"],
-      })
-      : null;
+    let listener: Deno.Listener;
+    let inner: Deno.TlsListener | null = null;
+    try {
+      listener = Deno.listen({ hostname: l.hostname, port: l.port });
+      // TLS is terminated on a loopback listener the accept loop relays to (see TlsFront).
+      if (tls) {
+        inner = Deno.listenTls({
+          hostname: "127.0.0.1",
+          port: 0,
+          cert: Deno.readTextFileSync(l.tls_cert_file!),
+          key: Deno.readTextFileSync(l.tls_key_file!),
+          alpnProtocols: ["h2", "http/1.1"],
+        });
+      }
+    } catch (e) {
+      fail(`listen.${label}: cannot listen on ${l.hostname}:${l.port}: ${listenFailure(e)}`);
+    }
     const innerPort = (inner?.addr as Deno.NetAddr | undefined)?.port;
     servers.push(serveConnections(listener, gateway.handler, {
       limits: {
@@ -222,24 +240,7 @@ async function serve(args: string[]): Promise<void> {
       `gateway ${label} listening on ${tls ? "https" : "http"}://${hostname}:${port}/v1`,
     );
   };
-  await gateway.ready;
-  listen(config.listen.base, "base");
-  if (config.listen.tee) listen(config.listen.tee, "tee");
-  console.error(`keyset digest ${gateway.identity.current().digest}`);
-
-  if (dev) {
-    const { key } = await createKey(kv, {
-      tier: "pro",
-      name: "dev",
-      now: Date.now,
-      creditsNano: 100n * NANO_PER_CREDIT,
-    });
-    console.error(
-      `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
-    );
-    console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
-  }
-
+  // Installed before listening: a SIGTERM during start-up also drains and exits 0.
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -258,6 +259,72 @@ async function serve(args: string[]): Promise<void> {
   };
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+  await gateway.ready;
+  listen(config.listen.base, "base");
+  if (config.listen.tee) listen(config.listen.tee, "tee");
+  console.error(`keyset digest ${gateway.identity.current().digest}`);
+
+  if (dev) {
+    const { key } = await createKey(kv, {
+      tier: "pro",
+      name: "dev",
+      now: Date.now,
+      creditsNano: 100n * NANO_PER_CREDIT,
+    });
+    console.error(
+      `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
+    );
+    console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
+  }
+}
+
+/** Every file the configuration names is readable, or one line naming the field and the file. */
+async function checkConfigFiles(config: GatewayConfig, configPath: string): Promise<void> {
+  const files: [string, string | undefined][] = [];
+  for (const [label, l] of [["base", config.listen.base], ["tee", config.listen.tee]] as const) {
+    if (!l) continue;
+    if ((l.tls_cert_file === undefined) !== (l.tls_key_file === undefined)) {
+      fail(`${configPath}: listen.${label}: tls_cert_file and tls_key_file go together`);
+    }
+    files.push([`listen.${label}.tls_cert_file`, l.tls_cert_file]);
+    files.push([`listen.${label}.tls_key_file`, l.tls_key_file]);
+  }
+  files.push(["identity.manifest_path", config.identity.manifest_path]);
+  for (const [field, path] of files) {
+    if (path === undefined) continue;
+    try {
+      (await Deno.open(path, { read: true })).close();
+    } catch (e) {
+      fail(`${configPath}: ${field}: cannot read ${path}: ${readFailure(e)}`);
+    }
+  }
+  const dir = config.trust.collateral_dir;
+  if (dir !== undefined) {
+    try {
+      if (!(await Deno.stat(dir)).isDirectory) throw new Deno.errors.NotADirectory();
+    } catch (e) {
+      fail(`${configPath}: trust.collateral_dir: cannot read ${dir}: ${readFailure(e)}`);
+    }
+  }
+}
+
+/** A provider whose credential variable is unset would be called without credentials. */
+function warnUnsetKeyVariables(config: GatewayConfig): void {
+  for (const p of config.providers) {
+    if (p.api_key_env !== undefined && !Deno.env.get(p.api_key_env)) {
+      console.error(
+        `warning: providers.${p.name}.api_key_env: the variable ${p.api_key_env} is not set; ` +
+          `requests to ${p.name} carry no credential`,
+      );
+    }
+  }
+}
+
+function listenFailure(e: unknown): string {
+  if (e instanceof Deno.errors.AddrInUse) return "address already in use";
+  if (e instanceof Deno.errors.AddrNotAvailable) return "address not available on this machine";
+  if (e instanceof Deno.errors.PermissionDenied) return "permission denied (a port below 1024?)";
+  return e instanceof Error ? e.message.split("\n")[0] : String(e);
 }
 
 /**
@@ -309,7 +376,12 @@ async function listenerSpkis(
   const out = new Map<string, { spki_sha256: string; domain?: string }>();
   for (const l of [config.listen.base, config.listen.tee]) {
     if (!l?.tls_cert_file) continue;
-    const spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    let spki: string;
+    try {
+      spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    } catch (e) {
+      fail(`${l.tls_cert_file}: not a usable PEM certificate: ${(e as Error).message}`);
+    }
     out.set(spki, {
       spki_sha256: spki,
       ...(config.identity.subject ? { domain: config.identity.subject } : {}),
@@ -358,6 +430,27 @@ async function keys(args: string[]): Promise<void> {
   Deno.exit(code);
 }
 
+/**
+ * A path the user typed, resolved against the directory they ran the command
+ * in: `deno task` runs in the project root and passes that directory as INIT_CWD.
+ */
+function userPath(path: string): string {
+  if (path.startsWith("/")) return path;
+  const base = Deno.env.get("INIT_CWD") ?? Deno.cwd();
+  return `${base.replace(/\/+$/, "")}/${path}`;
+}
+
+/** What went wrong reading a file, in a few words (no stack). */
+function readFailure(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file";
+  if (e instanceof Deno.errors.PermissionDenied || e instanceof Deno.errors.NotCapable) {
+    return "permission denied";
+  }
+  if (e instanceof Deno.errors.IsADirectory) return "is a directory";
+  if (e instanceof Deno.errors.NotADirectory) return "not a directory";
+  return e instanceof Error ? e.message : String(e);
+}
+
 async function verify(args: string[]): Promise<void> {
   // Collateral options are ours; everything else belongs to the verify command.
   const collateralFile = flag(args, "collateral");
@@ -365,8 +458,14 @@ async function verify(args: string[]): Promise<void> {
   const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
   if (collateralFile) {
-    const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
-    if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
+    let text: string;
+    try {
+      text = await Deno.readTextFile(userPath(collateralFile));
+    } catch (e) {
+      fail(`--collateral: cannot read ${userPath(collateralFile)}: ${readFailure(e)}`);
+    }
+    const c = collateralFromDcapQvlJson(text);
+    if (!c.ok) fail(`--collateral ${collateralFile}: ${c.reason}`);
     const collateral = c.collateral;
     source = { get: () => Promise.resolve(collateral) };
   } else {
@@ -381,9 +480,10 @@ async function verify(args: string[]): Promise<void> {
     now: Date.now,
     quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
     fetch: (input, init) => fetch(input, init),
-    readFile: (p) => Deno.readFile(p),
+    readFile: (p) => Deno.readFile(userPath(p)),
     print: (l) => console.log(l),
     randomBytes: bytes,
+    apiKey: Deno.env.get(API_KEY_VARIABLE) || undefined,
   });
   Deno.exit(code);
 }

@@ -197,6 +197,16 @@ export function assembleGateway(
     }
     return world.fetch;
   };
+  for (const p of config.providers) {
+    if (p.confidential?.allow_unverified) {
+      world.log({
+        level: "warn",
+        msg: "confidential.allow_unverified is set: this confidential upstream receives " +
+          "prompts while unverified (requests without aci_verified)",
+        upstream: p.name,
+      });
+    }
+  }
   const credentials = new Map<string, string | undefined>();
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
@@ -248,10 +258,15 @@ export function assembleGateway(
         request_id: info.requestId,
         trace_id: info.traceId,
         route: info.route ?? null,
+        key_id: info.keyId ?? null,
+        receipt_id: info.receiptId ?? null,
         model: info.model,
         provider: info.provider,
         status,
-        outcome: outcome ?? null,
+        error_code: info.errorCode ?? null,
+        outcome: outcome ?? (status < 400 ? "ok" : "refused"),
+        // Providers tried, in order, and how each attempt ended (never content).
+        attempts: info.attempts ?? [],
         latency_ms: now() - info.started,
         prompt_tokens: info.usage?.prompt_tokens ?? null,
         completion_tokens: info.usage?.completion_tokens ?? null,

@@ -3,6 +3,7 @@
  * start-up. A bad file stops the gateway with the path of the bad field.
  */
 import { z } from "zod";
+import { TOKENIZERS } from "../tokens/names.ts";
 
 const modality = z.enum(["text", "image", "file", "video", "audio"]);
 const price = z.number().nonnegative().finite();
@@ -25,6 +26,16 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
+  /**
+   * Opt-out of failing closed: while unverified, this upstream still receives
+   * requests that do not demand `aci_verified` (warned at start-up and on every use).
+   */
+  allow_unverified: z.boolean().optional(),
+  /**
+   * Development only (`verifier: "dev"`): let the dev session satisfy `aci_verified`
+   * so `task dev` demonstrates the flow; the session's claims say so.
+   */
+  dev_counts_for_aci_verified: z.boolean().optional(),
 });
 
 const provider = z.strictObject({
@@ -58,6 +69,8 @@ const model = z.strictObject({
   pricing: z.strictObject({ prompt: price, completion: price, input_cache_read: price.optional() }),
   supported_parameters: z.array(z.string()).min(1),
   supported_features: z.array(z.string()).default([]),
+  /** BPE encoding for token limits and estimates (absent: o200k_base, the documented fallback). */
+  tokenizer: z.enum(TOKENIZERS).optional(),
   routes: z.array(route).min(1),
 }).refine(
   (m) => m.supported_parameters.filter((p) => tokenParam.safeParse(p).success).length === 1,
@@ -76,6 +89,8 @@ const embeddingModel = z.strictObject({
   /** Inclusive range of `dimensions` the model accepts; absent = the parameter is not supported. */
   dimensions_range: z.tuple([z.number().int().positive(), z.number().int().positive()]).optional(),
   max_input_tokens: z.number().int().positive(),
+  /** BPE encoding for input limits and estimates (absent: o200k_base, the documented fallback). */
+  tokenizer: z.enum(TOKENIZERS).optional(),
   pricing: z.strictObject({ prompt: price }),
   routes: z.array(route).min(1),
 });
@@ -202,6 +217,13 @@ export const configSchema = z.strictObject({
           "the dev verifier proves nothing and is reserved for the development configuration",
       });
     }
+    if (p.confidential?.dev_counts_for_aci_verified && p.confidential.verifier !== "dev") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "dev_counts_for_aci_verified"],
+        message: "only the dev verifier (development configuration) may count for aci_verified",
+      });
+    }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {
       ctx.addIssue({
         code: "custom",
@@ -272,6 +294,12 @@ export function parseConfig(text: string): GatewayConfig {
     raw = JSON.parse(text);
   } catch (e) {
     throw new ConfigError(`configuration is not valid JSON: ${(e as Error).message}`);
+  }
+  // `$schema` points editors at config/schema.json; it is not configuration.
+  if (typeof raw === "object" && raw !== null && !Array.isArray(raw) && "$schema" in raw) {
+    const { $schema, ...rest } = raw as Record<string, unknown>;
+    if (typeof $schema !== "string") throw new ConfigError("$schema must be a string");
+    raw = rest;
   }
   const res = configSchema.safeParse(raw);
   if (!res.success) {

@@ -1,4 +1,5 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
+import { countText, type TokenizerName } from "../tokens/count.ts";
 import { z } from "zod";
 import { parseWith } from "./zod_error.ts";
 
@@ -43,11 +44,19 @@ export function parseCompletionRequest(body: unknown): ParsedCompletion {
   };
 }
 
-export function estimateCompletionTokens(prompt: string | string[]): number {
-  const chars = typeof prompt === "string"
-    ? prompt.length
-    : prompt.reduce((a, p) => a + p.length, 0);
-  return Math.ceil(chars / 4) + 1;
+/**
+ * Prompt tokens of each prompt of a legacy completion (each gets its own
+ * completion, so each must fit the context on its own); counting a prompt
+ * stops past `limit`.
+ */
+export function countCompletionPrompts(
+  prompt: string | string[],
+  tokenizer: TokenizerName,
+  limit?: number,
+): number[] {
+  return (typeof prompt === "string" ? [prompt] : prompt).map((p) =>
+    countText(p, tokenizer, limit)
+  );
 }
 
 export function upstreamCompletionBody(

@@ -9,6 +9,7 @@ import {
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { idOf, usageField } from "./plan.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
@@ -20,13 +21,26 @@ export const chatEndpoint: InferenceEndpoint = {
     checkChatAgainstModel(p.chat, model, true);
     const maxOut = p.chat.max_tokens ?? p.chat.max_completion_tokens ??
       Math.min(config.limits.default_output_reserve, model.config.max_output_length);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens ?? p.chat.max_completion_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "messages",
+    });
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
       estimate: {
-        promptTokens: estimateChatTokens(p.chat.messages),
+        promptTokens,
         outputTokens: maxOut * (p.chat.n ?? 1),
       },
       pricing: model.config.pricing,

@@ -1,12 +1,13 @@
 /** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
 import type { InferenceEndpoint } from "./pipeline.ts";
 import {
-  estimateCompletionTokens,
+  countCompletionPrompts,
   parseCompletionRequest,
   upstreamCompletionBody,
 } from "../formats/completions.ts";
 import { badParam } from "../http/errors.ts";
 import { idOf, usageField } from "./plan.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const completionsEndpoint: InferenceEndpoint = {
@@ -20,13 +21,28 @@ export const completionsEndpoint: InferenceEndpoint = {
       throw badParam("max_tokens", `at most ${limit} output tokens for model ${model.id}`);
     }
     const maxOut = p.body.max_tokens ?? Math.min(config.limits.default_output_reserve, limit);
+    const counts = countCompletionPrompts(
+      p.body.prompt,
+      model.tokenizer,
+      model.config.context_length,
+    );
+    counts.forEach((n, i) =>
+      checkContextLength({
+        promptTokens: n,
+        requestedOutput: p.body.max_tokens,
+        contextLength: model.config.context_length,
+        modelId: p.model,
+        param: typeof p.body.prompt === "string" ? "prompt" : `prompt[${i}]`,
+      })
+    );
+    const promptTokens = counts.reduce((a, n) => a + n, 0);
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
       estimate: {
-        promptTokens: estimateCompletionTokens(p.body.prompt),
+        promptTokens,
         outputTokens: maxOut * (p.body.n ?? 1),
       },
       pricing: model.config.pricing,

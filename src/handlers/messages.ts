@@ -9,6 +9,7 @@ import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 
 const native = (c: Candidate) => c.provider.native_formats.includes("messages");
@@ -20,7 +21,19 @@ export const messagesEndpoint: InferenceEndpoint = {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(p.chat.messages);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "messages",
+    });
     return {
       modelId: p.model,
       provider: p.provider,

@@ -5,7 +5,13 @@
  * → answer (whole or streamed) → settle usage and commit the signed receipt
  * in one group commit. Refusals after authentication get a receipt too.
  */
-import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
+import {
+  asGatewayError,
+  errorBody,
+  errorCodeOf,
+  type ErrorFormat,
+  GatewayError,
+} from "../http/errors.ts";
 import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { newReceiptId } from "../aci/receipt.ts";
@@ -45,6 +51,14 @@ export interface RequestInfo {
   deferLog?: boolean;
   /** Milliseconds spent in each phase (the `Server-Timing` header). */
   phases: Record<string, number>;
+  /** For the log line: the authenticated key's public id, the receipt id, the error code. */
+  keyId?: string | null;
+  receiptId?: string | null;
+  errorCode?: string | null;
+  /** Every upstream attempt and how it ended (`served`, or why it failed). */
+  attempts?: { provider: string; outcome: string }[];
+  /** A bad `x-service-trace-id` / `x-service-metadata`: refused after authentication, with a receipt. */
+  headerError?: GatewayError;
 }
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
@@ -73,20 +87,32 @@ export async function handleInference(
   });
   try {
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+    info.keyId = key.key_id;
     account = key;
-    ctx.preAdmission.check(key); // #15: a key out of requests is refused before its body is read
     rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
-    requireJsonContentType(req);
-    bodyTicket = ctx.bodyBudget.ticket(key.key_id);
-    const bytes = await readBody(req, ctx.config.limits.max_body_bytes, {
-      timeoutMs: ctx.config.limits.body_timeout_ms,
-      reserve: bodyTicket.reserve,
-    });
+    info.receiptId = rec.id;
+    let bytes: Uint8Array;
+    try {
+      // #15: a key out of requests is refused before its body is read, and bodies being
+      // read are bounded in bytes (globally and per key) and in time.
+      ctx.preAdmission.check(key);
+      bodyTicket = ctx.bodyBudget.ticket(key.key_id);
+      bytes = await readBody(req, ctx.config.limits.max_body_bytes, {
+        timeoutMs: ctx.config.limits.body_timeout_ms,
+        reserve: bodyTicket.reserve,
+      });
+    } catch (e) {
+      // Refused unread (413, unreadable): the receipt says so instead of binding a hash.
+      rec.event({ type: "request.received", body_hash: null, body_read: false });
+      throw e;
+    }
     await largeBodyTurn(bytes);
     const receivedHash = sha256Prefixed(bytes);
     rec.event({ type: "request.received", body_hash: receivedHash });
+    if (info.headerError) throw info.headerError;
+    requireJsonContentType(req);
     await largeBodyTurn(bytes);
     const body = parseJsonBody(bytes);
     if (
@@ -121,6 +147,8 @@ export async function handleInference(
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
 
+    const attempts: { provider: string; outcome: string }[] = [];
+    info.attempts = attempts;
     const bodies = new Map<string, Uint8Array<ArrayBuffer>>();
     const recorder = rec;
     const result = await phase(info, "upstream", () =>
@@ -141,6 +169,19 @@ export async function handleInference(
           receivedHash,
           // The client's own signal: a listener on it would live as long as the request.
           signal: req.signal,
+          onAttempt: (a) => {
+            attempts.push({ provider: a.provider, outcome: a.outcome });
+            const p = ctx.catalog.providers.get(a.provider);
+            if (p?.confidential && ctx.verification(a.provider)?.verified !== true) {
+              ctx.log({
+                level: "warn",
+                msg: "prompt sent to an unverified confidential upstream " +
+                  "(confidential.allow_unverified is set)",
+                upstream: a.provider,
+                request_id: info.requestId,
+              });
+            }
+          },
         },
         ctx.forward,
         recorder,
@@ -168,6 +209,7 @@ export async function handleInference(
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
   } catch (e) {
     const err = asGatewayError(e);
+    info.errorCode = errorCodeOf(err);
     bodyTicket?.release();
     if (account) ctx.preAdmission.note(account, err);
     if (err.kind === "internal") {
@@ -193,8 +235,12 @@ export async function handleInference(
         await ctx.committer.write(writes);
       } catch {
         headers.delete("x-receipt-id");
+        info.receiptId = null;
       }
-    } else headers.delete("x-receipt-id");
+    } else {
+      headers.delete("x-receipt-id");
+      info.receiptId = null;
+    }
     return new Response(out, { status: err.status, headers });
   }
 }

@@ -9,6 +9,7 @@ import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
@@ -21,7 +22,19 @@ export const responsesEndpoint: InferenceEndpoint = {
     const p = parseResponsesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(p.chat.messages);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "input",
+    });
     const createdAt = Math.floor(now() / 1000);
     const maxOut = p.chat.max_tokens ??
       Math.min(config.limits.default_output_reserve, model.config.max_output_length);

@@ -7,7 +7,8 @@
  */
 import type { VerificationState } from "../routing/select.ts";
 import type { ProviderConfig } from "../config/schema.ts";
-import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
+import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "./types.ts";
+import type { TeeAttested } from "../routing/select.ts";
 import type { SessionStore } from "./store.ts";
 
 export interface VerificationManager {
@@ -113,6 +114,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       sessionId: id,
       spkiSha256: spki && spki.type === "tls_spki_sha256" ? spki.spki_sha256 : outcome.spkiSha256,
       verifierId: doc.verifier_id,
+      teeAttested: teeAttestedOf(doc, p),
     };
     current.set(p.name, { state, expiresAtMs });
     failures.delete(p.name);
@@ -178,4 +180,20 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       timers.clear();
     },
   };
+}
+
+/**
+ * What a session proves about the TEE, as routing needs it: only a
+ * `tee_attested` claim asserted from hardware evidence satisfies
+ * `aci_verified`; a dev session does only under the documented development
+ * switch (whose claim the session itself carries).
+ */
+export function teeAttestedOf(doc: SessionDocument, p: ProviderConfig): TeeAttested {
+  const t = doc.claims.tee_attested;
+  if (t.status === "asserted" && t.source === "hardware_proven") return "hardware_proven";
+  if (
+    p.confidential?.verifier === "dev" && p.confidential.dev_counts_for_aci_verified &&
+    doc.claims.extra?.aci_verified_by_development_switch !== undefined
+  ) return "development_switch";
+  return "not_hardware_proven";
 }

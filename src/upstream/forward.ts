@@ -33,6 +33,16 @@ export interface ForwardPlan {
   modelId: string;
   receivedHash: string;
   signal: AbortSignal;
+  /** Told of every attempt as it ends (the request log's providers and reasons; never content). */
+  onAttempt?: (a: AttemptRecord) => void;
+}
+
+/** One upstream attempt, for the request log. */
+export interface AttemptRecord {
+  attempt: number;
+  provider: string;
+  /** `served`, or why the attempt failed: `status_<code>`, `timeout`, `connect`, `channel`. */
+  outcome: string;
 }
 
 export interface ForwardResult {
@@ -65,7 +75,7 @@ export async function forward(
     rec.event({ type: "route.selected", target_route_id: c.routeId, attempt: attempts });
     rec.event({ type: "request.forwarded", body_hash: hash });
     if (hash !== plan.receivedHash) rec.event({ type: "transparency.request_modified" });
-    recordVerification(rec, c, plan);
+    recordVerification(rec, c, plan, attempts);
 
     const ctl = new AbortController();
     const onClientAbort = () => ctl.abort(plan.signal.reason);
@@ -83,6 +93,9 @@ export async function forward(
       });
       clearTimeout(timer);
       if (res.ok) {
+        // The served attempt, named once: every other attempt in the log failed.
+        rec.event({ type: "route.served", target_route_id: c.routeId, attempt: attempts });
+        plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: "served" });
         return {
           response: res,
           candidate: c,
@@ -96,7 +109,13 @@ export async function forward(
       rec.event({
         type: "upstream.attempt_failed",
         target_route_id: c.routeId,
+        attempt: attempts,
         status: res.status,
+      });
+      plan.onAttempt?.({
+        attempt: attempts,
+        provider: c.provider.name,
+        outcome: `status_${res.status}`,
       });
       if (!(res.status >= 500 || res.status === 429)) break;
     } catch (e) {
@@ -113,7 +132,13 @@ export async function forward(
           ? "upstream TLS key does not match its attested session"
           : "connection failed",
       };
-      rec.event({ type: "upstream.attempt_failed", target_route_id: c.routeId, reason: last.kind });
+      rec.event({
+        type: "upstream.attempt_failed",
+        target_route_id: c.routeId,
+        attempt: attempts,
+        reason: last.kind,
+      });
+      plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: last.kind });
     } finally {
       plan.signal.removeEventListener("abort", onClientAbort);
     }
@@ -127,7 +152,13 @@ function abortOf(ctl: AbortController): (reason?: unknown) => void {
   return (reason) => ctl.abort(reason);
 }
 
-function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPlan): void {
+/** The `upstream.verified` event of one attempt (`attempt` ties it to its `route.selected`). */
+function recordVerification(
+  rec: ReceiptRecorder,
+  c: Candidate,
+  plan: ForwardPlan,
+  attempt: number,
+): void {
   const v = c.verification;
   if (!v) return;
   if (v.verified) {
@@ -137,6 +168,8 @@ function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPla
       result: "verified",
       required: plan.verificationRequired,
       session_id: v.sessionId,
+      tee_attested: v.teeAttested,
+      attempt,
     });
   } else {
     rec.event({
@@ -146,6 +179,7 @@ function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPla
       required: plan.verificationRequired,
       reason: v.reason,
       upstream_name: c.provider.name,
+      attempt,
     });
   }
 }

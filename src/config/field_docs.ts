@@ -1,0 +1,177 @@
+/**
+ * One sentence or two per configuration field, keyed by its path (`[]` marks
+ * an array element). `reference.ts` puts them into `config/schema.json` and
+ * `docs/configuration.md`; a field without an entry here, or an entry for a
+ * field the zod schema does not have, stops the generator (and fails the test).
+ */
+export const FIELD_DOCS: Readonly<Record<string, string>> = {
+  "$schema":
+    "The JSON Schema this file follows (`./schema.json`), for editors; ignored by the gateway.",
+  development:
+    "Marks the embedded development configuration (`task dev`); a configuration file must not set it.",
+
+  listen: "Where the gateway listens.",
+  "listen.base": "The main listener: the OpenAI/Anthropic API, reports, receipts.",
+  "listen.base.hostname": "Address to bind (`0.0.0.0` for all interfaces).",
+  "listen.base.port":
+    "TCP port; `--port N` or `PORT` overrides it (0 = any free port, printed at start-up).",
+  "listen.base.tls_cert_file":
+    "PEM certificate chain when the gateway terminates TLS itself (needs `tls_key_file`); its SPKI " +
+    "is listed in the attested keyset so clients can pin it. Without both files it serves HTTP.",
+  "listen.base.tls_key_file": "PEM private key for `tls_cert_file`.",
+  "listen.tee": "Optional second listener for the `{tee_url}` host (attested-session endpoints).",
+  "listen.tee.hostname": "Address to bind.",
+  "listen.tee.port": "TCP port of the `{tee_url}` listener.",
+  "listen.tee.tls_cert_file": "PEM certificate chain (with `tls_key_file`), as for `listen.base`.",
+  "listen.tee.tls_key_file": "PEM private key for `tls_cert_file`.",
+
+  store: "Where keys, credits, usage and receipts are kept.",
+  "store.path":
+    "A local Deno KV file (its directory is created), or a KV Connect URL (`https://…`, token in " +
+    "`DENO_KV_ACCESS_TOKEN`) shared by several replicas.",
+  "store.quota_leases":
+    "While this is the only replica on the store, admit most requests from a small reserved slice " +
+    "of the key's limits held in memory (no KV commit before the prompt leaves).",
+
+  limits: "Request limits.",
+  "limits.max_body_bytes": "Largest request body accepted; larger gets 413.",
+  "limits.stream_idle_timeout_ms":
+    "A stream whose upstream sends nothing for this long is ended with an error event.",
+  "limits.sse_keepalive_ms":
+    "Silence after which a stream gets the format's keep-alive frame (Anthropic `event: ping`).",
+  "limits.default_output_reserve":
+    "Output tokens reserved (credits, tokens per minute) when a request names no maximum.",
+  "limits.max_connections":
+    "Open connections per listener at most; at the cap a new one closes the longest-waiting idle " +
+    "or slow connection, or gets 503 when all are busy. Lowered to fit the open-file limit.",
+  "limits.header_timeout_ms":
+    "A new connection must deliver a complete request head (TLS handshake included) within this.",
+  "limits.idle_timeout_ms":
+    "A connection with no request in flight is closed after this (also bounds the next head).",
+  "limits.body_timeout_ms":
+    "The whole request body must arrive within this after the head; else 408.",
+  "limits.body_bytes_in_flight":
+    "Request-body bytes being read and parsed at once, all keys; further bodies wait their turn.",
+  "limits.body_bytes_in_flight_per_key":
+    "Request-body bytes being read and parsed at once for one API key.",
+
+  identity: "The gateway's own attested identity.",
+  "identity.subject":
+    "The gateway's public host name, listed with its TLS key in the keyset (null: none).",
+  "identity.keyset_ttl_seconds":
+    "Lifetime of a receipt-signing keyset; it rotates before `not_after`, old ones stay retrievable.",
+  "identity.quote_provider":
+    "`configfs`: hardware quotes over configfs-tsm (TDX or SEV-SNP guest) or refuse to start; " +
+    "`auto`: configfs-tsm when present, else the development provider if `allow_dev_quotes`, else " +
+    "refuse to start; `dev`: development quotes (needs `allow_dev_quotes`).",
+  "identity.configfs_root":
+    "The configfs-tsm report directory. Deno reaches paths under /sys only with --allow-all (as " +
+    "`task start` and the built artifact run); bind-mount configfs elsewhere to run narrower.",
+  "identity.allow_dev_quotes":
+    "Consent to development quotes on a machine without a TEE. They prove nothing; the gateway " +
+    "warns at start-up and its reports say `dev-insecure-no-tee`. The one change " +
+    "`config/example.json` needs to start outside a TEE.",
+  "identity.manifest_path":
+    "The build manifest of `task compile` (`dist/manifest.json`); fills the reports' " +
+    "`source_provenance`. Must be covered by the measurement (inside the image).",
+
+  trust: "Trust anchors and collateral for verifying upstream TEE evidence.",
+  "trust.intel_root_ca_pem":
+    "PEM of the Intel SGX Root CA to pin (default: Intel's real root, built in).",
+  "trust.pcs_url": "Intel PCS or a PCCS base URL for TDX collateral (default: Intel PCS).",
+  "trust.collateral_dir":
+    "A directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape), for offline operation.",
+
+  upstream: "How upstreams are reached.",
+  "upstream.client":
+    "`http1`: the gateway's own HTTP/1.1 client (less memory and CPU per request); `fetch`: " +
+    "Deno's fetch (HTTP/2, proxy variables; used automatically when a proxy variable is set).",
+
+  receipts: "Signed receipts.",
+  "receipts.retention_days": "How long receipts are kept.",
+
+  tiers: "Rate limits per key tier.",
+  "tiers.free": "Limits of `free` keys.",
+  "tiers.free.rpm": "Requests per minute.",
+  "tiers.free.tpm": "Tokens per minute (prompt estimate plus reserved output).",
+  "tiers.pro": "Limits of `pro` keys.",
+  "tiers.pro.rpm": "Requests per minute.",
+  "tiers.pro.tpm": "Tokens per minute.",
+  "tiers.enterprise": "Limits of `enterprise` keys.",
+  "tiers.enterprise.rpm": "Requests per minute.",
+  "tiers.enterprise.tpm": "Tokens per minute.",
+
+  providers: "Upstream providers (at least one).",
+  "providers[].name": "Unique name (lowercase letters, digits, `-`, `_`); routes refer to it.",
+  "providers[].base_url": "The upstream's OpenAI-compatible base URL (e.g. `https://…/v1`).",
+  "providers[].api_key_env":
+    "Name of the environment variable holding the upstream credential (never the credential " +
+    "itself); the gateway warns at start-up when it is unset.",
+  "providers[].zdr":
+    "The provider retains no data (zero data retention); ZDR-only requests need it.",
+  "providers[].priority": "Routing preference: higher first.",
+  "providers[].timeout_ms": "Upstream request timeout.",
+  "providers[].native_formats":
+    "Client formats the upstream serves natively (`messages`, `responses`), forwarded untranslated.",
+  "providers[].confidential":
+    "Present for a confidential (TEE) upstream: verified before any prompt is sent to it.",
+  "providers[].confidential.verifier":
+    "`dstack-tdx` (dstack TDX evidence), `aci` (an ACI gateway's report), `pinned` (operator-pinned " +
+    "TLS key, no hardware evidence), `dev` (development configuration only).",
+  "providers[].confidential.spki_sha256": "Pinned SPKI SHA-256 (hex) for the `pinned` verifier.",
+  "providers[].confidential.tls_ca_pem":
+    "PEM trust anchors for the upstream's TLS certificate (default: system roots).",
+  "providers[].confidential.allowed_mrtd": "MRTD values (hex) that make `os_known_good` asserted.",
+  "providers[].confidential.allowed_compose_hashes":
+    "dstack compose hashes (hex) that make `serving_software_known_good` asserted.",
+  "providers[].confidential.session_ttl_seconds":
+    "Attested-session lifetime; never beyond the evidence's own validity.",
+  "providers[].confidential.allow_unverified":
+    "Operator opt-out of fail-closed routing: prompts may reach this upstream without a current " +
+    "verified session (warned at start-up and on every use; never satisfies `aci_verified`).",
+  "providers[].confidential.dev_counts_for_aci_verified":
+    "Development switch (dev verifier only): a dev session satisfies `aci_verified`, and its " +
+    "claims say so.",
+  "providers[].confidential.reverify_margin_seconds": "Re-verify this long before expiry.",
+  "providers[].vendor": "Vendor label for the legacy `GET /v1/models/<vendor>` listing.",
+
+  models: "Chat models in the catalog.",
+  "models[].id": "`<provider>/<model>` id clients send.",
+  "models[].name": "Display name.",
+  "models[].aliases": "Other ids (`<vendor>/<model>`) accepted for this model.",
+  "models[].created": "Unix time shown in `/v1/models`.",
+  "models[].context_length": "Context window in tokens.",
+  "models[].max_output_length": "Largest output in tokens.",
+  "models[].input_modalities": "Accepted input kinds.",
+  "models[].output_modalities": "Produced output kinds.",
+  "models[].pricing": "Price per token, in credits.",
+  "models[].pricing.prompt": "Credits per prompt token.",
+  "models[].pricing.completion": "Credits per completion token.",
+  "models[].pricing.input_cache_read": "Credits per cached prompt token.",
+  "models[].supported_parameters":
+    "Request parameters the model accepts; exactly one of `max_tokens` / `max_completion_tokens`.",
+  "models[].supported_features": "Feature labels shown in the catalog (`tools`, `reasoning`, …).",
+  "models[].tokenizer":
+    "BPE encoding for token limits, estimates and `count_tokens` (`o200k_base`, `cl100k_base`); " +
+    "absent: `o200k_base`, the documented fallback.",
+  "models[].routes": "Where the model is served, tried in provider priority order.",
+  "models[].routes[].provider": "A provider's `name`.",
+  "models[].routes[].model": "The model name the upstream expects.",
+
+  embedding_models: "Embedding models in the catalog.",
+  "embedding_models[].id": "`<provider>/<model>` id clients send.",
+  "embedding_models[].name": "Display name.",
+  "embedding_models[].created": "Unix time shown in `/v1/models`.",
+  "embedding_models[].input_modalities": "Accepted input kinds.",
+  "embedding_models[].default_dimensions": "Vector size when the request names none.",
+  "embedding_models[].dimensions_range":
+    "Inclusive `[min, max]` of `dimensions` accepted; absent = the parameter is not supported.",
+  "embedding_models[].max_input_tokens": "Largest input per item, in tokens.",
+  "embedding_models[].tokenizer":
+    "BPE encoding for input limits and estimates; absent: `o200k_base`.",
+  "embedding_models[].pricing": "Price per token, in credits.",
+  "embedding_models[].pricing.prompt": "Credits per input token.",
+  "embedding_models[].routes": "Where the model is served.",
+  "embedding_models[].routes[].provider": "A provider's `name`.",
+  "embedding_models[].routes[].model": "The model name the upstream expects.",
+};
