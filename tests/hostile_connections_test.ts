@@ -15,6 +15,7 @@ import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
 import { baseConfig, type GatewayProcess, spawnGateway, writeConfig } from "./support/process.ts";
+import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -166,7 +167,10 @@ Deno.test("connection deadlines: silent, slow-header, idle and missing-body conn
 async function spawnLimited(
   dir: string,
   limits: Record<string, number>,
-  opts: { nofile?: number; keys: { tier: "free" | "pro"; rpm?: number; tpm?: number }[] },
+  opts: {
+    nofile?: number;
+    keys: { tier: "free" | "pro"; rpm?: number; tpm?: number }[];
+  },
 ): Promise<{ gw: GatewayProcess; keys: string[]; upstreamClose: () => Promise<void> }> {
   const upstream = await startDemoUpstream({ name: "plain" });
   const storePath = `${dir}/gw.kv`;
@@ -179,7 +183,11 @@ async function spawnLimited(
     );
   }
   kv.close();
-  const gw = await spawnGateway(await writeConfig(dir, cfg), [], {}, { nofile: opts.nofile });
+  // Run as `deno task start` runs it (its V8 flags shape memory use).
+  const gw = await spawnGateway(await writeConfig(dir, cfg), [], {}, {
+    nofile: opts.nofile,
+    v8Flags: GATEWAY_V8_FLAGS,
+  });
   return { gw, keys, upstreamClose: () => upstream.close() };
 }
 
@@ -449,7 +457,7 @@ function rssMb(pid: number): number {
   return m ? Number(m[1]) / 1024 : 0;
 }
 
-Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS under 400 MB and other keys' p99 under 500 ms", async () => {
+Deno.test("body flood: 150 concurrent 4 MB bodies from one free key grow RSS by under 300 MB and keep other keys' p99 under 500 ms", async () => {
   const dir = await Deno.makeTempDir();
   const { gw, keys, upstreamClose } = await spawnLimited(dir, {}, {
     keys: [{ tier: "free" }, { tier: "pro" }],
@@ -530,8 +538,18 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS und
           latencies.map((l) => l.toFixed(0)).join(" ")
         }`,
     );
-    assert.deepEqual(counts, { 429: 150 }, "every flood request refused (too large for the key)");
-    assert.ok(peak < 400, `peak RSS ${peak.toFixed(0)} MB`);
+    // Each is refused after its body is read: too large for the model's context (400) or for
+    // the key's tokens per minute (429).
+    assert.equal((counts[400] ?? 0) + (counts[429] ?? 0), 150, "every flood request refused");
+    // The issue measured from a 99 MB idle gateway: under 400 MB is 300 MB of growth. The
+    // tokenizer tables (#20) have since raised the idle RSS to ~155 MB, and V8 lets garbage
+    // grow with the live heap, so the bound is kept on the growth the flood causes.
+    assert.ok(
+      peak - baseline < 300,
+      `RSS grew ${(peak - baseline).toFixed(0)} MB (${baseline.toFixed(0)} → ${
+        peak.toFixed(0)
+      } MB)`,
+    );
     assert.ok(p99 < 500, `other key p99 ${p99.toFixed(1)} ms`);
   } finally {
     await gw.stop();
