@@ -94,6 +94,8 @@ export interface ConnectionServerOptions {
 }
 
 const ACCEPT_BACKOFF_MS = 100;
+/** A relayed TLS connection whose outer side is not known by then is dropped. */
+const UNMATCHED_MS = 5_000;
 
 const REFUSAL_BODY =
   '{"error":{"message":"Too many open connections; retry shortly.","type":"service_unavailable"}}';
@@ -289,7 +291,13 @@ export function serveConnections(
       const port = (conn.remoteAddr as Deno.NetAddr).port;
       const t = relayed.get(port);
       if (t === undefined) {
-        unmatched.set(port, conn); // its outer side is still connecting
+        // Its outer side is still connecting (or already gone: then it is dropped soon).
+        unmatched.set(port, conn);
+        setTimeout(() => {
+          if (unmatched.get(port) !== conn) return;
+          unmatched.delete(port);
+          closeQuietly(conn);
+        }, UNMATCHED_MS);
         continue;
       }
       relayed.delete(port);
