@@ -16,9 +16,10 @@
  * a response streaming tokens is not cut.
  *
  * At the cap, a new connection evicts the connection that has waited longest
- * (a slow or idle one); only when every connection has a request in flight is
- * the newcomer refused, with a canned 503 on plaintext and a plain close on
- * TLS (answering would cost a handshake).
+ * without a request in flight, one that never sent a request first (a slow or
+ * silent one), then an idle kept-alive one; only when every connection has a
+ * request in flight is the newcomer refused, with a canned 503 on plaintext and
+ * a plain close on TLS (answering would cost a handshake).
  */
 
 export interface ConnectionLimits {
@@ -164,12 +165,19 @@ export function serveConnections(
     }
   };
 
-  /** The connection that has waited longest for a request head, if any. */
+  /**
+   * The connection to close for room: of those with nothing in flight, the one that
+   * has waited longest, preferring one that never sent a request (a slow or silent
+   * one) over a kept-alive client between requests.
+   */
   const longestWaiting = (): Tracked | null => {
     let best: Tracked | null = null;
     for (const c of conns) {
       if (c.inFlight > 0 || c.closing) continue;
-      if (best === null || c.since < best.since) best = c;
+      if (
+        best === null || (best.served && !c.served) ||
+        (best.served === c.served && c.since < best.since)
+      ) best = c;
     }
     return best;
   };
