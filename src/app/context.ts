@@ -17,6 +17,7 @@ import type { SessionStore } from "../sessions/store.ts";
 import type { StreamTicker } from "../handlers/stream_ticker.ts";
 import type { PreAdmission } from "../accounts/pre_admission.ts";
 import type { BodyBudget } from "../http/body_budget.ts";
+import type { E2eeDeps } from "../e2ee/service.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -36,6 +37,8 @@ export interface GatewayContext {
   reports: ReportService;
   sessions: SessionStore;
   forward: ForwardDeps;
+  /** E2EE v2: the current keyset's keys and the shared replay guard. */
+  e2ee: E2eeDeps;
   /** The idle and keep-alive deadlines of every open stream, on one timer. */
   streamTicker: StreamTicker;
   verification: (provider: string) => VerificationState | null;
