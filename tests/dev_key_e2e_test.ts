@@ -74,6 +74,12 @@ Deno.test("task dev reuses its development key across restarts; main.ts serves m
       assert.equal(m.status, 200);
       assert.match(text, /^process_resident_memory_bytes \d+/m);
       assert.match(text, /^process_open_fds \d+/m);
+      // The accept loop's connections, by listener (this scrape's own connection is open).
+      assert.match(text, /^gateway_open_connections\{listener="base"\} [1-9]/m);
+      assert.match(
+        text,
+        /^gateway_connections_closed_total\{listener="base",reason="header_timeout"\} \d+/m,
+      );
       assert.match(text, /^gateway_requests_total\{endpoint="\/v1\/key",status="200"/m);
     } finally {
       await second.stop();

@@ -18,6 +18,8 @@ import type { StreamTicker } from "../handlers/stream_ticker.ts";
 import type { KeyAdmin } from "../accounts/key_admin.ts";
 import type { OperatorAuth } from "../operator/admin_token.ts";
 import type { GatewayMetrics } from "../operator/metrics.ts";
+import type { PreAdmission } from "../accounts/pre_admission.ts";
+import type { BodyBudget } from "../http/body_budget.ts";
 import type { E2eeDeps } from "../e2ee/service.ts";
 
 export type LogLine = Record<string, unknown>;
@@ -29,6 +31,10 @@ export interface GatewayContext {
   auth: Authenticator;
   admitter: Admitter;
   committer: GroupCommitter;
+  /** Repeats admission's requests-per-minute refusal before a body is read (#15). */
+  preAdmission: PreAdmission;
+  /** Body bytes being read and parsed at once, globally and per key (#15). */
+  bodyBudget: BodyBudget;
   receipts: ReceiptService;
   identity: Identity;
   reports: ReportService;

@@ -32,8 +32,20 @@ export interface MetricsSources {
   processMetrics?: boolean;
 }
 
+/** What a listener's accept loop reports (src/http/connections.ts `ConnectionStats`). */
+export interface ConnectionCounts {
+  open: number;
+  headerTimeouts: number;
+  idleTimeouts: number;
+  evicted: number;
+  refused: number;
+  acceptErrors: number;
+}
+
 export interface GatewayMetrics {
   readonly contentType: string;
+  /** Adds a listener's connection counts (read at scrape time). */
+  connections(listener: string, counts: () => ConnectionCounts): void;
   render(): Promise<string>;
   request(o: RequestObservation): void;
   /** The gateway's own time until the response headers, without the upstream wait. */
@@ -149,11 +161,48 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       for (const s of sessionState()) if (s.age !== null) this.set({ provider: s.name }, s.age);
     },
   });
+  const listeners = new Map<string, () => ConnectionCounts>();
+  new Gauge({
+    name: "gateway_open_connections",
+    help: "Client connections open now, by listener.",
+    labelNames: ["listener"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [name, f] of listeners) this.set({ listener: name }, f().open);
+    },
+  });
+  const CLOSE_REASONS = {
+    header_timeout: "headerTimeouts",
+    idle_timeout: "idleTimeouts",
+    evicted: "evicted",
+    refused_at_cap: "refused",
+    accept_error: "acceptErrors",
+  } as const;
+  new Counter({
+    name: "gateway_connections_closed_total",
+    help: "Connections the gateway closed or refused itself, by listener and reason.",
+    labelNames: ["listener", "reason"] as const,
+    registers: [registry],
+    collect() {
+      // The accept loop keeps the running totals; mirror them at scrape time.
+      this.reset();
+      for (const [name, f] of listeners) {
+        const c = f();
+        for (const [reason, field] of Object.entries(CLOSE_REASONS)) {
+          this.inc({ listener: name, reason }, c[field]);
+        }
+      }
+    },
+  });
   if (src.processMetrics) collectDefaultMetrics({ register: registry });
 
   return {
     contentType: registry.contentType,
     render: () => registry.metrics(),
+    connections(listener, counts) {
+      listeners.set(listener, counts);
+    },
     request(o) {
       requests.inc({
         endpoint: o.route,
@@ -194,6 +243,7 @@ export function noopMetrics(): GatewayMetrics {
   return {
     contentType: "text/plain; version=0.0.4; charset=utf-8",
     render: () => Promise.resolve("# metrics are off (GATEWAY_METRICS=off)\n"),
+    connections: nothing,
     request: nothing,
     own: nothing,
     inFlight: nothing,
