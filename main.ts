@@ -33,6 +33,7 @@ import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/m
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
+import { type SnpTrust, snpTrustFromConfig } from "./src/verify/sev_snp/trust.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -178,6 +179,7 @@ async function serve(args: string[]): Promise<void> {
     rootCaDer: config.trust.intel_root_ca_pem
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
+    sevSnp: await snpTrust(config),
   });
   const gateway = assembleGateway(config, {
     quotes,
@@ -355,6 +357,31 @@ async function collateralSource(config: GatewayConfig): Promise<CollateralSource
       fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
     now: Date.now,
   });
+}
+
+/** SEV-SNP trust from `trust.sev_snp`: the pinned AMD roots; VCEKs from a directory or the KDS. */
+async function snpTrust(config: GatewayConfig): Promise<SnpTrust | undefined> {
+  const c = config.trust.sev_snp;
+  if (!c) return undefined;
+  let vcekFiles: Uint8Array[] | undefined;
+  if (c.vcek_dir !== undefined) {
+    vcekFiles = [];
+    try {
+      for await (const e of Deno.readDir(c.vcek_dir)) {
+        if (e.isFile && e.name.endsWith(".der")) {
+          vcekFiles.push(await Deno.readFile(`${c.vcek_dir}/${e.name}`));
+        }
+      }
+    } catch (e) {
+      fail(`trust.sev_snp.vcek_dir: cannot read ${c.vcek_dir}: ${readFailure(e)}`);
+    }
+  }
+  const t = snpTrustFromConfig(c, {
+    vcekFiles,
+    fetch: (url) => fetch(url, { signal: AbortSignal.timeout(15_000) }),
+  });
+  if (!t.ok) fail(`trust.sev_snp.${t.reason}`);
+  return t.trust;
 }
 
 async function keys(args: string[]): Promise<void> {

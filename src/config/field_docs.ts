@@ -69,6 +69,17 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "trust.collateral_dir":
     "A directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape), for offline operation.",
 
+  "trust.sev_snp":
+    "AMD SEV-SNP trust for `sev-snp` upstreams: the pinned roots and where VCEKs come from.",
+  "trust.sev_snp.roots": "The pinned AMD roots, one entry per processor product.",
+  "trust.sev_snp.roots[].product": "The product the roots belong to (`Milan`, `Genoa`, `Turin`).",
+  "trust.sev_snp.roots[].ask_ark_pem":
+    "AMD's `ask_ark_<product>.pem`: the ASK then the ARK certificate (PEM). VCEKs must chain to it.",
+  "trust.sev_snp.vcek_dir":
+    "A directory of VCEK certificates (`*.der`) for offline operation; the one whose hwID and TCB " +
+    "match the report is used. Without it VCEKs are fetched from `kds_url` and cached.",
+  "trust.sev_snp.kds_url": "AMD KDS (or a mirror) base URL for VCEKs (default: AMD's KDS).",
+
   upstream: "How upstreams are reached.",
   "upstream.client":
     "`http1`: the gateway's own HTTP/1.1 client (less memory and CPU per request); `fetch`: " +
@@ -103,7 +114,8 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].confidential":
     "Present for a confidential (TEE) upstream: verified before any prompt is sent to it.",
   "providers[].confidential.verifier":
-    "`dstack-tdx` (dstack TDX evidence), `aci` (an ACI gateway's report), `pinned` (operator-pinned " +
+    "`dstack-tdx` (dstack TDX evidence), `aci` (an ACI gateway's report), `sev-snp` (an AMD " +
+    "SEV-SNP report binding the TLS key), `pinned` (operator-pinned " +
     "TLS key, no hardware evidence), `dev` (development configuration only).",
   "providers[].confidential.spki_sha256": "Pinned SPKI SHA-256 (hex) for the `pinned` verifier.",
   "providers[].confidential.tls_ca_pem":
@@ -120,6 +132,16 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Development switch (dev verifier only): a dev session satisfies `aci_verified`, and its " +
     "claims say so.",
   "providers[].confidential.reverify_margin_seconds": "Re-verify this long before expiry.",
+  "providers[].confidential.sev_snp": "Policy of the `sev-snp` verifier.",
+  "providers[].confidential.sev_snp.allowed_measurements":
+    "SNP MEASUREMENT values (hex) that make `os_known_good` asserted.",
+  "providers[].confidential.sev_snp.min_tcb":
+    "Minimum REPORTED_TCB: `tcb_up_to_date` is asserted when every component is at least this, " +
+    "refuted otherwise (unknown when unset).",
+  "providers[].confidential.sev_snp.min_tcb.bootloader": "Minimum boot loader SPL.",
+  "providers[].confidential.sev_snp.min_tcb.tee": "Minimum PSP OS (TEE) SPL.",
+  "providers[].confidential.sev_snp.min_tcb.snp": "Minimum SNP firmware SPL.",
+  "providers[].confidential.sev_snp.min_tcb.microcode": "Minimum microcode SPL.",
   "providers[].vendor": "Vendor label for the legacy `GET /v1/models/<vendor>` listing.",
 
   models: "Chat models in the catalog.",

@@ -14,7 +14,7 @@ const providerName = z.string().regex(
 
 const confidential = z.strictObject({
   /** Which verifier checks this upstream before prompts are sent to it. */
-  verifier: z.enum(["dstack-tdx", "aci", "pinned", "dev"]),
+  verifier: z.enum(["dstack-tdx", "aci", "sev-snp", "pinned", "dev"]),
   /** Operator-pinned SPKI SHA-256 (hex) for the `pinned` verifier. */
   spki_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** PEM trust anchors for the upstream's TLS certificate (default: system roots). */
@@ -36,6 +36,16 @@ const confidential = z.strictObject({
    * so `task dev` demonstrates the flow; the session's claims say so.
    */
   dev_counts_for_aci_verified: z.boolean().optional(),
+  /** Policy for the `sev-snp` verifier (docs/decisions.md, "SEV-SNP upstreams"). */
+  sev_snp: z.strictObject({
+    allowed_measurements: z.array(z.string().regex(/^[0-9a-f]{96}$/)).default([]),
+    min_tcb: z.strictObject({
+      bootloader: z.number().int().min(0).max(255),
+      tee: z.number().int().min(0).max(255),
+      snp: z.number().int().min(0).max(255),
+      microcode: z.number().int().min(0).max(255),
+    }).optional(),
+  }).optional(),
 });
 
 const provider = z.strictObject({
@@ -163,6 +173,15 @@ export const configSchema = z.strictObject({
     pcs_url: z.url().optional(),
     /** …or a directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape) for offline operation. */
     collateral_dir: z.string().optional(),
+    /** AMD roots and VCEKs for `sev-snp` upstreams. */
+    sev_snp: z.strictObject({
+      roots: z.array(z.strictObject({
+        product: z.enum(["Milan", "Genoa", "Turin"]),
+        ask_ark_pem: z.string().min(1),
+      })).min(1),
+      vcek_dir: z.string().optional(),
+      kds_url: z.url().optional(),
+    }).optional(),
   }).default({}),
   /**
    * How upstreams are reached. `http1` (default): the gateway's own HTTP/1.1
@@ -209,6 +228,13 @@ export const configSchema = z.strictObject({
         code: "custom",
         path: ["providers", i, "confidential", "dev_counts_for_aci_verified"],
         message: "only the dev verifier (development configuration) may count for aci_verified",
+      });
+    }
+    if (p.confidential?.verifier === "sev-snp" && !cfg.trust.sev_snp) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "verifier"],
+        message: "the sev-snp verifier needs trust.sev_snp (the pinned AMD roots)",
       });
     }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {

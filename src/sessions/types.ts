@@ -85,6 +85,8 @@ export interface VerifierDeps {
     collateral: import("../verify/tdx/collateral_source.ts").CollateralSource;
     rootCaDer?: Uint8Array;
   };
+  /** Pinned AMD roots and the VCEK source, when SEV-SNP upstreams are configured. */
+  sevSnp?: import("../verify/sev_snp/trust.ts").SnpTrust;
 }
 
 export type VerifyOutcome =

@@ -13,7 +13,13 @@ import { GatewayError } from "../http/errors.ts";
 
 export function productionVerifiers(
   config: GatewayConfig,
-  opts: { now: () => number; collateral: CollateralSource; rootCaDer?: Uint8Array },
+  opts: {
+    now: () => number;
+    collateral: CollateralSource;
+    rootCaDer?: Uint8Array;
+    /** AMD roots and VCEK source (from `trust.sev_snp`), for `sev-snp` upstreams. */
+    sevSnp?: VerifierDeps["sevSnp"];
+  },
 ): { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps } {
   return {
     verifierFor: (p) => {
@@ -31,6 +37,7 @@ export function productionVerifiers(
     deps: createVerifierDeps({
       now: opts.now,
       tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
+      sevSnp: opts.sevSnp,
     }),
   };
 }

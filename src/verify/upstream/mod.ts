@@ -14,11 +14,13 @@ import { aciVerifier } from "./aci.ts";
 import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";
 import { pinnedVerifier } from "./pinned.ts";
+import { sevSnpVerifier } from "./sev_snp.ts";
 
 export { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
 export { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
 export { DSTACK_TDX_VERIFIER_ID, dstackTdxVerifier } from "./dstack_tdx.ts";
 export { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
+export { SEV_SNP_VERIFIER_ID, sevSnpVerifier } from "./sev_snp.ts";
 
 /** The names `provider.confidential.verifier` accepts. */
 export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];
@@ -26,6 +28,7 @@ export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier
 const VERIFIERS: Record<VerifierName, UpstreamVerifier> = {
   "dstack-tdx": dstackTdxVerifier,
   "aci": aciVerifier,
+  "sev-snp": sevSnpVerifier,
   "pinned": pinnedVerifier,
   "dev": devVerifier,
 };
@@ -47,6 +50,8 @@ export interface VerifierDepsOptions {
   /** Epoch milliseconds. */
   now: () => number;
   tdx: VerifierDeps["tdx"];
+  /** AMD roots and VCEK source for `sev-snp` upstreams. */
+  sevSnp?: VerifierDeps["sevSnp"];
   /** Default: node:crypto randomBytes. */
   randomBytes?: (n: number) => Uint8Array;
   /** Bound on each TLS connect + handshake; default 10 000 ms. */
@@ -66,5 +71,6 @@ export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
     pinnedFetch: (spkiSha256, ca) =>
       createPinnedFetch({ spkiSha256, ca, keepAlive: false, connectTimeoutMs: timeoutMs }),
     tdx: o.tdx,
+    ...(o.sevSnp ? { sevSnp: o.sevSnp } : {}),
   };
 }
