@@ -20,8 +20,8 @@ const forgedTrust: SnpTrust = {
   roots: [{ product: "Milan", askDer: forge.askDer, arkDer: forge.arkDer }],
   vcek: localVcekSource([forge.vcekDer]),
 };
-const deps = (trust: SnpTrust | undefined = forgedTrust, now = NOW) =>
-  testDeps(now, { collateral }, trust);
+const deps = (trust: SnpTrust | null = forgedTrust, now = NOW) =>
+  testDeps(now, { collateral }, trust ?? undefined);
 
 type Policy = Parameters<typeof targetFor>[1]["sev_snp"];
 const target = (url: string, sev_snp?: Policy) =>
@@ -165,7 +165,7 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
       'SNP report rejected: Genoa: VCEK chain: "SEV-VCEK" is not signed by "SEV-Forged"',
     );
     assert.equal(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(undefined))),
+      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(null))),
       "no AMD roots are pinned (trust.sev_snp.roots)",
     );
     const noVcek: SnpTrust = { ...forgedTrust, vcek: localVcekSource([], "vceks/") };
