@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeSnpEnvironment, type SnpForge } from "./support/snp_forge.ts";
-import { startFakeKds, startSnpUpstream, type SnpUpstream } from "./support/snp_upstream.ts";
+import { type SnpUpstream, startFakeKds, startSnpUpstream } from "./support/snp_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
 import { productionVerifiers } from "../src/sessions/verifiers.ts";
 import { LocalCollateralSource } from "../src/verify/tdx/collateral_source.ts";
@@ -76,10 +76,15 @@ function gatewayVerifying(up: SnpUpstream, forge: SnpForge, kdsUrl: string): Pro
   });
 }
 
-const MINIMAL = { listen: { base: { hostname: "127.0.0.1", port: 0 } }, store: { path: ":memory:" } };
+const MINIMAL = {
+  listen: { base: { hostname: "127.0.0.1", port: 0 } },
+  store: { path: ":memory:" },
+};
 
 async function get(gw: TestGateway, path: string) {
-  const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${gw.apiKey}` } });
+  const res = await fetch(`${gw.url}${path}`, {
+    headers: { authorization: `Bearer ${gw.apiKey}` },
+  });
   return { status: res.status, body: await res.json() };
 }
 

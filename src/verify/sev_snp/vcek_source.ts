@@ -22,7 +22,10 @@ export interface VcekSource {
 }
 
 /** A fixed set of VCEKs (e.g. read from `trust.sev_snp.vcek_dir`): the one matching the report. */
-export function localVcekSource(ders: readonly Uint8Array[], where = "the VCEK directory"): VcekSource {
+export function localVcekSource(
+  ders: readonly Uint8Array[],
+  where = "the VCEK directory",
+): VcekSource {
   return {
     get: (report) => {
       const match = ders.find((d) => vcekMismatch(d, report) === null);

@@ -117,7 +117,9 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
         "(expected sha256(SPKI DER) ‖ nonce)",
     );
   }
-  if (r.debugAllowed) refuse("SNP guest policy allows debugging (POLICY bit 19): memory is not private");
+  if (r.debugAllowed) {
+    refuse("SNP guest policy allows debugging (POLICY bit 19): memory is not private");
+  }
 
   const nowS = unixSeconds(nowMs);
   const expiresAt = Math.min(
@@ -178,4 +180,3 @@ export const sevSnpVerifier: UpstreamVerifier = {
   id: SEV_SNP_VERIFIER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };
-

@@ -174,7 +174,9 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
       /^SNP report rejected: Milan: no VCEK in vceks\/ matches CHIP_ID 5a5a5a5a5a5a5a5a…/,
     );
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(forgedTrust, NOW + 31 * 86_400_000))),
+      reasonOf(
+        await sevSnpVerifier.verify(target(up.url), deps(forgedTrust, NOW + 31 * 86_400_000)),
+      ),
       /certificate "SEV-VCEK" expired/,
     );
   } finally {
