@@ -25,6 +25,7 @@ import { streamResponse } from "./stream_response.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
 import type { KvWrite } from "../store/group_commit.ts";
+import type { RequestInfo } from "./request_info.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
@@ -34,30 +35,8 @@ export interface InferenceEndpoint {
 
 const encoder = new TextEncoder();
 
-/** Per-request facts the pipeline threads through (for the log line and headers). */
-export interface RequestInfo {
-  requestId: string;
-  traceId: string;
-  started: number;
-  model: string | null;
-  provider: string | null;
-  usage: TokenUsage | undefined;
-  metadata: unknown;
-  /** The matched route pattern (never the raw path, which may carry ids). */
-  route?: string;
-  /** Streams log when they end, not when the headers leave. */
-  deferLog?: boolean;
-  /** Milliseconds spent in each phase (the `Server-Timing` header). */
-  phases: Record<string, number>;
-  /** For the log line: the authenticated key's public id, the receipt id, the error code. */
-  keyId?: string | null;
-  receiptId?: string | null;
-  errorCode?: string | null;
-  /** Every upstream attempt and how it ended (`served`, or why it failed). */
-  attempts?: { provider: string; outcome: string }[];
-  /** A bad `x-service-trace-id` / `x-service-metadata`: refused after authentication, with a receipt. */
-  headerError?: GatewayError;
-}
+// Defined in its own module so app/context.ts can name it without importing the pipeline.
+export type { RequestInfo } from "./request_info.ts";
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
 async function phase<T>(info: RequestInfo, name: string, f: () => Promise<T>): Promise<T> {
