@@ -102,7 +102,7 @@ Deno.test("an SEV-SNP upstream is verified into a session and serves aci_verifie
     const { data, response } = await client.chat.completions.create({
       model: "snp/model",
       messages: [{ role: "user", content: "a confidential prompt" }],
-      // @ts-ignore: the gateway's routing extension
+      // @ts-expect-error: the gateway's routing block
       provider: { aci_verified: true },
     }).withResponse();
     assert.ok(data.choices[0].message.content);

@@ -72,7 +72,7 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "trust.sev_snp":
     "AMD SEV-SNP trust for `sev-snp` upstreams: the pinned roots and where VCEKs come from.",
   "trust.sev_snp.roots": "The pinned AMD roots, one entry per processor product.",
-  "trust.sev_snp.roots[].product": "The product the roots belong to (`Milan`, `Genoa`, `Turin`).",
+  "trust.sev_snp.roots[].product": "The product the roots belong to (`Milan` or `Genoa`).",
   "trust.sev_snp.roots[].ask_ark_pem":
     "AMD's `ask_ark_<product>.pem`: the ASK then the ARK certificate (PEM). VCEKs must chain to it.",
   "trust.sev_snp.vcek_dir":

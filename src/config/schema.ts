@@ -176,7 +176,7 @@ export const configSchema = z.strictObject({
     /** AMD roots and VCEKs for `sev-snp` upstreams. */
     sev_snp: z.strictObject({
       roots: z.array(z.strictObject({
-        product: z.enum(["Milan", "Genoa", "Turin"]),
+        product: z.enum(["Milan", "Genoa"]),
         ask_ark_pem: z.string().min(1),
       })).min(1),
       vcek_dir: z.string().optional(),

@@ -12,8 +12,12 @@ import { vcekMismatch } from "./verify_report.ts";
 /** AMD's public KDS. */
 export const AMD_KDS_BASE_URL = "https://kdsintf.amd.com";
 
-/** The products AMD's KDS and `ask_ark_<product>.pem` are named for. */
-export type SnpProduct = "Milan" | "Genoa" | "Turin";
+/**
+ * The products AMD's KDS and `ask_ark_<product>.pem` are named for. Turin is
+ * left out on purpose: its TCB_VERSION layout differs from the one
+ * `report.ts` parses.
+ */
+export type SnpProduct = "Milan" | "Genoa";
 
 /** A VCEK lookup for one report under one product's roots. */
 export interface VcekSource {
@@ -43,8 +47,7 @@ export function localVcekSource(
 /** The KDS URL of a report's VCEK. */
 export function kdsVcekUrl(baseUrl: string, product: SnpProduct, r: SnpReport): string {
   const t = r.reportedTcb;
-  // Turin's KDS keys VCEKs by the first 8 bytes of CHIP_ID.
-  const hwid = bytesToHex(product === "Turin" ? r.chipId.subarray(0, 8) : r.chipId);
+  const hwid = bytesToHex(r.chipId);
   const q = `blSPL=${t.bootloader}&teeSPL=${t.tee}&snpSPL=${t.snp}&ucodeSPL=${t.microcode}`;
   return `${baseUrl.replace(/\/+$/, "")}/vcek/v1/${product}/${hwid}?${q}`;
 }
