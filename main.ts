@@ -34,6 +34,8 @@ import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
 import { type SnpTrust, snpTrustFromConfig } from "./src/verify/sev_snp/trust.ts";
+import type { GpuDeps } from "./src/verify/nvidia/deps.ts";
+import { gpuDepsFromConfig, type NvidiaTrust } from "./src/verify/nvidia/setup.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -180,6 +182,7 @@ async function serve(args: string[]): Promise<void> {
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
     sevSnp: await snpTrust(config),
+    gpu: await gpuDeps(config.trust.nvidia ?? {}),
   });
   const gateway = assembleGateway(config, {
     quotes,
@@ -384,6 +387,20 @@ async function snpTrust(config: GatewayConfig): Promise<SnpTrust | undefined> {
   return t.trust;
 }
 
+/** GPU evidence roots and collateral (`trust.nvidia`); `--collateral DIR` of `verify` overrides. */
+async function gpuDeps(c: NvidiaTrust): Promise<GpuDeps> {
+  const r = await gpuDepsFromConfig(c, {
+    readDir: (p) => Deno.readDir(p),
+    readFile: (p) => Deno.readFile(p),
+    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+      fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
+    now: Date.now,
+  });
+  if (!r.ok) fail(r.reason);
+  if (c.collateral_dir) console.error(r.note);
+  return r.deps;
+}
+
 async function keys(args: string[]): Promise<void> {
   const configPath = flag(args, "config");
   const rest = withoutFlags(args, ["config"]);
@@ -422,7 +439,19 @@ async function verify(args: string[]): Promise<void> {
   const pccs = flag(args, "pccs-url");
   const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
+  // A directory is GPU collateral (RIMs and OCSP responses, #21); a file is TDX collateral.
+  let gpuDir = false;
   if (collateralFile) {
+    try {
+      gpuDir = (await Deno.stat(userPath(collateralFile))).isDirectory;
+    } catch (e) {
+      fail(`--collateral: cannot read ${userPath(collateralFile)}: ${readFailure(e)}`);
+    }
+  }
+  const gpu = await gpuDeps(
+    gpuDir && collateralFile ? { collateral_dir: userPath(collateralFile) } : {},
+  );
+  if (collateralFile && !gpuDir) {
     let text: string;
     try {
       text = await Deno.readTextFile(userPath(collateralFile));
@@ -449,6 +478,7 @@ async function verify(args: string[]): Promise<void> {
     print: (l) => console.log(l),
     randomBytes: bytes,
     apiKey: Deno.env.get(API_KEY_VARIABLE) || undefined,
+    gpu,
   });
   Deno.exit(code);
 }

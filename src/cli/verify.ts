@@ -17,6 +17,8 @@ import { isRecord } from "../verify/json_shape.ts";
 import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
 import { verifyReceipt } from "../verify/receipt.ts";
 import { verifyReport } from "../verify/report.ts";
+import type { GpuDeps } from "../verify/nvidia/deps.ts";
+import { verifySessionGpu } from "../verify/session_gpu.ts";
 
 /** Everything the command needs from the outside world. */
 export interface VerifyDeps {
@@ -30,6 +32,8 @@ export interface VerifyDeps {
   quoteCheck?: QuoteCheck;
   /** The API key from the environment (`GATEWAY_API_KEY`); `--api-key-file` overrides it. */
   apiKey?: string;
+  /** NVIDIA GPU evidence roots and collateral, for `--session`. */
+  gpu?: GpuDeps;
 }
 
 /** The environment variable the API key is taken from. */
@@ -39,7 +43,8 @@ export const VERIFY_USAGE = [
   "usage: verify --receipt <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --signature <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --report <file|URL>",
-  "the API key for a receipt/signature URL: the GATEWAY_API_KEY variable, or --api-key-file <file>",
+  "       verify --session <file|URL> [--at <ISO time>] [--rim-at <ISO time>]   (GPU evidence of a session record; --collateral DIR)",
+  "the API key for a receipt/signature/session URL: the GATEWAY_API_KEY variable, or --api-key-file <file>",
   "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
   "         --require-verified-upstream  fail unless the served attempt's upstream.verified says verified (hardware)",
@@ -53,6 +58,9 @@ const VALUE_FLAGS = [
   "request",
   "response",
   "nonce",
+  "session",
+  "at",
+  "rim-at",
 ] as const;
 const BOOL_FLAGS = ["allow-dev", "require-verified-upstream", "help"] as const;
 type ValueFlag = typeof VALUE_FLAGS[number];
@@ -205,6 +213,7 @@ function isLegacyReport(report: unknown): boolean {
 
 async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> {
   const v = p.values;
+  if (v.session !== undefined) return await sessionChecks(deps, v);
   const modes = [v.receipt, v.signature].filter((x) => x !== undefined).length;
   if (modes > 1) throw new UsageError("give either --receipt or --signature, not both");
   if (v.report === undefined) throw new UsageError("--report is required");
@@ -264,6 +273,35 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
     );
   }
   return checks;
+}
+
+function isoTime(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const t = Date.parse(value);
+  if (!Number.isFinite(t)) throw new UsageError(`--${flag} is not an ISO time`);
+  return t;
+}
+
+/** `--session`: the GPU evidence of a stored session, at `--at` (RIMs at `--rim-at`) or now. */
+async function sessionChecks(
+  deps: VerifyDeps,
+  v: Partial<Record<ValueFlag, string>>,
+): Promise<Check[]> {
+  if (v.receipt !== undefined || v.signature !== undefined || v.report !== undefined) {
+    throw new UsageError("--session stands alone (no --receipt, --signature or --report)");
+  }
+  if (!deps.gpu) throw new UsageError("GPU verification is not available in this build");
+  const at = isoTime(v.at, "at") ?? deps.now?.() ?? 0;
+  const rimAt = isoTime(v["rim-at"], "rim-at") ?? at;
+  const apiKey = v["api-key-file"] !== undefined
+    ? new TextDecoder().decode(await readBytes(deps, v["api-key-file"])).trim()
+    : deps.apiKey;
+  const doc = await loadArtifact(deps, v.session!, apiKey);
+  const gpu = {
+    ...deps.gpu,
+    times: () => ({ device: at, deviceOcsp: at, rim: rimAt, rimOcsp: rimAt }),
+  };
+  return await verifySessionGpu(doc, gpu, at);
 }
 
 /** Runs the `verify` command; resolves to the process exit code. */

@@ -32,6 +32,12 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "store.quota_leases":
     "While this is the only replica on the store, admit most requests from a small reserved slice " +
     "of the key's limits held in memory (no KV commit before the prompt leaves).",
+  "store.lease_max_requests":
+    "Most requests' worth of credits and tokens in one quota-lease slice: what a crashed process " +
+    "holds until another refunds it (docs/decisions.md, #15).",
+  "store.replica_ttl_seconds":
+    "How long a replica's announcement lives without a heartbeat (sent every third of it); a " +
+    "crashed replica's held credits are refunded once it lapses.",
 
   limits: "Request limits.",
   "limits.max_body_bytes": "Largest request body accepted; larger gets 413.",
@@ -68,6 +74,20 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "trust.pcs_url": "Intel PCS or a PCCS base URL for TDX collateral (default: Intel PCS).",
   "trust.collateral_dir":
     "A directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape), for offline operation.",
+  "trust.nvidia": "NVIDIA GPU evidence (#21): pinned roots and RIM / OCSP collateral.",
+  "trust.nvidia.device_root_pem":
+    "PEM of the NVIDIA Device Identity CA to pin (default: NVIDIA's root, built in).",
+  "trust.nvidia.rim_root_pem":
+    "PEM of the NVIDIA CoRIM signing Root CA to pin (default: NVIDIA's root, built in).",
+  "trust.nvidia.rim_service_url":
+    "NVIDIA RIM service base URL (`/v1/rim/<id>` is appended; default NVIDIA's). RIMs are cached " +
+    "for an hour (VBIOS RIMs get re-issued).",
+  "trust.nvidia.ocsp_url":
+    "OCSP responder for device and RIM certificates (default NVIDIA's); answers are cached " +
+    "until their nextUpdate.",
+  "trust.nvidia.collateral_dir":
+    "Offline collateral instead of the services: RIM files `NV_GPU_*.xml` and OCSP responses " +
+    "(DER or base64), in the directory or one level below.",
 
   "trust.sev_snp":
     "AMD SEV-SNP trust for `sev-snp` upstreams: the pinned roots and where VCEKs come from.",
@@ -87,11 +107,19 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
 
   receipts: "Signed receipts.",
   "receipts.retention_days": "How long receipts are kept.",
+  "receipts.refusal_retention_days":
+    "How long receipts of refusals (nothing forwarded upstream) are kept.",
+  "receipts.refusal_budget":
+    "Refusals of one key per window that get their own receipt; the rest of the window share one " +
+    "receipt that counts them.",
+  "receipts.refusal_window_seconds": "The window of `refusal_budget`.",
 
   tiers: "Rate limits per key tier.",
   "tiers.free": "Limits of `free` keys.",
-  "tiers.free.rpm": "Requests per minute.",
-  "tiers.free.tpm": "Tokens per minute (prompt estimate plus reserved output).",
+  "tiers.free.rpm":
+    "Requests per minute: a token bucket of this size, refilled continuously at this rate.",
+  "tiers.free.tpm":
+    "Tokens per minute (prompt tokens plus reserved output), a bucket like `rpm`'s.",
   "tiers.pro": "Limits of `pro` keys.",
   "tiers.pro.rpm": "Requests per minute.",
   "tiers.pro.tpm": "Tokens per minute.",
@@ -142,6 +170,9 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].confidential.sev_snp.min_tcb.tee": "Minimum PSP OS (TEE) SPL.",
   "providers[].confidential.sev_snp.min_tcb.snp": "Minimum SNP firmware SPL.",
   "providers[].confidential.sev_snp.min_tcb.microcode": "Minimum microcode SPL.",
+  "providers[].confidential.require_gpu":
+    "Fail verification unless the upstream's NVIDIA GPU evidence passes every check " +
+    "(`gpu_attested` hardware_proven); no prompt reaches it otherwise, whatever `allow_unverified` says.",
   "providers[].vendor": "Vendor label for the legacy `GET /v1/models/<vendor>` listing.",
 
   models: "Chat models in the catalog.",

@@ -26,6 +26,8 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
+  /** Fail verification unless the upstream's NVIDIA GPU evidence passes every check (#21); default false. */
+  require_gpu: z.boolean().optional(),
   /**
    * Opt-out of failing closed: while unverified, this upstream still receives
    * requests that do not demand `aci_verified` (warned at start-up and on every use).
@@ -135,6 +137,16 @@ export const configSchema = z.strictObject({
      * KV commit before the prompt leaves). See src/accounts/leases.ts.
      */
     quota_leases: z.boolean().default(true),
+    /**
+     * Most requests' worth of credits and tokens in one lease slice: what a
+     * crashed process holds until another refunds it (src/accounts/holds.ts).
+     */
+    lease_max_requests: z.number().int().min(2).max(4096).default(64),
+    /**
+     * How long a replica's announcement lives without a heartbeat (sent every
+     * third of it); a crashed replica's holds are refunded once it lapses.
+     */
+    replica_ttl_seconds: z.number().int().min(1).max(3600).default(60),
   }),
   limits: z.strictObject({
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
@@ -182,6 +194,15 @@ export const configSchema = z.strictObject({
       vcek_dir: z.string().optional(),
       kds_url: z.url().optional(),
     }).optional(),
+    /** NVIDIA GPU evidence (#21): pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
+    nvidia: z.strictObject({
+      device_root_pem: z.string().optional(),
+      rim_root_pem: z.string().optional(),
+      rim_service_url: z.url().optional(),
+      ocsp_url: z.url().optional(),
+      /** RIMs (`NV_GPU_*.xml`) and OCSP responses (DER or base64) for offline operation. */
+      collateral_dir: z.string().optional(),
+    }).optional(),
   }).default({}),
   /**
    * How upstreams are reached. `http1` (default): the gateway's own HTTP/1.1
@@ -195,7 +216,16 @@ export const configSchema = z.strictObject({
   }).default({ client: "http1" }),
   receipts: z.strictObject({
     retention_days: z.number().int().positive().default(30),
-  }).default({ retention_days: 30 }),
+    /** Refusals (nothing forwarded): own receipts per key per window, then one shared receipt. */
+    refusal_retention_days: z.number().int().positive().default(1),
+    refusal_budget: z.number().int().nonnegative().default(10),
+    refusal_window_seconds: z.number().int().positive().default(600),
+  }).default({
+    retention_days: 30,
+    refusal_retention_days: 1,
+    refusal_budget: 10,
+    refusal_window_seconds: 600,
+  }),
   tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
     free: { rpm: 60, tpm: 100_000 },
     pro: { rpm: 600, tpm: 1_000_000 },

@@ -192,6 +192,7 @@ export function upstreamChatBody(
   chat: ChatRequest,
   model: ChatModel,
   upstreamModel: string,
+  outputCap?: number,
 ): ChatRequest {
   const out: ChatRequest = { ...chat, model: upstreamModel };
   const wanted = model.tokenParam;
@@ -200,6 +201,8 @@ export function upstreamChatBody(
     out[wanted] = out[other];
     delete out[other];
   }
+  // The output the admission reserved is the output the upstream may produce.
+  if (out[wanted] === undefined && outputCap !== undefined) out[wanted] = outputCap;
   if (out.stream) out.stream_options = { ...out.stream_options, include_usage: true };
   return out;
 }

@@ -10,6 +10,8 @@ export const completionRequestSchema = z.looseObject({
   temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().min(0).max(1).optional(),
   n: z.number().int().min(1).max(128).optional(),
+  /** Completions generated per prompt (and billed) when larger than `n`. */
+  best_of: z.number().int().min(1).max(128).optional(),
   stream: z.boolean().optional(),
   stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),

@@ -9,6 +9,7 @@ import {
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
@@ -19,8 +20,6 @@ export const chatEndpoint: InferenceEndpoint = {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
-    const maxOut = p.chat.max_tokens ?? p.chat.max_completion_tokens ??
-      Math.min(config.limits.default_output_reserve, model.config.max_output_length);
     const promptTokens = estimateChatTokens(
       p.chat.messages,
       model.tokenizer,
@@ -34,6 +33,12 @@ export const chatEndpoint: InferenceEndpoint = {
       modelId: p.model,
       param: "messages",
     });
+    const out = outputReserve(
+      model,
+      p.chat.max_tokens ?? p.chat.max_completion_tokens,
+      config.limits.default_output_reserve,
+      promptTokens,
+    );
     return {
       modelId: p.model,
       provider: p.provider,
@@ -41,11 +46,11 @@ export const chatEndpoint: InferenceEndpoint = {
       stream: p.stream,
       estimate: {
         promptTokens,
-        outputTokens: maxOut * (p.chat.n ?? 1),
+        outputTokens: out.perCompletion * (p.chat.n ?? 1),
       },
       pricing: model.config.pricing,
       upstreamPath: () => "/v1/chat/completions",
-      upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel),
+      upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u) => chatResponseForClient(u as ChatResponse, p.model),
       usage: usageField,
       chatId: idOf,

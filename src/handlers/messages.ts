@@ -9,6 +9,7 @@ import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 
@@ -17,7 +18,7 @@ const native = (c: Candidate) => c.provider.native_formats.includes("messages");
 export const messagesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/messages",
   errorFormat: "anthropic",
-  plan(body, { catalog }) {
+  plan(body, { catalog, config }) {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
@@ -34,18 +35,19 @@ export const messagesEndpoint: InferenceEndpoint = {
       modelId: p.model,
       param: "messages",
     });
+    const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
-      estimate: { promptTokens, outputTokens: p.chat.max_tokens ?? model.config.max_output_length },
+      estimate: { promptTokens, outputTokens: out.perCompletion },
       pricing: model.config.pricing,
       upstreamPath: (c) => (native(c) ? "/v1/messages" : "/v1/chat/completions"),
       upstreamBody: (c) =>
         native(c)
           ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
-          : upstreamChatBody(p.chat, model, c.upstreamModel),
+          : upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u, c) =>
         native(c)
           ? withModel(u, p.model)

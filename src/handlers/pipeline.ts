@@ -187,7 +187,10 @@ export async function handleInference(
     if (rec && rec.draft.events.length > 0 && !finalized) {
       if (!rec.forwarded) rec.event({ type: "request.refused", reason: err.kind });
       rec.event({ type: "response.returned", body_hash: sha256Prefixed(out) });
-      const writes = ctx.receipts.finalize(rec.draft);
+      // Refusals cost the store a bounded amount per key (receipts/refusals.ts).
+      const refused = rec.forwarded ? null : ctx.receipts.finalizeRefusal(rec.draft);
+      const writes = refused?.writes ?? ctx.receipts.finalize(rec.draft);
+      if (refused) headers.set("x-receipt-id", refused.receiptId);
       if (admission) {
         writes.push(
           ...admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n }),

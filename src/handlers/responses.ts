@@ -9,6 +9,7 @@ import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 import { bytesToHex } from "../aci/hex.ts";
@@ -36,20 +37,29 @@ export const responsesEndpoint: InferenceEndpoint = {
       param: "input",
     });
     const createdAt = Math.floor(now() / 1000);
-    const maxOut = p.chat.max_tokens ??
-      Math.min(config.limits.default_output_reserve, model.config.max_output_length);
+    const out = outputReserve(
+      model,
+      p.chat.max_tokens,
+      config.limits.default_output_reserve,
+      promptTokens,
+    );
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
-      estimate: { promptTokens, outputTokens: maxOut },
+      estimate: { promptTokens, outputTokens: out.perCompletion },
       pricing: model.config.pricing,
       upstreamPath: (c) => (native(c) ? "/v1/responses" : "/v1/chat/completions"),
       upstreamBody: (c) =>
         native(c)
-          ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
-          : upstreamChatBody(p.chat, model, c.upstreamModel),
+          ? {
+            max_output_tokens: out.cap,
+            ...(body as Record<string, unknown>),
+            model: c.upstreamModel,
+            provider: undefined,
+          }
+          : upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u, c) =>
         native(c)
           ? withModel(u, p.model)

@@ -104,6 +104,14 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     if (stopped) return { verified: false, reason: "stopped" };
     if (!outcome.ok) return fail(p, outcome.reason);
     const doc = outcome.document;
+    // Whatever the verifier, a provider that requires GPU evidence needs it proven (#21).
+    const gpu = doc.claims.gpu_attested;
+    if (
+      p.confidential?.require_gpu &&
+      !(gpu.status === "asserted" && gpu.source === "hardware_proven")
+    ) {
+      return fail(p, `GPU evidence required but the session's gpu_attested is ${gpu.status}`);
+    }
     const expiresAtMs = doc.expires_at * 1000;
     if (expiresAtMs <= o.now()) return fail(p, "verified evidence is already expired");
     const id = await o.store.put(doc);

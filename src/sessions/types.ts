@@ -87,6 +87,8 @@ export interface VerifierDeps {
   };
   /** Pinned AMD roots and the VCEK source, when SEV-SNP upstreams are configured. */
   sevSnp?: import("../verify/sev_snp/trust.ts").SnpTrust;
+  /** NVIDIA GPU evidence: pinned roots, RIM/OCSP collateral and the verification clock per artefact. */
+  gpu: import("../verify/nvidia/deps.ts").GpuDeps;
 }
 
 export type VerifyOutcome =

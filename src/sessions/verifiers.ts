@@ -9,6 +9,7 @@ import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
 import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
 import { createVerifierDeps, verifierFor } from "../verify/upstream/mod.ts";
 import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
+import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { GatewayError } from "../http/errors.ts";
 
 export function productionVerifiers(
@@ -19,6 +20,8 @@ export function productionVerifiers(
     rootCaDer?: Uint8Array;
     /** AMD roots and VCEK source (from `trust.sev_snp`), for `sev-snp` upstreams. */
     sevSnp?: VerifierDeps["sevSnp"];
+    /** GPU evidence roots and collateral; default built-in roots, no collateral. */
+    gpu?: GpuDeps;
   },
 ): { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps } {
   return {
@@ -38,6 +41,7 @@ export function productionVerifiers(
       now: opts.now,
       tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
       sevSnp: opts.sevSnp,
+      gpu: opts.gpu,
     }),
   };
 }

@@ -10,6 +10,7 @@ import { sessionIdOf } from "../../sessions/store.ts";
 import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
 import { createPinnedFetch } from "../../upstream/pinned_fetch.ts";
 import { observeTls } from "../../upstream/tls_observe.ts";
+import { defaultGpuDeps, type GpuDeps } from "../nvidia/deps.ts";
 import { aciVerifier } from "./aci.ts";
 import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";
@@ -56,6 +57,8 @@ export interface VerifierDepsOptions {
   randomBytes?: (n: number) => Uint8Array;
   /** Bound on each TLS connect + handshake; default 10 000 ms. */
   connectTimeoutMs?: number;
+  /** GPU evidence roots, collateral and times; default built-in roots and no collateral. */
+  gpu?: GpuDeps;
 }
 
 /**
@@ -72,5 +75,6 @@ export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
       createPinnedFetch({ spkiSha256, ca, keepAlive: false, connectTimeoutMs: timeoutMs }),
     tdx: o.tdx,
     ...(o.sevSnp ? { sevSnp: o.sevSnp } : {}),
+    gpu: o.gpu ?? defaultGpuDeps(),
   };
 }
