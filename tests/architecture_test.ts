@@ -93,6 +93,29 @@ const KNOWN_UPWARD = new Set([
   "src/verify/upstream/sev_snp.ts -> src/sessions/types.ts",
 ]);
 
+/**
+ * Modules below the entry layer that open sockets, files or processes themselves
+ * (docs/architecture.md, "What touches the environment"). Each should receive the
+ * capability from main.ts instead; the list may only shrink.
+ */
+const KNOWN_ENVIRONMENT = new Set([
+  // Upstream verification observes a TLS key and fetches evidence over a pinned socket (node:tls,
+  // node:https); confidential forwarding uses the same pinned fetch.
+  "src/upstream/pinned_fetch.ts",
+  "src/upstream/tls_observe.ts",
+  // A fetch trusting a provider's private CA: Deno.createHttpClient.
+  "src/upstream/ca_fetch.ts",
+]);
+
+/** Sockets, files, processes, variables: what only the entry layer should reach. */
+const ENVIRONMENT_RE = new RegExp(
+  String.raw`\bDeno\.(openKv|env|args|exit|read\w*|write\w*|open|mkdir|remove|stat\w*|` +
+    String.raw`chmod|copyFile|makeTemp\w*|connect\w*|startTls|listen\w*|serve|` +
+    String.raw`createHttpClient|Command|execPath)\b|^import (?!type\b).*"node:(tls|https|http|fs|` +
+    String.raw`fs/promises|child_process)"`,
+  "m",
+);
+
 const graph = await moduleGraph(ROOT, "main.ts");
 
 Deno.test("architecture: every module of main.ts has a layer", () => {
@@ -110,6 +133,19 @@ Deno.test("architecture: no new upward import, and no listed one that is gone", 
 
 Deno.test("architecture: no import cycle between files", () => {
   assert.deepEqual(importCycles(graph), []);
+});
+
+Deno.test("architecture: below the entry layer, only the listed modules touch the environment", async () => {
+  const touching: string[] = [];
+  for (const file of graph.keys()) {
+    if (layerOf(LAYERS, file)?.name === "entry") continue;
+    const code = (await Deno.readTextFile(new URL(file, ROOT)))
+      .split("\n")
+      .filter((l) => !/^\s*(\/\/|\*|\/\*)/.test(l))
+      .join("\n");
+    if (ENVIRONMENT_RE.test(code)) touching.push(file);
+  }
+  assert.deepEqual(touching.sort(), [...KNOWN_ENVIRONMENT].sort());
 });
 
 Deno.test("architecture: docs/architecture.md lists the same layer table", () => {
@@ -145,4 +181,10 @@ Deno.test("architecture checks: an upward edge, a cycle and an unplaced file are
     "src/handlers/y.ts",
   ]]);
   assert.deepEqual(unplaced(LAYERS, g), ["src/nowhere/z.ts"]);
+  for (const code of ["await Deno.connectTls({})", 'import tls from "node:tls";', "Deno.env.get"]) {
+    assert.ok(ENVIRONMENT_RE.test(code), code);
+  }
+  for (const code of ['import type { IncomingMessage } from "node:http";', "kv: Deno.Kv"]) {
+    assert.ok(!ENVIRONMENT_RE.test(code), code);
+  }
 });
