@@ -57,9 +57,6 @@ const KNOWN_UPWARD = new Set([
   "src/attestation/entry.ts -> enclave/manifest.ts",
   "src/attestation/reports.ts -> enclave/manifest.ts",
   "src/attestation/reports.ts -> enclave/quote_provider.ts",
-  // Formats import the pipeline's `Translator` (defined in handlers/plan.ts): move it to formats/.
-  "src/formats/native_passthrough.ts -> src/handlers/plan.ts",
-  "src/formats/openai_stream.ts -> src/handlers/plan.ts",
   // Handlers name the composition's `GatewayContext`: each handler should declare the narrow
   // dependencies it uses (an interface in handlers/), which the context satisfies.
   "src/handlers/attestation.ts -> src/app/context.ts",
