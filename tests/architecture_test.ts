@@ -74,7 +74,6 @@ const KNOWN_UPWARD = new Set([
   "src/upstream/forward.ts -> src/routing/select.ts",
   // Upstream verifiers implement interfaces that live in sessions/: upstream verification moves
   // into sessions/ (verify/ keeps the offline evidence checks), sockets come in as parameters.
-  "src/upstream/tls_observe.ts -> src/sessions/types.ts",
   "src/verify/upstream/aci.ts -> src/sessions/types.ts",
   "src/verify/upstream/claims.ts -> src/sessions/types.ts",
   "src/verify/upstream/dev.ts -> src/sessions/types.ts",

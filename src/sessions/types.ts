@@ -5,6 +5,7 @@
  * the id is not inside the document.
  */
 import type { ProviderConfig } from "../config/schema.ts";
+import type { TlsObservation } from "../upstream/tls_observe.ts";
 
 export type ClaimSource =
   | "hardware_proven"
@@ -64,11 +65,8 @@ export interface VerifyTarget {
   provider: ProviderConfig;
 }
 
-/** TLS observation of an origin: the server's SPKI digest and certificate, CA verification on. */
-export interface TlsObservation {
-  spkiSha256: string;
-  certDer: Uint8Array;
-}
+/** What a TLS observation reports (defined beside the code that makes it). */
+export type { TlsObservation } from "../upstream/tls_observe.ts";
 
 export interface VerifierDeps {
   now: () => number;
