@@ -64,10 +64,6 @@ const KNOWN_UPWARD = new Set([
   "src/handlers/receipts.ts -> src/app/context.ts",
   "src/handlers/sessions.ts -> src/app/context.ts",
   "src/handlers/stream_response.ts -> src/app/context.ts",
-  // Handlers take the router's `Params` type: move `Params` to a handler-level module.
-  "src/handlers/catalog.ts -> src/http/router.ts",
-  "src/handlers/receipts.ts -> src/http/router.ts",
-  "src/handlers/sessions.ts -> src/http/router.ts",
   // forward.ts writes receipt events and walks routing's candidates: failover moves to routing/,
   // forward.ts keeps one attempt and reports outcomes to its caller.
   "src/upstream/forward.ts -> src/receipts/recorder.ts",
