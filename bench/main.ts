@@ -38,6 +38,7 @@ import { profileGateway } from "./profile_run.ts";
 import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
+import { measureE2ee } from "./e2ee.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -322,6 +323,10 @@ async function main(): Promise<void> {
       for (const p of order) await runPath(p, stats[p]);
     }
 
+    log("E2EE v2 vs plain chat (c=1, alternating batches)");
+    const e2ee = await measureE2ee(targets.gateway, gw.pid, dir, seconds);
+    gatewayOk += e2ee.ok;
+
     await gw.stop();
     servers.splice(servers.indexOf(gw), 1);
     const receipts = await countReceipts(gw.storePath);
@@ -502,6 +507,7 @@ async function main(): Promise<void> {
         verdict: receipts === gatewayOk ? "every response has its receipt" : "**MISMATCH**",
       },
     ];
+    rows.push(...e2ee.rows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }

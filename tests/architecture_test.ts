@@ -36,6 +36,7 @@ const LAYERS: Layer[] = [
       "src/sessions/",
       "src/attestation/",
       "src/catalog/",
+      "src/e2ee/",
     ],
   },
   { rank: 2, name: "services", paths: ["src/upstream/", "src/store/", "src/verify/"] },
