@@ -3,7 +3,7 @@
  * every live replica announces). Its own module so the report service and
  * the replica registry both name it without importing each other.
  */
-import type { SourceProvenance } from "../../enclave/manifest.ts";
+import type { SourceProvenance } from "./provenance.ts";
 import type { IdentitySnapshot } from "./identity.ts";
 
 /** A keyset, its digest, the REPORTDATA binding it, and the quote over it. */

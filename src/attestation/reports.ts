@@ -17,8 +17,8 @@ import {
 } from "../aci/legacy.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { Identity, IdentitySnapshot } from "./identity.ts";
-import type { Quote, QuoteProvider } from "../../enclave/quote_provider.ts";
-import type { SourceProvenance } from "../../enclave/manifest.ts";
+import type { Quote, QuoteProvider } from "./quote_provider.ts";
+import type { SourceProvenance } from "./provenance.ts";
 import type { ReplicaRegistry } from "./replicas.ts";
 import type { AttestationEntry } from "./entry.ts";
 import { retryTransient } from "../store/transient.ts";
