@@ -70,7 +70,6 @@ const KNOWN_UPWARD = new Set([
   "src/verify/upstream/dstack_tdx.ts -> src/sessions/types.ts",
   "src/verify/upstream/endpoint.ts -> src/sessions/types.ts",
   "src/verify/upstream/gpu.ts -> src/sessions/types.ts",
-  "src/verify/upstream/mod.ts -> src/sessions/store.ts",
   "src/verify/upstream/mod.ts -> src/sessions/types.ts",
   "src/verify/upstream/outcome.ts -> src/sessions/types.ts",
   "src/verify/upstream/pinned.ts -> src/sessions/types.ts",

@@ -1,13 +1,11 @@
 /**
- * Upstream verifiers by configured name, the session id of a document they
- * produce, and the production wiring of their dependencies (real TLS
- * observation and pinned fetch; the clock and TDX collateral come from the
- * caller).
+ * Upstream verifiers by configured name and the production wiring of their
+ * dependencies (real TLS observation and pinned fetch; the clock and TDX
+ * collateral come from the caller). Session ids: `sessions/store.ts`.
  */
 import { randomBytes as nodeRandomBytes } from "node:crypto";
 import type { ProviderConfig } from "../../config/schema.ts";
-import { sessionIdOf } from "../../sessions/store.ts";
-import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
+import type { UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
 import { createPinnedFetch } from "../../upstream/pinned_fetch.ts";
 import { observeTls } from "../../upstream/tls_observe.ts";
 import { defaultGpuDeps, type GpuDeps } from "../nvidia/deps.ts";
@@ -39,11 +37,6 @@ export function verifierFor(name: VerifierName): UpstreamVerifier {
   const v = Object.hasOwn(VERIFIERS, name) ? VERIFIERS[name] : undefined;
   if (!v) throw new RangeError(`unknown upstream verifier ${JSON.stringify(name)}`);
   return v;
-}
-
-/** `hex(sha256(JCS(doc)))`: the id of a session document (not inside it). */
-export function sessionId(doc: SessionDocument): string {
-  return sessionIdOf(doc);
 }
 
 /** Inputs of {@link createVerifierDeps}. */
