@@ -187,28 +187,30 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
 Deno.test("sev-snp: the real go-sev-guest report chains to the real Milan ARK, then fails the binding", async () => {
   // The sample's REPORT_DATA is 0102030405…, so it cannot bind this channel: the verifier must
   // accept the real AMD chain and signature, and refuse at the binding, never earlier or later.
+  // Verified as of a fixed day inside the real VCEK's validity (it expires in 2029).
+  const REAL_AT = Date.parse("2024-01-01T00:00:00Z");
   const up = await startSnpUpstream({ forge, ca, fixedReport: realReport });
   try {
     const milan: SnpTrust = { roots: [realRoot("Milan")], vcek: localVcekSource([realVcek]) };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(milan))),
+      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(milan, REAL_AT))),
       /^SNP REPORT_DATA does not bind the observed TLS key/,
     );
     // Genoa first, Milan second: the Genoa attempt fails, the Milan one succeeds.
     const both: SnpTrust = { ...milan, roots: [realRoot("Genoa"), realRoot("Milan")] };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(both))),
+      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(both, REAL_AT))),
       /^SNP REPORT_DATA does not bind/,
     );
     const genoa: SnpTrust = { ...milan, roots: [realRoot("Genoa")] };
     assert.equal(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(genoa))),
+      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(genoa, REAL_AT))),
       'SNP report rejected: Genoa: VCEK chain: "SEV-VCEK" is not signed by "SEV-Genoa"',
     );
     // The forged VCEK names another chip: it is not picked for the real report.
     const wrongVcek: SnpTrust = { ...milan, vcek: localVcekSource([forge.vcekDer]) };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(wrongVcek))),
+      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(wrongVcek, REAL_AT))),
       /Milan: no VCEK in the VCEK directory matches CHIP_ID/,
     );
   } finally {
