@@ -10,6 +10,7 @@
 import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
 import { devConfig } from "./src/config/dev.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
+import { type ConnectionServer, serveConnections, type ServeOn } from "./src/http/connections.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "./src/sessions/verifiers.ts";
 import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
@@ -199,32 +200,51 @@ async function serve(args: string[]): Promise<void> {
     tlsSpkiSha256s: await listenerSpkis(config),
   });
 
-  const servers: Deno.HttpServer[] = [];
-  const listen = (l: GatewayConfig["listen"]["base"], label: string) =>
-    new Promise<void>((resolve) => {
-      const tls = l.tls_cert_file && l.tls_key_file
-        ? {
-          cert: Deno.readTextFileSync(l.tls_cert_file),
-          key: Deno.readTextFileSync(l.tls_key_file),
-        }
-        : {};
-      let server: Deno.HttpServer;
-      try {
-        server = Deno.serve({
-          hostname: l.hostname,
-          port: l.port,
-          ...tls,
-          onListen: ({ hostname, port }) => {
-            const scheme = "cert" in tls ? "https" : "http";
-            console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
-            resolve();
-          },
-        }, gateway.handler);
-      } catch (e) {
-        fail(`listen.${label}: cannot listen on ${l.hostname}:${l.port}: ${listenFailure(e)}`);
+  const servers: ConnectionServer[] = [];
+  const serveOn = runtimeServeOn();
+  const anyTls = [config.listen.base, config.listen.tee].some((l) => l?.tls_cert_file);
+  const maxConnections = connectionCap(config.limits.max_connections, anyTls ? 4 : 2);
+  const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
+    const tls = l.tls_cert_file && l.tls_key_file;
+    let listener: Deno.Listener;
+    let inner: Deno.TlsListener | null = null;
+    try {
+      listener = Deno.listen({ hostname: l.hostname, port: l.port });
+      // TLS is terminated on a loopback listener the accept loop relays to (see TlsFront).
+      if (tls) {
+        inner = Deno.listenTls({
+          hostname: "127.0.0.1",
+          port: 0,
+          cert: Deno.readTextFileSync(l.tls_cert_file!),
+          key: Deno.readTextFileSync(l.tls_key_file!),
+          alpnProtocols: ["h2", "http/1.1"],
+        });
       }
-      servers.push(server);
-    });
+    } catch (e) {
+      fail(`listen.${label}: cannot listen on ${l.hostname}:${l.port}: ${listenFailure(e)}`);
+    }
+    const innerPort = (inner?.addr as Deno.NetAddr | undefined)?.port;
+    servers.push(serveConnections(listener, gateway.handler, {
+      limits: {
+        maxConnections,
+        headerTimeoutMs: config.limits.header_timeout_ms,
+        idleTimeoutMs: config.limits.idle_timeout_ms,
+      },
+      serveOn,
+      tls: inner
+        ? {
+          listener: inner,
+          connect: () => Deno.connect({ hostname: "127.0.0.1", port: innerPort! }),
+        }
+        : undefined,
+      now: () => performance.now(),
+      log,
+    }));
+    const { hostname, port } = listener.addr as Deno.NetAddr;
+    console.error(
+      `gateway ${label} listening on ${tls ? "https" : "http"}://${hostname}:${port}/v1`,
+    );
+  };
   // Installed before listening: a SIGTERM during start-up also drains and exits 0.
   let stopping = false;
   const stop = async (signal: string) => {
@@ -245,8 +265,8 @@ async function serve(args: string[]): Promise<void> {
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
   await gateway.ready;
-  await listen(config.listen.base, "base");
-  if (config.listen.tee) await listen(config.listen.tee, "tee");
+  listen(config.listen.base, "base");
+  if (config.listen.tee) listen(config.listen.tee, "tee");
   console.error(`keyset digest ${gateway.identity.current().digest}`);
 
   if (dev) {
@@ -310,6 +330,48 @@ function listenFailure(e: unknown): string {
   if (e instanceof Deno.errors.AddrNotAvailable) return "address not available on this machine";
   if (e instanceof Deno.errors.PermissionDenied) return "permission denied (a port below 1024?)";
   return e instanceof Error ? e.message.split("\n")[0] : String(e);
+}
+
+/**
+ * The runtime's HTTP server on one accepted connection (what `Deno.serve` runs
+ * per connection; not public API, hence checked at start-up). It lets the
+ * gateway own the accept loop: see src/http/connections.ts.
+ */
+export function runtimeServeOn(): ServeOn {
+  const internal = (Deno as unknown as Record<symbol, Record<string, unknown>>)[
+    (Deno as unknown as { internal: symbol }).internal
+  ];
+  const serveOn = internal?.serveHttpOnConnection;
+  if (typeof serveOn !== "function") {
+    fail("this Deno runtime does not expose serveHttpOnConnection; run Deno 2.9.6");
+  }
+  type Served = ReturnType<ServeOn>;
+  // No abort signal: aborting a connection the runtime has just closed throws from
+  // inside its listener (an uncaught BadResource); `shutdown()` tolerates that.
+  return (conn, handler, onError) =>
+    (serveOn as (...a: unknown[]) => Served)(conn, undefined, handler, onError, () => {});
+}
+
+/**
+ * The configured connection cap, lowered to fit the descriptor limit: each
+ * client connection may hold an upstream connection too (and a TLS one is
+ * relayed over two loopback descriptors), and the store and listeners need a
+ * few, so at most (limit - 64) / descriptors per connection.
+ */
+function connectionCap(configured: number, perConnection: number): number {
+  let nofile = Infinity;
+  try {
+    const m = Deno.readTextFileSync("/proc/self/limits").match(/Max open files\s+(\d+)/);
+    if (m) nofile = Number(m[1]);
+  } catch {
+    // not Linux: keep the configured cap
+  }
+  const fits = Math.max(16, Math.floor((nofile - 64) / perConnection));
+  if (configured <= fits) return configured;
+  console.error(
+    `limits.max_connections ${configured} lowered to ${fits} to fit the open-file limit ${nofile}`,
+  );
+  return fits;
 }
 
 /** The keyset lists the SPKI of every TLS key the gateway terminates with, so clients can pin it. */

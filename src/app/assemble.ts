@@ -9,6 +9,8 @@ import type { GatewayConfig } from "../config/schema.ts";
 import { Catalog } from "../catalog/catalog.ts";
 import { createAuthenticator } from "../accounts/keys.ts";
 import { createAdmitter } from "../accounts/admission.ts";
+import { PreAdmission } from "../accounts/pre_admission.ts";
+import { BodyBudget } from "../http/body_budget.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
@@ -241,6 +243,12 @@ export function assembleGateway(
       leaseMaxRequests: config.store.lease_max_requests,
     }),
     committer,
+    // #15: a rate-limited key's bodies go unread; bodies being read are bounded in bytes.
+    preAdmission: new PreAdmission(now),
+    bodyBudget: new BodyBudget({
+      global: config.limits.body_bytes_in_flight,
+      perKey: config.limits.body_bytes_in_flight_per_key,
+    }),
     receipts: createReceiptService(kv, {
       identity,
       now,

@@ -15,6 +15,8 @@ import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { StreamTicker } from "../handlers/stream_ticker.ts";
+import type { PreAdmission } from "../accounts/pre_admission.ts";
+import type { BodyBudget } from "../http/body_budget.ts";
 import type { E2eeDeps } from "../e2ee/service.ts";
 
 export type LogLine = Record<string, unknown>;
@@ -26,6 +28,10 @@ export interface GatewayContext {
   auth: Authenticator;
   admitter: Admitter;
   committer: GroupCommitter;
+  /** Repeats admission's requests-per-minute refusal before a body is read (#15). */
+  preAdmission: PreAdmission;
+  /** Body bytes being read and parsed at once, globally and per key (#15). */
+  bodyBudget: BodyBudget;
   receipts: ReceiptService;
   identity: Identity;
   reports: ReportService;

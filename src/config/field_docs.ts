@@ -47,6 +47,19 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Silence after which a stream gets the format's keep-alive frame (Anthropic `event: ping`).",
   "limits.default_output_reserve":
     "Output tokens reserved (credits, tokens per minute) when a request names no maximum.",
+  "limits.max_connections":
+    "Open connections per listener at most; at the cap a new one closes the longest-waiting idle " +
+    "or slow connection, or gets 503 when all are busy. Lowered to fit the open-file limit.",
+  "limits.header_timeout_ms":
+    "A new connection must deliver a complete request head (TLS handshake included) within this.",
+  "limits.idle_timeout_ms":
+    "A connection with no request in flight is closed after this (also bounds the next head).",
+  "limits.body_timeout_ms":
+    "The whole request body must arrive within this after the head; else 408.",
+  "limits.body_bytes_in_flight":
+    "Request-body bytes being read and parsed at once, all keys; further bodies wait their turn.",
+  "limits.body_bytes_in_flight_per_key":
+    "Request-body bytes being read and parsed at once for one API key.",
 
   identity: "The gateway's own attested identity.",
   "identity.subject":

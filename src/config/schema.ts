@@ -155,11 +155,24 @@ export const configSchema = z.strictObject({
     sse_keepalive_ms: z.number().int().positive().default(15_000),
     /** Output tokens reserved (credits, tokens/min) when a request names no maximum. */
     default_output_reserve: z.number().int().positive().default(1024),
+    // Hostile clients (#15, docs/decisions.md): connections and request bodies.
+    max_connections: z.number().int().positive().default(4096),
+    header_timeout_ms: z.number().int().positive().default(10_000),
+    idle_timeout_ms: z.number().int().positive().default(60_000),
+    body_timeout_ms: z.number().int().positive().default(60_000),
+    body_bytes_in_flight: z.number().int().positive().default(32 * 1024 * 1024),
+    body_bytes_in_flight_per_key: z.number().int().positive().default(4 * 1024 * 1024),
   }).default({
     max_body_bytes: 4 * 1024 * 1024,
     stream_idle_timeout_ms: 120_000,
     sse_keepalive_ms: 15_000,
     default_output_reserve: 1024,
+    max_connections: 4096,
+    header_timeout_ms: 10_000,
+    idle_timeout_ms: 60_000,
+    body_timeout_ms: 60_000,
+    body_bytes_in_flight: 32 * 1024 * 1024,
+    body_bytes_in_flight_per_key: 4 * 1024 * 1024,
   }),
   identity: z.strictObject({
     subject: z.string().nullable().default(null),

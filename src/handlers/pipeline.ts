@@ -12,7 +12,7 @@ import {
   type ErrorFormat,
   GatewayError,
 } from "../http/errors.ts";
-import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
+import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { newReceiptId } from "../aci/receipt.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
@@ -25,6 +25,8 @@ import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
+import type { KeyRecord } from "../accounts/keys.ts";
+import type { BodyTicket } from "../http/body_budget.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { RequestInfo } from "./request_info.ts";
 
@@ -57,6 +59,8 @@ export async function handleInference(
 ): Promise<Response> {
   let rec: ReceiptRecorder | null = null;
   let admission: Admission | null = null;
+  let account: KeyRecord | null = null;
+  let bodyTicket: BodyTicket | null = null;
   const headers = new Headers({
     "x-service-trace-id": info.traceId,
     "x-request-id": info.requestId,
@@ -64,13 +68,21 @@ export async function handleInference(
   try {
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
     info.keyId = key.key_id;
+    account = key;
     rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
     info.receiptId = rec.id;
     let wire: Uint8Array;
     try {
-      wire = await readBody(req, ctx.config.limits.max_body_bytes);
+      // #15: a key out of requests is refused before its body is read, and bodies being
+      // read are bounded in bytes (globally and per key) and in time.
+      ctx.preAdmission.check(key);
+      bodyTicket = ctx.bodyBudget.ticket(key.key_id);
+      wire = await readBody(req, ctx.config.limits.max_body_bytes, {
+        timeoutMs: ctx.config.limits.body_timeout_ms,
+        reserve: bodyTicket.reserve,
+      });
     } catch (e) {
       // Refused unread (413, unreadable): the receipt says so instead of binding a hash.
       rec.event({ type: "request.received", body_hash: null, body_read: false });
@@ -88,8 +100,10 @@ export async function handleInference(
       throw e;
     }
     const bytes = opened?.restored ?? wire;
+    await largeBodyTurn(bytes);
     const receivedHash = sha256Prefixed(bytes);
     rec.event({ type: "request.received", body_hash: receivedHash });
+    await largeBodyTurn(bytes);
     const body = opened ? opened.body : parseJsonBody(bytes);
     if (
       body && typeof body === "object" && typeof (body as { model?: unknown }).model === "string"
@@ -119,6 +133,7 @@ export async function handleInference(
         ),
         requestId: info.requestId,
       }));
+    bodyTicket.release(); // admitted: the body's bytes no longer count as being read
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
 
@@ -189,6 +204,8 @@ export async function handleInference(
   } catch (e) {
     const err = asGatewayError(e);
     info.errorCode = errorCodeOf(err);
+    bodyTicket?.release();
+    if (account) ctx.preAdmission.note(account, err);
     if (err.kind === "internal") {
       ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
     }

@@ -59,6 +59,12 @@ export const ERROR_KINDS = {
     code: "method_not_allowed",
     anthropic: "invalid_request_error",
   },
+  request_timeout: {
+    status: 408,
+    type: "invalid_request_error",
+    code: "request_timeout",
+    anthropic: "timeout_error",
+  },
   payload_too_large: {
     status: 413,
     type: "invalid_request_error",

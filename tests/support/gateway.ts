@@ -19,6 +19,8 @@ import type { UpstreamVerifier, VerifierDeps } from "../../src/sessions/types.ts
 import type { UpstreamFetch } from "../../src/upstream/forward.ts";
 import { createDevQuoteProvider } from "../../enclave/dev_quote.ts";
 import type { QuoteProvider } from "../../enclave/quote_provider.ts";
+import { serveConnections } from "../../src/http/connections.ts";
+import { runtimeServeOn } from "../../main.ts";
 
 export interface TestGateway {
   url: string;
@@ -80,11 +82,19 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     provenance: null,
   }, { verifiers, confidentialFetch: opts.confidentialFetch ?? caFetch.fetchFor });
   await gateway.ready;
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-    gateway.handler,
-  );
-  const url = `http://127.0.0.1:${server.addr.port}`;
+  // Served as main.ts serves it: the gateway's own accept loop and deadlines.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const server = serveConnections(listener, gateway.handler, {
+    limits: {
+      maxConnections: config.limits.max_connections,
+      headerTimeoutMs: config.limits.header_timeout_ms,
+      idleTimeoutMs: config.limits.idle_timeout_ms,
+    },
+    serveOn: runtimeServeOn(),
+    now: () => performance.now(),
+    log: (l) => logs.push(l),
+  });
+  const url = `http://127.0.0.1:${listener.addr.port}`;
   const newKey: TestGateway["newKey"] = async (o = {}) => {
     const { key } = await createKey(kv, {
       tier: o.tier ?? "pro",

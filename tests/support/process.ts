@@ -67,9 +67,16 @@ export async function spawnGateway(
   configPath: string,
   extraArgs: string[] = [],
   env: Record<string, string> = {},
+  opts: { nofile?: number; v8Flags?: readonly string[] } = {},
 ): Promise<GatewayProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts", "serve", "--config", configPath, ...extraArgs],
+  const v8 = opts.v8Flags ? [`--v8-flags=${opts.v8Flags.join(",")}`] : [];
+  const deno = [Deno.execPath(), "run", "-A", ...v8, "main.ts", "serve", "--config", configPath];
+  // With `nofile`, under that file-descriptor limit (`ulimit -n`, soft and hard).
+  const [cmd, ...args] = opts.nofile === undefined
+    ? [...deno, ...extraArgs]
+    : ["bash", "-c", `ulimit -n ${opts.nofile} && exec "$@"`, "bash", ...deno, ...extraArgs];
+  const child = new Deno.Command(cmd, {
+    args,
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
