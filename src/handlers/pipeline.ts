@@ -126,6 +126,7 @@ export async function handleInference(
           verificationRequired: constraints.aciVerified,
           modelId: plan.modelId,
           receivedHash,
+          partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
           signal: req.signal,
         },

@@ -10,7 +10,11 @@ import { sha256Prefixed } from "../aci/digest.ts";
 
 export type UpstreamFetch = (
   url: string,
-  init: RequestInit & { signal: AbortSignal },
+  init: RequestInit & {
+    signal: AbortSignal;
+    /** Kept-alive connections are shared only within a partition (the API key's digest). */
+    partition?: string;
+  },
 ) => Promise<Response>;
 
 export interface ForwardDeps {
@@ -32,6 +36,8 @@ export interface ForwardPlan {
   verificationRequired: boolean;
   modelId: string;
   receivedHash: string;
+  /** Connection-pool partition: the API key's digest (h1_client.ts). */
+  partition?: string;
   signal: AbortSignal;
 }
 
@@ -80,6 +86,7 @@ export async function forward(
         headers,
         body: bytes,
         signal: ctl.signal,
+        partition: plan.partition,
       });
       clearTimeout(timer);
       if (res.ok) {

@@ -25,8 +25,10 @@ export interface H1ClientOptions {
   connect: H1Connect;
   /** Monotonic or wall ms clock, for idle ages (no timers are used). */
   now: () => number;
-  /** Idle connections kept per origin (default 64). */
+  /** Idle connections kept per origin and partition (default 64). */
   maxIdlePerOrigin?: number;
+  /** Idle connections kept in all (default 512): partitions multiply the pools. */
+  maxIdleTotal?: number;
   /** A pooled connection idle longer than this is closed instead of reused (default 4000 ms). */
   idleTimeoutMs?: number;
   /** Largest response head (status line + headers) accepted (default 64 KiB). */
@@ -38,6 +40,12 @@ export interface H1RequestInit {
   headers?: HeadersInit;
   body?: Uint8Array | string | null;
   signal?: AbortSignal;
+  /**
+   * Connections are reused only among requests with the same partition (the gateway
+   * passes the API key's id): whatever an upstream sends out of turn on a kept-alive
+   * connection can then reach only the same key's next request, never another key's.
+   */
+  partition?: string;
 }
 
 export interface H1Client {
@@ -50,6 +58,7 @@ export interface H1Client {
 }
 
 export const H1_DEFAULT_MAX_IDLE_PER_ORIGIN = 64;
+export const H1_DEFAULT_MAX_IDLE_TOTAL = 512;
 export const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
 export const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
 /** Per-connection read buffer: an SSE event is usually a few hundred bytes. */
@@ -100,6 +109,8 @@ interface Conn {
   end: number;
   /** The read kept pending while idle (into buf at 0); the parser's first read after checkout. */
   pending: Promise<number | null> | null;
+  /** The pending read settled (bytes or EOF) before the parser took it over. */
+  arrived: boolean;
   idle: boolean;
   idleSince: number;
   closed: boolean;
@@ -128,6 +139,10 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
   const maxIdle = nonNegativeInteger(
     opts.maxIdlePerOrigin ?? H1_DEFAULT_MAX_IDLE_PER_ORIGIN,
     "maxIdlePerOrigin",
+  );
+  const maxIdleTotal = nonNegativeInteger(
+    opts.maxIdleTotal ?? H1_DEFAULT_MAX_IDLE_TOTAL,
+    "maxIdleTotal",
   );
   const idleTimeoutMs = opts.idleTimeoutMs ?? H1_DEFAULT_IDLE_TIMEOUT_MS;
   if (typeof idleTimeoutMs !== "number" || !(idleTimeoutMs >= 0) || idleTimeoutMs === Infinity) {
@@ -168,7 +183,7 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
 
   function release(c: Conn): void {
     // Leftover bytes after a complete response mean the server and we disagree on framing.
-    if (closed || c.closed || maxIdle === 0 || c.start !== c.end) {
+    if (closed || c.closed || maxIdle === 0 || idle >= maxIdleTotal || c.start !== c.end) {
       closeConn(c);
       return;
     }
@@ -186,27 +201,40 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
     c.idleSince = t;
     list.push(c);
     idle++;
-    // One read stays pending while idle: if it settles before checkout the server closed
-    // (or sent bytes nobody asked for), and the connection is dropped instead of reused.
+    watch(c);
+  }
+
+  /**
+   * Keeps one read pending from the moment a connection is free until the parser takes it
+   * over after the request is written: bytes (or EOF) arriving in between were sent for no
+   * request, so an idle connection is dropped and a request being written fails.
+   */
+  function watch(c: Conn): void {
     const p = c.socket.read(c.buf);
     c.pending = p;
+    c.arrived = false;
     const settled = () => {
-      if (c.idle && c.pending === p) closeConn(c);
+      if (c.pending !== p) return;
+      c.arrived = true;
+      if (c.idle) closeConn(c);
     };
     p.then(settled, settled);
   }
 
+  /** The newest pooled connection; those past the idle timeout close. */
   function checkout(key: string): Conn | null {
     const list = pools.get(key);
     if (!list) return null;
     const t = now();
-    while (list.length > 0) {
-      const c = list.pop()!;
-      unpool(c);
-      if (t - c.idleSince > idleTimeoutMs) {
-        closeConn(c); // the newest is too old, so are the rest: they all close here
-        continue;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const c = list[i];
+      const age = t - c.idleSince;
+      if (age > idleTimeoutMs) {
+        // This one and all older ones (toward the front) are stale.
+        for (const old of list.slice(0, i + 1)) closeConn(old);
+        return null;
       }
+      unpool(c);
       return c;
     }
     return null;
@@ -221,17 +249,36 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
       throw new H1Error(`upstream ${req.origin}: connect failed`, { cause: e });
     }
     open++;
-    return {
+    const c: Conn = {
       socket,
       key: req.key,
       buf: new Uint8Array(H1_READ_BUFFER_BYTES),
       start: 0,
       end: 0,
       pending: null,
+      arrived: false,
       idle: false,
       idleSince: 0,
       closed: false,
     };
+    watch(c);
+    return c;
+  }
+
+  /**
+   * Writes the request; bytes that arrived on the connection before its last write was
+   * issued answer no request of ours (or a previous one), so the request fails and the
+   * connection closes. The check sees what the runtime has read so far: HTTP/1.1 cannot
+   * tell a late byte of an earlier answer from an early one of this answer, which is why
+   * pools are also partitioned by the caller's `partition` (the API key).
+   */
+  async function writeRequest(c: Conn, req: PreparedRequest): Promise<void> {
+    if (c.arrived) throw unsolicited(req.origin);
+    await writeAll(c.socket, req.first);
+    if (req.rest) {
+      if (c.arrived) throw unsolicited(req.origin);
+      await writeAll(c.socket, req.rest);
+    }
   }
 
   async function fetch(url: string, init: H1RequestInit): Promise<Response> {
@@ -243,8 +290,7 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
     const ex = new Exchange(signal, (reuse) => reuse ? release(c) : closeConn(c));
     let stage = "write";
     try {
-      await writeAll(c.socket, req.first);
-      if (req.rest) await writeAll(c.socket, req.rest);
+      await writeRequest(c, req);
       stage = "read";
       let budget = maxHeaderBytes;
       let head: Head;
@@ -844,7 +890,7 @@ function prepare(url: string, init: H1RequestInit): PreparedRequest {
   if (together) first.set(body!, head.length);
   return {
     target: { hostname, port, tls },
-    key: `${tls}:${hostname}:${port}`,
+    key: `${tls}:${hostname}:${port}:${init.partition ?? ""}`,
     origin,
     method,
     first,
@@ -896,6 +942,11 @@ async function writeAll(socket: Deno.Conn, bytes: Uint8Array): Promise<void> {
     if (!(n > 0)) throw new H1Error("write made no progress");
     off += n;
   }
+}
+
+/** Bytes that came before the request was complete answer some other request, or none. */
+function unsolicited(origin: string): H1Error {
+  return new H1Error(`upstream ${origin}: response bytes arrived before the request was sent`);
 }
 
 /** Settles with `p`, or rejects with the abort reason first; a socket opened too late is closed. */

@@ -1086,3 +1086,23 @@ Deno.test({
     }
   },
 });
+
+Deno.test("connections are reused only within a partition (one API key's requests)", async () => {
+  const ports: number[] = [];
+  await withServe((_req, info) => {
+    ports.push((info.remoteAddr as Deno.NetAddr).port);
+    return new Response("ok");
+  }, async (base, client) => {
+    for (const partition of ["a", "b", "a", "b", undefined, undefined]) {
+      const res = await client.fetch(`${base}/x`, { method: "POST", body: "x", partition });
+      assert.equal(await res.text(), "ok");
+    }
+    assert.equal(new Set(ports).size, 3);
+    assert.equal(ports[0], ports[2], "partition a reuses its own connection");
+    assert.equal(ports[1], ports[3], "partition b reuses its own connection");
+    assert.notEqual(ports[0], ports[1]);
+    assert.equal(ports[4], ports[5]);
+    assert.ok(ports[4] !== ports[0] && ports[4] !== ports[1]);
+    assert.deepEqual(client.stats(), { open: 3, idle: 3 });
+  });
+});

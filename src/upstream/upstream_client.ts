@@ -31,6 +31,7 @@ export function createUpstreamClient(
         headers: init.headers,
         body,
         signal: init.signal,
+        partition: init.partition,
       });
     },
     close: () => client.close(),
