@@ -223,6 +223,11 @@ export function assembleGateway(
       fetchFor,
       credential: (name) => credentials.get(name),
       now,
+      bodyLimits: {
+        maxBytes: config.limits.max_upstream_body_bytes,
+        idleMs: config.limits.upstream_read_idle_ms,
+        totalMs: config.limits.upstream_body_timeout_ms,
+      },
     },
     streamTicker: new StreamTicker(
       tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),

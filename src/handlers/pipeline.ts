@@ -194,12 +194,7 @@ async function wholeResponse(
   settle: (u: TokenUsage | undefined) => KvWrite[],
   info: RequestInfo,
 ): Promise<Response> {
-  let raw: Uint8Array;
-  try {
-    raw = new Uint8Array(await result.response.arrayBuffer());
-  } catch {
-    throw new GatewayError("upstream_error", "upstream response could not be read");
-  }
+  const raw = await result.readAll(); // bounded in size and time; aborted if the client leaves
   const receivedHash = sha256Prefixed(raw);
   rec.event({ type: "response.received", body_hash: receivedHash });
   let json: unknown;

@@ -44,7 +44,12 @@ export function streamResponse(a: StreamArgs): Response {
   const reader = chunkReader(a.upstream);
   const received = new BodyHasher();
   const returned = new BodyHasher();
-  const decoder = new SseDecoder();
+  const limits = ctx.config.limits;
+  // One event may not outgrow max_sse_event_bytes (a line that never ends is refused).
+  const decoder = new SseDecoder({ maxPendingChars: limits.max_sse_event_bytes });
+  const maxStreamBytes = limits.max_upstream_stream_bytes;
+  let streamBytes = 0;
+  const startedAt = performance.now();
   let contentChunks = 0;
   let done = false;
   // chat_id: the id the client sees in the stream, when the upstream gave one.
@@ -109,10 +114,15 @@ export function streamResponse(a: StreamArgs): Response {
   let beatSince = 0; // last keep-alive sent during this read
   let idleError: GatewayError | null = null;
   let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
+  const totalMs = limits.upstream_body_timeout_ms;
   const untick = ctx.streamTicker.add((now) => {
     if (readSince === 0 || done) return;
-    if (now - readSince >= idleMs) {
-      idleError ??= new GatewayError("upstream_timeout", "upstream stream went idle");
+    const late = now - startedAt >= totalMs;
+    if (late || now - readSince >= idleMs) {
+      idleError ??= new GatewayError(
+        "upstream_timeout",
+        late ? "upstream stream exceeded upstream_body_timeout_ms" : "upstream stream went idle",
+      );
       abortUpstream(idleError);
       reader.cancel(idleError).catch(() => {}); // settles the pending read
     } else if (keepAlive && ctrl && now - Math.max(readSince, beatSince) >= keepAliveMs) {
@@ -143,6 +153,13 @@ export function streamResponse(a: StreamArgs): Response {
             const { out } = translate(decoder.end());
             await finish(controller, out + translator.end(), "completed");
             return;
+          }
+          streamBytes += r.value.byteLength;
+          if (streamBytes > maxStreamBytes) {
+            throw new GatewayError(
+              "upstream_error",
+              "upstream stream exceeded max_upstream_stream_bytes",
+            );
           }
           received.update(r.value);
           const { out, finished } = translate(decoder.push(r.value));

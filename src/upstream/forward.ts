@@ -7,6 +7,7 @@ import { GatewayError } from "../http/errors.ts";
 import type { Candidate } from "../routing/select.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
+import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
 
 export type UpstreamFetch = (
   url: string,
@@ -25,6 +26,8 @@ export interface ForwardDeps {
   now: () => number;
   /** Called when a verified upstream's channel no longer matches its session (re-verify). */
   onChannelMismatch?: (c: Candidate) => void;
+  /** Bounds on a non-streamed answer's body (size, silence, total time). */
+  bodyLimits: BodyReadLimits;
 }
 
 export interface ForwardPlan {
@@ -47,7 +50,15 @@ export interface ForwardResult {
   attempts: number;
   /** Aborts the upstream request (client disconnect, idle timeout). */
   abort: (reason?: unknown) => void;
+  /**
+   * The whole (non-streamed) body within `bodyLimits`; the upstream request is aborted if
+   * the client leaves meanwhile. Rejects with a GatewayError.
+   */
+  readAll: () => Promise<Uint8Array<ArrayBuffer>>;
 }
+
+/** Longest wait for an error answer's (bounded) body: failover must not wait on it. */
+const ERROR_BODY_MS = 2_000;
 
 export interface AttemptFailure {
   kind: "timeout" | "connect" | "status" | "channel";
@@ -76,8 +87,13 @@ export async function forward(
     const ctl = new AbortController();
     const onClientAbort = () => ctl.abort(plan.signal.reason);
     plan.signal.addEventListener("abort", onClientAbort, { once: true });
-    const timer = setTimeout(() => ctl.abort(new TimeoutMarker()), c.provider.timeout_ms);
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "*/*" };
+    let timer = setTimeout(() => ctl.abort(new TimeoutMarker()), c.provider.timeout_ms);
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: "*/*",
+      // Never a coded answer: a small gzip body can inflate to gigabytes.
+      "accept-encoding": "identity",
+    };
     const cred = deps.credential(c.provider.name);
     if (cred) headers.authorization = `Bearer ${cred}`;
     try {
@@ -95,9 +111,13 @@ export async function forward(
           candidate: c,
           attempts,
           abort: abortOf(ctl),
+          readAll: wholeBodyOf(res, ctl, plan.signal, deps.bodyLimits),
         };
       }
+      // A stalled error body must not hold up failover: cut it (and its connection) short.
+      timer = setTimeout(() => ctl.abort(new TimeoutMarker()), ERROR_BODY_MS);
       const text = await readBounded(res, 4096);
+      clearTimeout(timer);
       last = { kind: "status", status: res.status, detail: sanitizeUpstreamError(text) };
       lastBody = last.detail;
       rec.event({
@@ -127,6 +147,16 @@ export async function forward(
   }
   if (plan.signal.aborted) throw new GatewayError("invalid_request", "client closed the request");
   throw failureToError(last, lastBody, attempts);
+}
+
+/** Made outside `forward`, whose scope holds the plan (and its prompt). */
+function wholeBodyOf(
+  res: Response,
+  ctl: AbortController,
+  clientSignal: AbortSignal,
+  limits: BodyReadLimits,
+): () => Promise<Uint8Array<ArrayBuffer>> {
+  return () => readWholeBody(res.body, limits, (r) => ctl.abort(r), clientSignal);
 }
 
 /** Only the controller: a closure of `forward` would keep the plan (and its prompt) alive. */
