@@ -143,7 +143,7 @@ export async function handleInference(
       return streamResponse({
         ctx,
         rec,
-        upstream: result.response.body,
+        upstream: result.response,
         abortUpstream: result.abort,
         translator: plan.translator(result.candidate),
         promptEstimate: plan.estimate.promptTokens,

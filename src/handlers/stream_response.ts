@@ -12,6 +12,7 @@ import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
+import { bodySourceOf } from "../upstream/h1_client.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "../app/context.ts";
@@ -20,8 +21,8 @@ import type { RequestInfo } from "./pipeline.ts";
 export interface StreamArgs {
   ctx: GatewayContext;
   rec: ReceiptRecorder;
-  /** The upstream's event stream. */
-  upstream: ReadableStream<Uint8Array> | null;
+  /** The upstream's answer (only its body is kept: not its headers, for the stream's life). */
+  upstream: Response;
   /** Aborts the upstream request (client gone, upstream failed or idle). */
   abortUpstream: (reason?: unknown) => void;
   translator: Translator;
@@ -40,8 +41,8 @@ type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 export function streamResponse(a: StreamArgs): Response {
   // Closures below use these, never `a`: a held stream keeps only what it needs.
   const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info } = a;
-  if (!a.upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
-  const reader = chunkReader(a.upstream);
+  if (!a.upstream.body) throw new GatewayError("upstream_error", "upstream sent no stream body");
+  const reader = chunkReader(a.upstream.body, undefined, bodySourceOf(a.upstream));
   const received = new BodyHasher();
   const returned = new BodyHasher();
   const limits = ctx.config.limits;

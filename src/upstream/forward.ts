@@ -8,6 +8,7 @@ import type { Candidate } from "../routing/select.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
+import { isPinMismatch } from "./pinned_tls.ts";
 
 export type UpstreamFetch = (
   url: string,
@@ -15,6 +16,8 @@ export type UpstreamFetch = (
     signal: AbortSignal;
     /** Kept-alive connections are shared only within a partition (the API key's digest). */
     partition?: string;
+    /** Called once request bytes were written to the upstream connection. */
+    onWritten?: () => void;
   },
 ) => Promise<Response>;
 
@@ -80,9 +83,17 @@ export async function forward(
     const bytes = plan.body(c);
     const hash = sha256Prefixed(bytes);
     rec.event({ type: "route.selected", target_route_id: c.routeId, attempt: attempts });
-    rec.event({ type: "request.forwarded", body_hash: hash });
-    if (hash !== plan.receivedHash) rec.event({ type: "transparency.request_modified" });
     recordVerification(rec, c, plan);
+    // `request.forwarded` only once bytes reached the connection (ACI: absent when the
+    // prompt was never sent, e.g. a pin mismatch); a transport without the hook (fetch)
+    // proves it by answering.
+    let written = false;
+    const onWritten = () => {
+      if (written) return;
+      written = true;
+      rec.event({ type: "request.forwarded", body_hash: hash });
+      if (hash !== plan.receivedHash) rec.event({ type: "transparency.request_modified" });
+    };
 
     const ctl = new AbortController();
     const onClientAbort = () => ctl.abort(plan.signal.reason);
@@ -103,7 +114,9 @@ export async function forward(
         body: bytes,
         signal: ctl.signal,
         partition: plan.partition,
+        onWritten,
       });
+      onWritten();
       clearTimeout(timer);
       if (res.ok) {
         return {
@@ -191,10 +204,6 @@ class TimeoutMarker extends Error {
   constructor() {
     super("upstream timeout");
   }
-}
-
-function isPinMismatch(e: unknown): boolean {
-  return e instanceof Error && e.name === "PinMismatchError";
 }
 
 function failureToError(

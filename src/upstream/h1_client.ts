@@ -12,14 +12,38 @@
  * bytes: prompts and API keys must not end up in logs.
  */
 
+import { GatewayError } from "../http/errors.ts";
+
 export interface H1Target {
   hostname: string;
   port: number;
   tls: boolean;
 }
 
-/** Opens a socket to the target (main.ts: Deno.connect / Deno.connectTls). */
-export type H1Connect = (t: H1Target) => Promise<Deno.Conn>;
+/** What the client needs of a connection: `Deno.Conn` has it, node sockets get it (node_socket.ts). */
+export interface H1Socket {
+  /** Reads into `p`; the count, or null at EOF. */
+  read(p: Uint8Array): Promise<number | null>;
+  write(p: Uint8Array): Promise<number>;
+  close(): void;
+}
+
+/**
+ * Opens a connection to the target: plain TCP or TLS (socket_connector.ts), SPKI-pinned
+ * TLS (pinned_tls.ts). `signal` aborts a connect in progress (the request's signal, or
+ * the client closing). A GatewayError it throws (a pin mismatch) reaches the caller as is.
+ */
+export type H1Connect = (t: H1Target, signal?: AbortSignal) => Promise<H1Socket>;
+
+/**
+ * A way of connecting, named: connections are pooled per connector id, so a pinned
+ * connection (id names the provider and the pinned key) is never handed to a request
+ * that did not ask for that pin, and `drop(id)` retires them all at once.
+ */
+export interface H1Connector {
+  id: string;
+  connect: H1Connect;
+}
 
 export interface H1ClientOptions {
   connect: H1Connect;
@@ -40,6 +64,13 @@ export interface H1RequestInit {
   headers?: HeadersInit;
   body?: Uint8Array | string | null;
   signal?: AbortSignal;
+  /** How to connect (default: the client's `connect`); connections are pooled per connector. */
+  connector?: H1Connector;
+  /**
+   * Called once the first request bytes were handed to the connection (not when the
+   * connection failed before that, e.g. a pin mismatch): the receipt's `request.forwarded`.
+   */
+  onWritten?: () => void;
   /**
    * Connections are reused only among requests with the same partition (the gateway
    * passes the API key's id): whatever an upstream sends out of turn on a kept-alive
@@ -53,6 +84,11 @@ export interface H1Client {
   fetch(url: string, init: H1RequestInit): Promise<Response>;
   /** Closes idle connections; later fetches reject; in-flight ones finish and then close. */
   close(): void;
+  /**
+   * Retires a connector's connections (its upstream session was invalidated): idle ones
+   * close now, in-flight ones close when their exchange ends instead of being pooled.
+   */
+  drop(connectorId: string): void;
   /** For tests: open sockets (idle + in use), idle sockets. */
   stats(): { open: number; idle: number };
 }
@@ -94,8 +130,11 @@ const MANAGED_REQUEST_HEADERS = new Set([
 class H1Error extends TypeError {}
 
 interface Conn {
-  readonly socket: Deno.Conn;
+  readonly socket: H1Socket;
   readonly key: string;
+  readonly connectorId: string;
+  /** The connector's generation when this was opened; a `drop` makes it stale. */
+  readonly generation: number;
   /** The read buffer: H1_READ_BUFFER_BYTES, or H1_SSE_READ_BUFFER_BYTES during an event stream. */
   buf: Uint8Array<ArrayBuffer>;
   /** Unconsumed bytes are buf[start, end). */
@@ -113,6 +152,7 @@ interface Conn {
 interface PreparedRequest {
   target: H1Target;
   key: string;
+  connector: H1Connector | null;
   /** `host:port`, for error messages (never the path: queries can carry secrets). */
   origin: string;
   method: string;
@@ -147,10 +187,15 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
     "maxHeaderBytes",
   );
   if (maxHeaderBytes === 0) throw new RangeError("maxHeaderBytes must be positive");
-  const { connect, now } = opts;
+  const { now } = opts;
 
   /** Idle connections per origin key, oldest first. */
   const pools = new Map<string, Conn[]>();
+  /** Per connector id: bumped by `drop`, so connections opened before it are not pooled again. */
+  const generations = new Map<string, number>();
+  const defaultConnector: H1Connector = { id: "", connect: opts.connect };
+  /** Aborted by `close()`: ends connects still in progress. */
+  const closing = new AbortController();
   let open = 0;
   let idle = 0;
   let closed = false;
@@ -177,7 +222,10 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
 
   function release(c: Conn): void {
     // Leftover bytes after a complete response mean the server and we disagree on framing.
-    if (closed || c.closed || maxIdle === 0 || idle >= maxIdleTotal || c.start !== c.end) {
+    if (
+      closed || c.closed || maxIdle === 0 || idle >= maxIdleTotal || c.start !== c.end ||
+      c.generation !== (generations.get(c.connectorId) ?? 0)
+    ) {
       closeConn(c);
       return;
     }
@@ -235,17 +283,23 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
   }
 
   async function openConn(req: PreparedRequest, signal: AbortSignal | undefined): Promise<Conn> {
-    let socket: Deno.Conn;
+    let socket: H1Socket;
+    const connector = req.connector ?? defaultConnector;
+    const generation = generations.get(connector.id) ?? 0;
+    const stop = signal ? AbortSignal.any([signal, closing.signal]) : closing.signal;
     try {
-      socket = await raceAbort(connect(req.target), signal);
+      socket = await raceAbort(connector.connect(req.target, stop), signal);
     } catch (e) {
       if (signal?.aborted) throw signal.reason;
+      if (e instanceof GatewayError) throw e; // typed by the connector (pin, certificate)
       throw new H1Error(`upstream ${req.origin}: connect failed`, { cause: e });
     }
     open++;
     const c: Conn = {
       socket,
       key: req.key,
+      connectorId: connector.id,
+      generation,
       buf: new Uint8Array(H1_READ_BUFFER_BYTES),
       start: 0,
       end: 0,
@@ -266,9 +320,13 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
    * tell a late byte of an earlier answer from an early one of this answer, which is why
    * pools are also partitioned by the caller's `partition` (the API key).
    */
-  async function writeRequest(c: Conn, req: PreparedRequest): Promise<void> {
+  async function writeRequest(
+    c: Conn,
+    req: PreparedRequest,
+    onWritten: (() => void) | undefined,
+  ): Promise<void> {
     if (c.arrived) throw unsolicited(req.origin);
-    await writeAll(c.socket, req.first);
+    await writeAll(c.socket, req.first, onWritten);
     if (req.rest) {
       if (c.arrived) throw unsolicited(req.origin);
       await writeAll(c.socket, req.rest);
@@ -284,7 +342,7 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
     const ex = new Exchange(signal, (reuse) => reuse ? release(c) : closeConn(c));
     let stage = "write";
     try {
-      await writeRequest(c, req);
+      await writeRequest(c, req, init.onWritten);
       stage = "read";
       let budget = maxHeaderBytes;
       let head: Head;
@@ -360,14 +418,22 @@ export function createH1Client(opts: H1ClientOptions): H1Client {
       : framing.length !== null
       ? new LengthBody(framing.length)
       : new EofBody();
-    return new Response(bodyStream(c, ex, decoder, reusable, req.origin), init);
+    const { stream, source } = bodyStream(c, ex, decoder, reusable, req.origin);
+    return new H1Response(stream, init, source);
   }
 
   return {
     fetch,
     close() {
       closed = true;
+      closing.abort(new H1Error("h1 client is closed"));
       for (const list of [...pools.values()]) for (const c of [...list]) closeConn(c);
+    },
+    drop(connectorId) {
+      generations.set(connectorId, (generations.get(connectorId) ?? 0) + 1);
+      for (const list of [...pools.values()]) {
+        for (const c of [...list]) if (c.connectorId === connectorId) closeConn(c);
+      }
     },
     stats: () => ({ open, idle }),
   };
@@ -570,11 +636,25 @@ export interface H1BodySource {
   cancel(): void;
 }
 
-const bodySources = new WeakMap<ReadableStream<Uint8Array>, H1BodySource>();
+/**
+ * A response whose body came off the connection: it also carries the body's source, so
+ * an event stream can be read without the stream machinery (`bodySourceOf`).
+ */
+export class H1Response extends Response {
+  readonly source: H1BodySource;
+  constructor(
+    body: ReadableStream<Uint8Array<ArrayBuffer>>,
+    init: ResponseInit,
+    source: H1BodySource,
+  ) {
+    super(body, init);
+    this.source = source;
+  }
+}
 
-/** The source behind a body stream made by this client (not a decompressed one). */
-export function h1BodySource(body: ReadableStream<Uint8Array>): H1BodySource | undefined {
-  return bodySources.get(body);
+/** The source behind a body this client streams (none for other responses). */
+export function bodySourceOf(res: Response): H1BodySource | undefined {
+  return res instanceof H1Response ? res.source : undefined;
 }
 
 /**
@@ -588,7 +668,7 @@ function bodyStream(
   reusable: boolean,
   // The origin only: the request holds the sent body, which must not live as long as the answer.
   origin: string,
-): ReadableStream<Uint8Array<ArrayBuffer>> {
+): { stream: ReadableStream<Uint8Array<ArrayBuffer>>; source: H1BodySource } {
   let ended = false;
   /** Everything buffered as one copy, or null when nothing is; ends the exchange at the end. */
   const take = (): Uint8Array<ArrayBuffer> | null => {
@@ -663,8 +743,7 @@ function bodyStream(
     },
     cancel: source.cancel,
   }, { highWaterMark: 0 });
-  bodySources.set(stream, source);
-  return stream;
+  return { stream, source };
 }
 
 /** Reads more bytes after the unconsumed ones; false at EOF. */
@@ -875,7 +954,9 @@ function prepare(url: string, init: H1RequestInit): PreparedRequest {
   if (together) first.set(body!, head.length);
   return {
     target: { hostname, port, tls },
-    key: `${tls}:${hostname}:${port}:${init.partition ?? ""}`,
+    // Pool key: where, how (the connector: a pin), and for whom (the partition: an API key).
+    key: `${tls}:${hostname}:${port}:${init.connector?.id ?? ""}:${init.partition ?? ""}`,
+    connector: init.connector ?? null,
     origin,
     method,
     first,
@@ -920,11 +1001,13 @@ function headerPairs(init: HeadersInit | undefined): [string, string][] {
   return out;
 }
 
-async function writeAll(socket: Deno.Conn, bytes: Uint8Array): Promise<void> {
+/** Writes all of `bytes`; `onFirst` runs once the first of them were accepted. */
+async function writeAll(socket: H1Socket, bytes: Uint8Array, onFirst?: () => void): Promise<void> {
   let off = 0;
   while (off < bytes.length) {
     const n = await socket.write(off === 0 ? bytes : bytes.subarray(off));
     if (!(n > 0)) throw new H1Error("write made no progress");
+    if (off === 0) onFirst?.();
     off += n;
   }
 }
@@ -935,7 +1018,7 @@ function unsolicited(origin: string): H1Error {
 }
 
 /** Settles with `p`, or rejects with the abort reason first; a socket opened too late is closed. */
-function raceAbort(p: Promise<Deno.Conn>, signal: AbortSignal | undefined): Promise<Deno.Conn> {
+function raceAbort(p: Promise<H1Socket>, signal: AbortSignal | undefined): Promise<H1Socket> {
   if (!signal) return p;
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason);

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import {
+  bodySourceOf,
   createH1Client,
   H1_READ_BUFFER_BYTES,
   H1_SSE_READ_BUFFER_BYTES,
-  h1BodySource,
   type H1Client,
   type H1ClientOptions,
   type H1Connect,
@@ -645,8 +645,8 @@ Deno.test("a body read through its source: bytes sent with the head, the end, re
   const { client } = newClient({}, server.port);
   try {
     const res = await client.fetch(`${server.base}/sse`, { method: "POST", body: "{}" });
-    assert.equal(h1BodySource(new ReadableStream()), undefined, "only this client's bodies");
-    const src = h1BodySource(res.body!)!;
+    assert.equal(bodySourceOf(new Response("x")), undefined, "only this client's bodies");
+    const src = bodySourceOf(res)!;
     let text = "";
     for (let b = await src.read(); b !== null; b = await src.read()) text += dec.decode(b);
     assert.equal(text, "data: first\n\ndata: second\n\n");
@@ -659,7 +659,7 @@ Deno.test("a body read through its source: bytes sent with the head, the end, re
       body: "{}",
       signal: ctl.signal,
     });
-    const pending = h1BodySource(res2.body!)!.read();
+    const pending = bodySourceOf(res2)!.read();
     const reason = new Error("client left");
     ctl.abort(reason);
     await assert.rejects(within(pending, "aborted read"), (e) => e === reason);
