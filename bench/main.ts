@@ -33,11 +33,14 @@ import {
   gatewayModel,
   type GatewayUnderTest,
   startGateway,
+  verifiedModel,
 } from "./gateway_setup.ts";
 import { profileGateway } from "./profile_run.ts";
 import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
+import { peerTarget, startPeer } from "./peer.ts";
+import { issue19Rows } from "./targets.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -61,8 +64,10 @@ const THREAD_LABELS: Record<string, string> = {
   "tokio-runtime-w": "tokio workers",
 };
 
-type PathName = "direct" | "bare" | "floor" | "gateway";
-const PATHS: PathName[] = ["direct", "bare", "floor", "gateway"];
+type PathName = "direct" | "bare" | "floor" | "gateway" | "verified" | "peer";
+const PATHS: PathName[] = ["direct", "bare", "floor", "gateway", "verified", "peer"];
+/** Paths served by the gateway under test (whose receipts are counted). */
+const isGateway = (p: PathName) => p === "gateway" || p === "verified";
 
 function numFlag(name: string, def: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -92,6 +97,10 @@ interface RoundStats {
   gapP50: number[];
   gapP99: number[];
   serverTiming: number[];
+  /** Verified path: TLS handshakes the upstream accepted per request at c=32 (steady state). */
+  handshakes: number[];
+  /** …and over the other loads (c=1, c=128 beyond the 64-idle pool cap, open loop, streams). */
+  handshakesAll: number[];
 }
 const emptyStats = (): RoundStats => ({
   rps: [],
@@ -107,6 +116,8 @@ const emptyStats = (): RoundStats => ({
   gapP50: [],
   gapP99: [],
   serverTiming: [],
+  handshakes: [],
+  handshakesAll: [],
 });
 
 async function preflight(): Promise<void> {
@@ -170,9 +181,10 @@ async function main(): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "gateway-bench-" });
   const kvCommit = await kvCommitLatency(dir);
   const servers: Server[] = [];
+  let tlsClientClose: (() => void) | undefined;
   let gatewayOk = 0;
   const countGw = (name: PathName, r: LoadResult) => {
-    if (name === "gateway") gatewayOk += r.ok;
+    if (isGateway(name)) gatewayOk += r.ok;
     return r;
   };
   try {
@@ -196,8 +208,30 @@ async function main(): Promise<void> {
       /floor listening on (\S+)/,
     );
     servers.push(floor);
-    const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU);
+    // The verified confidential path: the same mock behind TLS with a dev attestation,
+    // verified into a session by the gateway and reached over SPKI-pinned TLS.
+    const tlsMock = await spawnPinned(
+      LOAD_CPU,
+      ["run", "-A", "bench/mock_upstream_tls.ts", `${dir}/tee.json`],
+      /mock-tls listening on (\S+)/,
+    );
+    servers.push(tlsMock);
+    const tee = JSON.parse(await Deno.readTextFile(`${dir}/tee.json`));
+    const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU, [], {
+      url: tlsMock.url,
+      caPem: tee.caPem,
+      spkiSha256: tee.spkiSha256,
+    });
     servers.push(gw);
+    const peer = await startPeer(SERVER_CPU);
+    servers.push(peer);
+    const tlsClient = Deno.createHttpClient({ caCerts: [tee.caPem] });
+    tlsClientClose = () => tlsClient.close();
+    /** TLS connections (= full handshakes) the confidential mock has accepted so far. */
+    const tlsConnections = async () => {
+      const r = await fetch(`${tlsMock.url}/stats`, { client: tlsClient });
+      return ((await r.json()) as { connections: number }).connections - 1; // this probe's own
+    };
     log(
       `mock ${mock.url}, bare proxy ${bare.url}, receipt floor ${floor.url}, gateway ${gw.url}; ` +
         `stores on ${await fsType(dir)}`,
@@ -212,11 +246,19 @@ async function main(): Promise<void> {
         headers: { authorization: `Bearer ${gw.key}` },
         model: gatewayModel,
       },
+      verified: {
+        base: gw.url,
+        headers: { authorization: `Bearer ${gw.key}` },
+        model: verifiedModel,
+      },
+      peer: peerTarget(peer, mock.url),
     };
     const pid: Record<Exclude<PathName, "direct">, number> = {
       bare: bare.pid,
       floor: floor.pid,
       gateway: gw.pid,
+      verified: gw.pid,
+      peer: peer.pid,
     };
     const rssStart = rssBytes(gw.pid);
 
@@ -255,6 +297,8 @@ async function main(): Promise<void> {
       bare: emptyStats(),
       floor: emptyStats(),
       gateway: emptyStats(),
+      verified: emptyStats(),
+      peer: emptyStats(),
     };
     const rssRounds: number[] = [];
     // Gateway CPU by thread over all c=32 runs, to split the per-request cost.
@@ -267,7 +311,16 @@ async function main(): Promise<void> {
       const s = into ?? emptyStats();
       const cpu0 = p === "direct" ? 0 : cpuMs(pid[p]);
       const threads0 = p === "gateway" && into ? threadCpuMs(gw.pid) : null;
+      // Verified path, steady state: the pinned pool filled by a short unrecorded load at the
+      // same concurrency (connections idle past 4 s were closed while other paths ran), then
+      // the TLS connections the upstream accepts during the measured c=32 load are counted.
+      if (p === "verified") {
+        countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds: 0.5 }));
+      }
+      const handshakes0 = p === "verified" ? await tlsConnections() : 0;
       const closed = countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds }));
+      if (p === "verified") s.handshakes.push((await tlsConnections() - handshakes0) / closed.ok);
+      const handshakesAll0 = p === "verified" ? await tlsConnections() : 0;
       s.rps.push(closed.ok / closed.seconds);
       if (p !== "direct") {
         const used = cpuMs(pid[p]) - cpu0;
@@ -296,7 +349,11 @@ async function main(): Promise<void> {
       );
       s.delayP50.push(median(delayed.latencies));
       const streams = await streamLoop(t, { concurrency: STREAM_CONCURRENCY, seconds });
-      if (p === "gateway") gatewayOk += streams.length;
+      if (isGateway(p)) gatewayOk += streams.length;
+      if (p === "verified") {
+        const requests = single.ok + high.ok + open.ok + delayed.ok + streams.length;
+        s.handshakesAll.push((await tlsConnections() - handshakesAll0) / requests);
+      }
       s.firstToken.push(median(streams.map((x) => x.firstToken)));
       const gaps = streams.flatMap((x) => x.gaps);
       s.gapP50.push(median(gaps));
@@ -502,6 +559,7 @@ async function main(): Promise<void> {
         verdict: receipts === gatewayOk ? "every response has its receipt" : "**MISMATCH**",
       },
     ];
+    rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }
@@ -523,6 +581,7 @@ async function main(): Promise<void> {
       log("bench/RESULTS.md updated");
     }
   } finally {
+    tlsClientClose?.();
     for (const s of servers.reverse()) await s.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
