@@ -22,7 +22,7 @@ import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { createKey } from "./src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
-import { runVerify } from "./src/cli/verify.ts";
+import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
 import { selectQuoteProvider } from "./enclave/select_provider.ts";
 import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
@@ -30,6 +30,8 @@ import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/m
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
+import type { GpuDeps } from "./src/verify/nvidia/deps.ts";
+import { gpuDepsFromConfig, type NvidiaTrust } from "./src/verify/nvidia/setup.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -120,7 +122,9 @@ async function serve(args: string[]): Promise<void> {
     if (config.development) {
       fail(`${configPath}: "development": true is reserved for the embedded dev configuration`);
     }
+    await checkConfigFiles(config, configPath!);
   }
+  warnUnsetKeyVariables(config);
 
   let quotes;
   try {
@@ -140,11 +144,21 @@ async function serve(args: string[]): Promise<void> {
         JSON.parse(await Deno.readTextFile(config.identity.manifest_path)),
       );
     } catch (e) {
-      fail(`identity.manifest_path: ${(e as Error).message}`);
+      fail(
+        `${configPath ?? "config"}: identity.manifest_path: ${config.identity.manifest_path}: ` +
+          readFailure(e),
+      );
     }
   }
 
-  const kv = await openStore(config.store.path);
+  let kv: Deno.Kv;
+  try {
+    kv = await openStore(config.store.path);
+  } catch (e) {
+    fail(
+      `${configPath ?? "config"}: store.path: cannot open ${config.store.path}: ${readFailure(e)}`,
+    );
+  }
   const proxied = PROXY_VARIABLES.some((v) => Deno.env.get(v));
   if (proxied && config.upstream.client === "http1") {
     console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
@@ -162,6 +176,7 @@ async function serve(args: string[]): Promise<void> {
     rootCaDer: config.trust.intel_root_ca_pem
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
+    gpu: await gpuDeps(config.trust.nvidia ?? {}),
   });
   const gateway = assembleGateway(config, {
     quotes,
@@ -187,36 +202,24 @@ async function serve(args: string[]): Promise<void> {
           key: Deno.readTextFileSync(l.tls_key_file),
         }
         : {};
-      const server = Deno.serve({
-        hostname: l.hostname,
-        port: l.port,
-        ...tls,
-        onListen: ({ hostname, port }) => {
-          const scheme = "cert" in tls ? "https" : "http";
-          console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
-          resolve();
-        },
-      }, gateway.handler);
+      let server: Deno.HttpServer;
+      try {
+        server = Deno.serve({
+          hostname: l.hostname,
+          port: l.port,
+          ...tls,
+          onListen: ({ hostname, port }) => {
+            const scheme = "cert" in tls ? "https" : "http";
+            console.error(`gateway ${label} listening on ${scheme}://${hostname}:${port}/v1`);
+            resolve();
+          },
+        }, gateway.handler);
+      } catch (e) {
+        fail(`listen.${label}: cannot listen on ${l.hostname}:${l.port}: ${listenFailure(e)}`);
+      }
       servers.push(server);
     });
-  await gateway.ready;
-  await listen(config.listen.base, "base");
-  if (config.listen.tee) await listen(config.listen.tee, "tee");
-  console.error(`keyset digest ${gateway.identity.current().digest}`);
-
-  if (dev) {
-    const { key } = await createKey(kv, {
-      tier: "pro",
-      name: "dev",
-      now: Date.now,
-      creditsNano: 100n * NANO_PER_CREDIT,
-    });
-    console.error(
-      `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
-    );
-    console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
-  }
-
+  // Installed before listening: a SIGTERM during start-up also drains and exits 0.
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -234,6 +237,72 @@ async function serve(args: string[]): Promise<void> {
   };
   Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+  await gateway.ready;
+  await listen(config.listen.base, "base");
+  if (config.listen.tee) await listen(config.listen.tee, "tee");
+  console.error(`keyset digest ${gateway.identity.current().digest}`);
+
+  if (dev) {
+    const { key } = await createKey(kv, {
+      tier: "pro",
+      name: "dev",
+      now: Date.now,
+      creditsNano: 100n * NANO_PER_CREDIT,
+    });
+    console.error(
+      `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
+    );
+    console.error(`development API key (pro tier, 100 credits), shown once:\n${key}`);
+  }
+}
+
+/** Every file the configuration names is readable, or one line naming the field and the file. */
+async function checkConfigFiles(config: GatewayConfig, configPath: string): Promise<void> {
+  const files: [string, string | undefined][] = [];
+  for (const [label, l] of [["base", config.listen.base], ["tee", config.listen.tee]] as const) {
+    if (!l) continue;
+    if ((l.tls_cert_file === undefined) !== (l.tls_key_file === undefined)) {
+      fail(`${configPath}: listen.${label}: tls_cert_file and tls_key_file go together`);
+    }
+    files.push([`listen.${label}.tls_cert_file`, l.tls_cert_file]);
+    files.push([`listen.${label}.tls_key_file`, l.tls_key_file]);
+  }
+  files.push(["identity.manifest_path", config.identity.manifest_path]);
+  for (const [field, path] of files) {
+    if (path === undefined) continue;
+    try {
+      (await Deno.open(path, { read: true })).close();
+    } catch (e) {
+      fail(`${configPath}: ${field}: cannot read ${path}: ${readFailure(e)}`);
+    }
+  }
+  const dir = config.trust.collateral_dir;
+  if (dir !== undefined) {
+    try {
+      if (!(await Deno.stat(dir)).isDirectory) throw new Deno.errors.NotADirectory();
+    } catch (e) {
+      fail(`${configPath}: trust.collateral_dir: cannot read ${dir}: ${readFailure(e)}`);
+    }
+  }
+}
+
+/** A provider whose credential variable is unset would be called without credentials. */
+function warnUnsetKeyVariables(config: GatewayConfig): void {
+  for (const p of config.providers) {
+    if (p.api_key_env !== undefined && !Deno.env.get(p.api_key_env)) {
+      console.error(
+        `warning: providers.${p.name}.api_key_env: the variable ${p.api_key_env} is not set; ` +
+          `requests to ${p.name} carry no credential`,
+      );
+    }
+  }
+}
+
+function listenFailure(e: unknown): string {
+  if (e instanceof Deno.errors.AddrInUse) return "address already in use";
+  if (e instanceof Deno.errors.AddrNotAvailable) return "address not available on this machine";
+  if (e instanceof Deno.errors.PermissionDenied) return "permission denied (a port below 1024?)";
+  return e instanceof Error ? e.message.split("\n")[0] : String(e);
 }
 
 /** The keyset lists the SPKI of every TLS key the gateway terminates with, so clients can pin it. */
@@ -243,7 +312,12 @@ async function listenerSpkis(
   const out = new Map<string, { spki_sha256: string; domain?: string }>();
   for (const l of [config.listen.base, config.listen.tee]) {
     if (!l?.tls_cert_file) continue;
-    const spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    let spki: string;
+    try {
+      spki = spkiSha256FromPem(await Deno.readTextFile(l.tls_cert_file));
+    } catch (e) {
+      fail(`${l.tls_cert_file}: not a usable PEM certificate: ${(e as Error).message}`);
+    }
     out.set(spki, {
       spki_sha256: spki,
       ...(config.identity.subject ? { domain: config.identity.subject } : {}),
@@ -281,6 +355,20 @@ async function collateralSource(config: GatewayConfig): Promise<CollateralSource
   });
 }
 
+/** GPU evidence roots and collateral (`trust.nvidia`); `--collateral DIR` of `verify` overrides. */
+async function gpuDeps(c: NvidiaTrust): Promise<GpuDeps> {
+  const r = await gpuDepsFromConfig(c, {
+    readDir: (p) => Deno.readDir(p),
+    readFile: (p) => Deno.readFile(p),
+    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+      fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
+    now: Date.now,
+  });
+  if (!r.ok) fail(r.reason);
+  if (c.collateral_dir) console.error(r.note);
+  return r.deps;
+}
+
 async function keys(args: string[]): Promise<void> {
   const configPath = flag(args, "config");
   const rest = withoutFlags(args, ["config"]);
@@ -292,15 +380,54 @@ async function keys(args: string[]): Promise<void> {
   Deno.exit(code);
 }
 
+/**
+ * A path the user typed, resolved against the directory they ran the command
+ * in: `deno task` runs in the project root and passes that directory as INIT_CWD.
+ */
+function userPath(path: string): string {
+  if (path.startsWith("/")) return path;
+  const base = Deno.env.get("INIT_CWD") ?? Deno.cwd();
+  return `${base.replace(/\/+$/, "")}/${path}`;
+}
+
+/** What went wrong reading a file, in a few words (no stack). */
+function readFailure(e: unknown): string {
+  if (e instanceof Deno.errors.NotFound) return "no such file";
+  if (e instanceof Deno.errors.PermissionDenied || e instanceof Deno.errors.NotCapable) {
+    return "permission denied";
+  }
+  if (e instanceof Deno.errors.IsADirectory) return "is a directory";
+  if (e instanceof Deno.errors.NotADirectory) return "not a directory";
+  return e instanceof Error ? e.message : String(e);
+}
+
 async function verify(args: string[]): Promise<void> {
   // Collateral options are ours; everything else belongs to the verify command.
   const collateralFile = flag(args, "collateral");
   const pccs = flag(args, "pccs-url");
   const rest = withoutFlags(args, ["collateral", "pccs-url"]);
   let source;
+  // A directory is GPU collateral (RIMs and OCSP responses, #21); a file is TDX collateral.
+  let gpuDir = false;
   if (collateralFile) {
-    const c = collateralFromDcapQvlJson(await Deno.readTextFile(collateralFile));
-    if (!c.ok) fail(`${collateralFile}: ${c.reason}`);
+    try {
+      gpuDir = (await Deno.stat(userPath(collateralFile))).isDirectory;
+    } catch (e) {
+      fail(`--collateral: cannot read ${userPath(collateralFile)}: ${readFailure(e)}`);
+    }
+  }
+  const gpu = await gpuDeps(
+    gpuDir && collateralFile ? { collateral_dir: userPath(collateralFile) } : {},
+  );
+  if (collateralFile && !gpuDir) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(userPath(collateralFile));
+    } catch (e) {
+      fail(`--collateral: cannot read ${userPath(collateralFile)}: ${readFailure(e)}`);
+    }
+    const c = collateralFromDcapQvlJson(text);
+    if (!c.ok) fail(`--collateral ${collateralFile}: ${c.reason}`);
     const collateral = c.collateral;
     source = { get: () => Promise.resolve(collateral) };
   } else {
@@ -315,9 +442,11 @@ async function verify(args: string[]): Promise<void> {
     now: Date.now,
     quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
     fetch: (input, init) => fetch(input, init),
-    readFile: (p) => Deno.readFile(p),
+    readFile: (p) => Deno.readFile(userPath(p)),
     print: (l) => console.log(l),
     randomBytes: bytes,
+    apiKey: Deno.env.get(API_KEY_VARIABLE) || undefined,
+    gpu,
   });
   Deno.exit(code);
 }

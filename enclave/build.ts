@@ -5,14 +5,19 @@
  * source digest, Deno version and lockfile hash) so a reproducer can check
  * the input even when no binary could be built here.
  *
- * Offline machines cannot download deno's runtime (denort): that failure is
- * reported in one line pointing to DENORT_BIN, the manifest is written as
- * source-only, and the exit code is non-zero. A binary is never faked.
+ * Offline machines cannot download deno's runtime (denort). Then (or with
+ * `--artifact bundle`) the measured artifact is the pair: `dist/gateway.js`
+ * from `deno bundle --platform deno` and `dist/deno`, a copy of the exact Deno
+ * executable running this build; the manifest records both digests and the
+ * command line that runs them. A DENORT_BIN that does not exist is an operator
+ * error: one line, a source-only manifest, exit 1. A binary is never faked.
  */
 
 import {
   BUILD_USAGE,
   type BuildOptions,
+  bundleArgs,
+  bundleRunArgs,
   compileArgs,
   parseBuildArgs,
   scanRuntimeLoads,
@@ -178,13 +183,10 @@ async function main(args: string[]): Promise<number> {
   const listing = git.files === null ? "walk" : "git";
   const files = await hashFiles(root, git.files ?? await walk(root));
   const includes = [...await runtimeIncludes(root, files), ...opts.includes];
-  const argv = compileArgs({
-    entry: opts.entry,
-    output,
-    writePaths: opts.writePaths,
-    includes,
-    target: opts.target,
-  });
+  const argv = compileArgs({ entry: opts.entry, output, includes, target: opts.target });
+  const scriptPath = `${outDir}/gateway.js`;
+  const runtimePath = `${outDir}/deno`;
+  for (const stale of [scriptPath, runtimePath]) await Deno.remove(stale).catch(() => undefined);
 
   const denortPath = Deno.env.get("DENORT_BIN") ?? null;
   const denortBin = denortPath === null ? null : { bytes: await readOptional(denortPath) };
@@ -192,11 +194,16 @@ async function main(args: string[]): Promise<number> {
   let artifact: { path: string; bytes: Uint8Array } | null = null;
   let buildFailure: string | null = null;
 
+  let bundle: Bundle | null = null;
+  let wantBundle = opts.artifact === "bundle";
   if (!(await exists(`${root}/${opts.entry}`))) {
     buildFailure = `entry ${opts.entry} not found`;
+    wantBundle = false;
     console.error(
       `deno compile: ${buildFailure} (${shown(manifestPath)} was written as source-only).`,
     );
+  } else if (wantBundle) {
+    buildFailure = "not compiled: --artifact bundle";
   } else {
     const result = await new Deno.Command(Deno.execPath(), {
       args: argv,
@@ -211,7 +218,10 @@ async function main(args: string[]): Promise<number> {
       artifact = { path: shown(output), bytes: await Deno.readFile(output) };
     } else {
       const denort = detectDenortFailure(stderr);
-      if (denort !== null) {
+      if (denort !== null && denort.reason === "download_failed" && opts.artifact === "auto") {
+        buildFailure = "denort_unavailable: download failed (offline); built the bundle pair";
+        wantBundle = true;
+      } else if (denort !== null) {
         buildFailure = denort.reason === "denort_bin_missing"
           ? "denort_unavailable: DENORT_BIN does not exist"
           : "denort_unavailable: download failed (offline)";
@@ -223,6 +233,18 @@ async function main(args: string[]): Promise<number> {
       }
     }
   }
+  if (wantBundle) {
+    bundle = await buildBundle(root, opts.entry, scriptPath, runtimePath, shown);
+    if (bundle === null) {
+      buildFailure = `${buildFailure}; deno bundle failed`;
+      console.error(`deno bundle failed (${shown(manifestPath)} was written as source-only).`);
+    }
+  }
+  const run = artifact !== null
+    ? ["./gateway"]
+    : bundle !== null
+    ? bundleRunArgs({ runtime: "deno", script: "gateway.js" })
+    : null;
 
   const manifest = buildManifest({
     artifact,
@@ -234,6 +256,8 @@ async function main(args: string[]): Promise<number> {
     denoVersion,
     denoLock: await readOptional(`${root}/deno.lock`),
     entry: opts.entry,
+    bundle,
+    run,
     compileArgs: argv.map((a) => a === output ? shown(output) : a),
     denortBin,
     repoUrl: opts.repoUrl,
@@ -248,7 +272,51 @@ async function main(args: string[]): Promise<number> {
     );
     return 0;
   }
+  if (manifest.bundle !== null) {
+    console.log(
+      `built ${manifest.bundle.script.path} sha256=${manifest.bundle.script.sha256} and ` +
+        `${manifest.bundle.runtime.path} (Deno ${denoVersion}) ` +
+        `sha256=${manifest.bundle.runtime.sha256}` +
+        (opts.artifact === "auto" ? " (deno compile cannot get its runtime here)" : "") +
+        `; run in ${shown(outDir)}: ${manifest.run!.join(" ")} serve --config FILE; ` +
+        `wrote ${shown(manifestPath)}`,
+    );
+    return 0;
+  }
   return 1;
+}
+
+interface Bundle {
+  script: { path: string; bytes: Uint8Array };
+  runtime: { path: string; bytes: Uint8Array };
+}
+
+/** `deno bundle` into `scriptPath` and a copy of this very Deno executable at `runtimePath`. */
+async function buildBundle(
+  root: string,
+  entry: string,
+  scriptPath: string,
+  runtimePath: string,
+  shown: (p: string) => string,
+): Promise<Bundle | null> {
+  const result = await new Deno.Command(Deno.execPath(), {
+    args: bundleArgs({ entry, output: scriptPath }),
+    cwd: root,
+    env: { NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (result.code !== 0) {
+    console.error(new TextDecoder().decode(result.stderr).trimEnd());
+    return null;
+  }
+  await Deno.copyFile(Deno.execPath(), runtimePath);
+  await Deno.chmod(runtimePath, 0o755);
+  return {
+    script: { path: shown(scriptPath), bytes: await Deno.readFile(scriptPath) },
+    runtime: { path: shown(runtimePath), bytes: await Deno.readFile(runtimePath) },
+  };
 }
 
 if (import.meta.main) {

@@ -4,10 +4,16 @@
  * scan for files the gateway loads at run time, which must be `--include`d.
  */
 
-import { DEFAULT_TSM_ROOT } from "./configfs_tsm.ts";
+/**
+ * The gateway's permissions, in `deno task start`, the compiled binary and
+ * the bundle's command line. `--allow-all` because Deno (2.9) refuses every
+ * path under /sys (configfs-tsm is /sys/kernel/config/tsm/report) to any
+ * narrower set, including `-A` with any `--deny-*` (denoland/deno#27564).
+ */
+export const GATEWAY_PERMISSIONS = ["--allow-all"] as const;
 
-/** Where the compiled gateway may write by default: configfs-tsm and its data directory. */
-export const DEFAULT_WRITE_PATHS: readonly string[] = [DEFAULT_TSM_ROOT, "/var/lib/gateway"];
+/** Runtime flags besides permissions: Deno KV is unstable in 2.9. */
+export const GATEWAY_RUNTIME_FLAGS = ["--unstable-kv"] as const;
 
 export interface BuildOptions {
   entry: string;
@@ -15,8 +21,8 @@ export interface BuildOptions {
   repoUrl: string | null;
   imageDigest: string | null;
   imageProvenanceUrl: string | null;
-  /** Absolute paths the binary may write (KV store directory, configfs-tsm). */
-  writePaths: string[];
+  /** `auto`: the binary, or the bundle pair when deno compile cannot get its runtime. */
+  artifact: "auto" | "binary" | "bundle";
   /** Extra `--include` values, beyond the scanned ones. */
   includes: string[];
   target: string | null;
@@ -24,7 +30,7 @@ export interface BuildOptions {
 
 export const BUILD_USAGE =
   "usage: deno task compile [--repo-url URL] [--image-digest sha256:HEX] " +
-  "[--image-provenance URL] [--write-path /abs/path]... [--include PATH]... [--target TRIPLE] " +
+  "[--image-provenance URL] [--artifact auto|binary|bundle] [--include PATH]... [--target TRIPLE] " +
   "[--entry main.ts] [--out-dir dist]";
 
 const IMAGE_DIGEST = /^(sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{128})$/;
@@ -37,11 +43,10 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
     repoUrl: null,
     imageDigest: null,
     imageProvenanceUrl: null,
-    writePaths: [],
+    artifact: "auto",
     includes: [],
     target: null,
   };
-  let writePathsGiven = false;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     const eq = arg.indexOf("=");
@@ -70,12 +75,11 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
       case "--image-provenance":
         opts.imageProvenanceUrl = value;
         break;
-      case "--write-path":
-        // Relative paths would bake in the build machine's directory layout.
-        if (!value.startsWith("/")) throw new Error("--write-path must be an absolute path");
-        if (value.includes(",")) throw new Error("--write-path must not contain ','");
-        writePathsGiven = true;
-        opts.writePaths.push(value);
+      case "--artifact":
+        if (value !== "auto" && value !== "binary" && value !== "bundle") {
+          throw new Error("--artifact must be auto, binary or bundle");
+        }
+        opts.artifact = value;
         break;
       case "--include":
         opts.includes.push(value);
@@ -93,7 +97,6 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
         throw new Error(`unknown option ${flag}`);
     }
   }
-  if (!writePathsGiven) opts.writePaths = [...DEFAULT_WRITE_PATHS];
   return opts;
 }
 
@@ -110,28 +113,46 @@ export const GATEWAY_V8_FLAGS = ["--max-semi-space-size=8"] as const;
 export function compileArgs(opts: {
   entry: string;
   output: string;
-  writePaths: readonly string[];
   includes: readonly string[];
   target: string | null;
 }): string[] {
-  if (opts.writePaths.length === 0) throw new Error("at least one write path is needed");
   return [
     "compile",
     "--frozen-lockfile",
-    "--unstable-kv",
+    ...GATEWAY_RUNTIME_FLAGS,
     "--no-prompt",
-    "--allow-net",
-    // Config, TLS and manifest files live wherever the operator puts them.
-    "--allow-read",
-    `--allow-write=${opts.writePaths.join(",")}`,
-    "--allow-env",
-    "--allow-sys",
+    ...GATEWAY_PERMISSIONS,
     `--v8-flags=${GATEWAY_V8_FLAGS.join(",")}`,
     ...opts.includes.map((p) => `--include=${p}`),
     ...(opts.target === null ? [] : ["--target", opts.target]),
     "--output",
     opts.output,
     opts.entry,
+  ];
+}
+
+/** The `deno bundle` arguments: one JavaScript file for the Deno runtime. */
+export function bundleArgs(opts: { entry: string; output: string }): string[] {
+  return ["bundle", "--frozen-lockfile", "--platform", "deno", "--output", opts.output, opts.entry];
+}
+
+/**
+ * How the bundle pair runs, from the directory holding both files: the Deno
+ * executable, the gateway's permissions and flags, and the script.
+ * `--no-config`/`--no-lock`: the bundle is self-contained, and a deno.json in
+ * a parent directory must not change how the measured script runs.
+ */
+export function bundleRunArgs(opts: { runtime: string; script: string }): string[] {
+  return [
+    `./${opts.runtime}`,
+    "run",
+    "--no-config",
+    "--no-lock",
+    "--no-prompt",
+    ...GATEWAY_RUNTIME_FLAGS,
+    ...GATEWAY_PERMISSIONS,
+    `--v8-flags=${GATEWAY_V8_FLAGS.join(",")}`,
+    `./${opts.script}`,
   ];
 }
 

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import {
+  bundleRunArgs,
   compileArgs,
-  DEFAULT_WRITE_PATHS,
+  GATEWAY_PERMISSIONS,
   GATEWAY_V8_FLAGS,
   parseBuildArgs,
   scanRuntimeLoads,
@@ -13,57 +14,59 @@ Deno.test("parseBuildArgs: defaults", () => {
   assert.equal(o.outDir, "dist");
   assert.equal(o.repoUrl, null);
   assert.equal(o.imageDigest, null);
-  assert.deepEqual(o.writePaths, [...DEFAULT_WRITE_PATHS]);
+  assert.equal(o.artifact, "auto");
 });
 
-Deno.test("parseBuildArgs: both flag forms; write paths replace the defaults", () => {
+Deno.test("parseBuildArgs: both flag forms", () => {
   const digest = `sha256:${"0f".repeat(32)}`;
   const o = parseBuildArgs([
     "--repo-url",
     "https://github.com/example/gw",
     `--image-digest=${digest}`,
-    "--write-path=/data/kv",
-    "--write-path",
-    "/sys/kernel/config/tsm/report",
+    "--artifact=bundle",
     "--include",
     "config/dev.json",
   ]);
   assert.equal(o.repoUrl, "https://github.com/example/gw");
   assert.equal(o.imageDigest, digest);
-  assert.deepEqual(o.writePaths, ["/data/kv", "/sys/kernel/config/tsm/report"]);
+  assert.equal(o.artifact, "bundle");
   assert.deepEqual(o.includes, ["config/dev.json"]);
 });
 
 Deno.test("parseBuildArgs: bad values are rejected, not adjusted", () => {
   assert.throws(() => parseBuildArgs(["--image-digest", "latest"]), /OCI digest/);
   assert.throws(() => parseBuildArgs(["--image-digest", `sha256:${"AB".repeat(32)}`]), /OCI/);
-  assert.throws(() => parseBuildArgs(["--write-path", "data"]), /absolute/);
+  assert.throws(() => parseBuildArgs(["--artifact", "docker"]), /auto, binary or bundle/);
+  // Write paths went with the narrow permissions: Deno reaches /sys only with --allow-all.
+  assert.throws(() => parseBuildArgs(["--write-path", "/data"]), /unknown option --write-path/);
   assert.throws(() => parseBuildArgs(["--repo-url"]), /needs a value/);
   assert.throws(() => parseBuildArgs(["--repo-url", "--entry", "x"]), /needs a value/);
   assert.throws(() => parseBuildArgs(["--bogus", "1"]), /unknown option --bogus/);
 });
 
-Deno.test("compileArgs: narrow permissions baked in, entry last", () => {
+Deno.test("compileArgs and bundleRunArgs: the same permissions the start task has, entry last", async () => {
   const a = compileArgs({
     entry: "main.ts",
     output: "dist/gateway",
-    writePaths: ["/sys/kernel/config/tsm/report", "/var/lib/gateway"],
     includes: ["config/dev.json"],
     target: null,
   });
   assert.equal(a[0], "compile");
-  for (const f of ["--allow-net", "--allow-read", "--allow-env", "--allow-sys", "--unstable-kv"]) {
+  for (const f of [...GATEWAY_PERMISSIONS, "--unstable-kv", "--frozen-lockfile", "--no-prompt"]) {
     assert.ok(a.includes(f), f);
   }
-  assert.ok(a.includes("--allow-write=/sys/kernel/config/tsm/report,/var/lib/gateway"));
-  assert.ok(!a.includes("--allow-write"), "write access must be restricted");
-  assert.ok(!a.some((x) => x.startsWith("--allow-run") || x.startsWith("--allow-all")));
   assert.ok(a.includes("--include=config/dev.json"));
   assert.ok(a.includes(`--v8-flags=${GATEWAY_V8_FLAGS.join(",")}`));
   assert.deepEqual(a.slice(-3), ["--output", "dist/gateway", "main.ts"]);
-  assert.throws(() =>
-    compileArgs({ ...{ entry: "m", output: "o", includes: [], target: null }, writePaths: [] })
-  );
+  const run = bundleRunArgs({ runtime: "deno", script: "gateway.js" });
+  assert.deepEqual(run.slice(0, 2), ["./deno", "run"]);
+  assert.equal(run.at(-1), "./gateway.js");
+  for (const f of [...GATEWAY_PERMISSIONS, "--unstable-kv", "--no-config", "--no-lock"]) {
+    assert.ok(run.includes(f), f);
+  }
+  const start = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
+    .tasks.start as string;
+  for (const f of GATEWAY_PERMISSIONS) assert.ok(start.includes(` ${f} `), f);
 });
 
 Deno.test("scanRuntimeLoads finds URL loads and computed imports only", () => {

@@ -69,11 +69,27 @@ export interface ConfigfsTsmOptions {
 }
 
 /** Whether a configfs-tsm report directory is present at `root`. */
-export function detectConfigfsTsm(
+export async function detectConfigfsTsm(
   root: string = DEFAULT_TSM_ROOT,
   fs: TsmFs = denoTsmFs,
 ): Promise<boolean> {
-  return fs.isDirectory(root);
+  return await probeConfigfsTsm(root, fs) === "present";
+}
+
+/**
+ * `present`, `absent`, or `out_of_reach`: Deno refused to look (NotCapable;
+ * it allows `/sys` paths only with `--allow-all`), so the answer is unknown.
+ */
+export async function probeConfigfsTsm(
+  root: string = DEFAULT_TSM_ROOT,
+  fs: TsmFs = denoTsmFs,
+): Promise<"present" | "absent" | "out_of_reach"> {
+  try {
+    return await fs.isDirectory(root) ? "present" : "absent";
+  } catch (e) {
+    if (e instanceof Deno.errors.NotCapable) return "out_of_reach";
+    throw e;
+  }
 }
 
 class GenerationRace extends ConfigfsTsmError {}

@@ -77,11 +77,29 @@ const artifactSchema = z.strictObject({
   sha384: z.string().regex(HEX96),
 });
 
+/**
+ * The fallback where `deno compile` cannot get its runtime: one JavaScript
+ * file from `deno bundle --platform deno` and the exact Deno executable that
+ * runs it; both are measured, and `run` is how they are started.
+ */
+const bundleSchema = z.strictObject({
+  script: artifactSchema,
+  runtime: artifactSchema,
+});
+
 export const manifestSchema = z.strictObject({
   format: z.literal(MANIFEST_FORMAT),
-  kind: z.enum(["binary", "source-only"]),
-  /** The compiled binary; null for a source-only manifest. */
+  kind: z.enum(["binary", "bundle", "source-only"]),
+  /** The compiled binary; null for a bundle or source-only manifest. */
   artifact: artifactSchema.nullable(),
+  /** The bundle and its runtime; null unless `kind` is `bundle`. */
+  bundle: bundleSchema.nullable().default(null),
+  /**
+   * The command line that starts the measured artifact with its permissions,
+   * run in the manifest's directory (append `serve --config FILE`); null for
+   * source-only.
+   */
+  run: z.array(z.string().min(1)).min(1).nullable().default(null),
   /** Why there is no binary (one line), null when built. */
   build_failure: z.string().nullable(),
   source: z.strictObject({
@@ -116,6 +134,13 @@ export type Artifact = z.infer<typeof artifactSchema>;
 
 export interface ManifestInput {
   artifact: { path: string; bytes: Uint8Array } | null;
+  /** The bundle pair, when built instead of a binary (then `buildFailure` says why). */
+  bundle?: {
+    script: { path: string; bytes: Uint8Array };
+    runtime: { path: string; bytes: Uint8Array };
+  } | null;
+  /** The command line starting the artifact (binary or bundle), from the manifest's directory. */
+  run?: readonly string[] | null;
   buildFailure: string | null;
   commit: string | null;
   dirty: boolean | null;
@@ -132,21 +157,37 @@ export interface ManifestInput {
   imageProvenanceUrl: string | null;
 }
 
-/** The manifest for a build; `kind` follows from whether a binary exists. */
+function artifactOf(a: { path: string; bytes: Uint8Array }): Artifact {
+  return {
+    path: a.path,
+    size: a.bytes.length,
+    sha256: sha256Hex(a.bytes),
+    sha384: sha384Hex(a.bytes),
+  };
+}
+
+/** The manifest for a build; `kind` follows from whether a binary or bundle exists. */
 export function buildManifest(input: ManifestInput): BuildManifest {
   if ((input.artifact === null) === (input.buildFailure === null)) {
     throw new Error("a manifest has either an artifact or a build failure, not both or neither");
   }
+  const bundle = input.bundle ?? null;
+  if (input.artifact !== null && bundle !== null) {
+    throw new Error("a manifest has a binary or a bundle, not both");
+  }
+  const run = input.run ?? null;
+  if ((run === null) !== (input.artifact === null && bundle === null)) {
+    throw new Error("a built artifact needs its run command line, and only a built one");
+  }
   const files = sortSourceFiles(input.files);
   const manifest: BuildManifest = {
     format: MANIFEST_FORMAT,
-    kind: input.artifact === null ? "source-only" : "binary",
-    artifact: input.artifact === null ? null : {
-      path: input.artifact.path,
-      size: input.artifact.bytes.length,
-      sha256: sha256Hex(input.artifact.bytes),
-      sha384: sha384Hex(input.artifact.bytes),
-    },
+    kind: input.artifact !== null ? "binary" : bundle !== null ? "bundle" : "source-only",
+    artifact: input.artifact === null ? null : artifactOf(input.artifact),
+    bundle: bundle === null
+      ? null
+      : { script: artifactOf(bundle.script), runtime: artifactOf(bundle.runtime) },
+    run: run === null ? null : [...run],
     build_failure: input.buildFailure,
     source: {
       commit: input.commit,
@@ -188,9 +229,14 @@ export function parseManifest(value: unknown): BuildManifest {
 /** How the measured artifact connects to the source (the `image_provenance` value). */
 export interface ImageProvenance {
   manifest_format: string;
-  kind: "binary" | "source-only";
+  kind: "binary" | "bundle" | "source-only";
   binary_sha256: string | null;
   binary_sha384: string | null;
+  /** The bundle (`deno bundle` output) and the Deno executable running it, for `kind: bundle`. */
+  bundle_sha256: string | null;
+  runtime_sha256: string | null;
+  /** The command line (with permissions) that starts the artifact. */
+  run: string[] | null;
   source_digest: string;
   source_commit: string | null;
   source_dirty: boolean | null;
@@ -224,6 +270,9 @@ export function sourceProvenanceFromManifest(manifest: unknown): SourceProvenanc
       kind: m.kind,
       binary_sha256: m.artifact?.sha256 ?? null,
       binary_sha384: m.artifact?.sha384 ?? null,
+      bundle_sha256: m.bundle?.script.sha256 ?? null,
+      runtime_sha256: m.bundle?.runtime.sha256 ?? null,
+      run: m.run,
       source_digest: m.source.digest,
       source_commit: m.source.commit,
       source_dirty: m.source.dirty,

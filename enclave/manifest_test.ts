@@ -17,7 +17,7 @@ const enc = new TextEncoder();
 const COMMIT = "a14c171afc1a14622222df3990e1fc5fd7f33825";
 
 function input(overrides: Partial<ManifestInput> = {}): ManifestInput {
-  return {
+  const base: ManifestInput = {
     artifact: { path: "dist/gateway", bytes: enc.encode("ELF binary bytes") },
     buildFailure: null,
     commit: COMMIT,
@@ -37,6 +37,8 @@ function input(overrides: Partial<ManifestInput> = {}): ManifestInput {
     imageProvenanceUrl: null,
     ...overrides,
   };
+  const built = base.artifact !== null || (base.bundle ?? null) !== null;
+  return { run: built ? ["./gateway"] : null, ...base };
 }
 
 // Captured from `deno task compile` on this offline machine (Deno 2.9.6).
@@ -156,6 +158,44 @@ Deno.test("sourceProvenanceFromManifest fills the ACI source_provenance", () => 
   );
   assert.equal(sourceOnly?.image_provenance.binary_sha256, null);
   assert.equal(sourceOnly?.repo_url, null);
+});
+
+Deno.test("bundle manifest: both files measured, run line recorded, provenance reports them", () => {
+  const run = ["./deno", "run", "--allow-all", "./gateway.js"];
+  const m = buildManifest(input({
+    artifact: null,
+    buildFailure: "denort_unavailable: download failed (offline); built the bundle pair",
+    bundle: {
+      script: { path: "dist/gateway.js", bytes: enc.encode("bundle js") },
+      runtime: { path: "dist/deno", bytes: enc.encode("deno elf") },
+    },
+    run,
+  }));
+  assert.equal(m.kind, "bundle");
+  assert.equal(m.bundle?.script.sha256, sha256Hex("bundle js"));
+  assert.equal(m.bundle?.runtime.sha384, sha384Hex("deno elf"));
+  assert.deepEqual(m.run, run);
+  assert.deepEqual(parseManifest(JSON.parse(JSON.stringify(m))), m);
+  const p = sourceProvenanceFromManifest(JSON.parse(JSON.stringify(m)));
+  assert.equal(p?.image_provenance.kind, "bundle");
+  assert.equal(p?.image_provenance.bundle_sha256, sha256Hex("bundle js"));
+  assert.equal(p?.image_provenance.runtime_sha256, sha256Hex("deno elf"));
+  assert.deepEqual(p?.image_provenance.run, run);
+  assert.equal(p?.image_provenance.binary_sha256, null);
+  assert.throws(() => buildManifest(input({ run: null })), /run command line/);
+  assert.throws(
+    () =>
+      buildManifest(
+        input({
+          bundle: m.bundle &&
+            {
+              script: { path: "a", bytes: enc.encode("a") },
+              runtime: { path: "b", bytes: enc.encode("b") },
+            },
+        }),
+      ),
+    /binary or a bundle/,
+  );
 });
 
 Deno.test("sourceProvenanceFromManifest returns null for anything not a manifest", () => {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { startFakeConfigfsTsm } from "./configfs_fake.ts";
 import { DEV_TEE_TYPE } from "./dev_quote.ts";
+import { denoTsmFs, type TsmFs } from "./configfs_tsm.ts";
 import { type QuoteMode, selectQuoteProvider } from "./select_provider.ts";
 
 const rd = new Uint8Array(64).fill(7);
@@ -65,11 +66,41 @@ Deno.test("configfs mode requires the interface and names the path", async () =>
   });
 });
 
-Deno.test("dev mode returns the dev provider; unknown modes are rejected", async () => {
-  const p = await selectQuoteProvider({ mode: "dev", allowDev: false });
+Deno.test("dev mode needs allowDev; unknown modes are rejected", async () => {
+  await assert.rejects(
+    selectQuoteProvider({ mode: "dev", allowDev: false }),
+    /quote mode "dev" .*identity\.allow_dev_quotes: true/,
+  );
+  const p = await selectQuoteProvider({ mode: "dev", allowDev: true });
   assert.equal(p.hardware, false);
   await assert.rejects(
     selectQuoteProvider({ mode: "tdx" as QuoteMode, allowDev: true }),
     /unknown quote mode "tdx"/,
   );
+});
+
+Deno.test("a root Deno may not look at (NotCapable) fails every mode, naming the fix", async () => {
+  const refusing: TsmFs = {
+    ...denoTsmFs,
+    isDirectory: () => Promise.reject(new Deno.errors.NotCapable("Requires all access")),
+  };
+  for (const mode of ["auto", "configfs"] as const) {
+    for (const allowDev of [false, true]) {
+      await assert.rejects(
+        selectQuoteProvider({
+          mode,
+          root: "/sys/kernel/config/tsm/report",
+          allowDev,
+          fs: refusing,
+        }),
+        (e: unknown) => {
+          assert.ok(e instanceof Error);
+          assert.match(e.message, /out of this process's reach/);
+          assert.match(e.message, /--allow-all/);
+          assert.match(e.message, /identity\.configfs_root/);
+          return true;
+        },
+      );
+    }
+  }
 });

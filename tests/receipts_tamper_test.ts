@@ -15,6 +15,7 @@ import {
   postRaw,
 } from "./support/receipt_check.ts";
 import { verifyReceipt } from "../src/verify/receipt.ts";
+import { taskArgs } from "./support/task_line.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
@@ -23,13 +24,13 @@ interface CliRun {
   lines: string[];
 }
 
-async function runVerifyCli(args: string[]): Promise<CliRun> {
+async function runVerifyCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-net", "--allow-read", "main.ts", "verify", ...args],
+    args: [...await taskArgs("verify"), ...args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...env },
   }).output();
   const lines = new TextDecoder().decode(out.stdout).split("\n").filter((l) => l !== "");
   return { code: out.code, lines };
@@ -209,8 +210,6 @@ Deno.test("tampering with a body, an event, the digest or the signature fails, a
     const live = await runVerifyCli([
       "--receipt",
       `${gw.url}/v1/aci/receipts/${ex.receiptId}`,
-      "--api-key",
-      gw.apiKey,
       "--report",
       `${gw.url}/v1/aci/attestation`,
       "--request",
@@ -218,7 +217,7 @@ Deno.test("tampering with a body, an event, the digest or the signature fails, a
       "--response",
       `${dir}/intact.response`,
       "--allow-dev",
-    ]);
+    ], { GATEWAY_API_KEY: gw.apiKey });
     assert.equal(live.code, 0, live.lines.join("\n"));
     assert.ok(!live.lines.join("\n").includes(gw.apiKey), "the CLI never prints the key");
   } finally {

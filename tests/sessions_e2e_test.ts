@@ -228,14 +228,29 @@ Deno.test("verification failure: 503 with a refusal receipt, no prompt sent", as
       await res.body?.cancel();
     }
     assert.equal(up.demo.stats.total, 0, "no prompt reached the unverified upstream");
-    // Without constraints the model is still served (unverified), and the receipt says so truthfully.
-    const r = await chat(gw, undefined);
-    assert.equal(r.status, 200);
-    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
-    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
-    assert.equal(ev.result, "failed");
-    assert.equal(ev.required, false);
-    assert.ok(ev.reason);
+    // Fail closed (#20 item 2): without any constraint the unverified confidential upstream
+    // still receives nothing; 503 with a refusal receipt.
+    for (const provider of [undefined, { zdr: true }, { aci_verified: false }]) {
+      const r = await chat(gw, provider);
+      assert.equal(r.status, 503, JSON.stringify(provider));
+      assert.equal(r.body.error.code, "upstream_verification_failed");
+      assert.match(r.body.error.message, /tdx/);
+      const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+      assert.ok(!receipt.event_log.some((e: Json) => e.type === "request.forwarded"));
+      assert.ok(receipt.event_log.some((e: Json) => e.type === "request.refused"));
+    }
+    assert.equal(up.demo.stats.total, 0, "no prompt byte reached the unverified upstream");
+    // /healthz names it; /v1/models?tee=true does not list its model as TEE.
+    const health = (await get(gw, "/healthz", null)).body;
+    assert.equal(health.status, "degraded");
+    assert.deepEqual(health.unverified_upstreams, ["tdx"]);
+    const tee = (await get(gw, "/v1/models?tee=true", null)).body;
+    assert.ok(!tee.data.some((m: Json) => m.id === "tee/model"), "unverified model not is_tee");
+    const all = (await get(gw, "/v1/models", null)).body;
+    assert.equal(all.data.find((m: Json) => m.id === "tee/model").is_tee, false);
+    assert.equal((await get(gw, "/v1/models/tee/model", null)).body.is_tee, false);
+    // The demo confidential upstream (verified) is still listed as TEE.
+    assert.ok(tee.data.some((m: Json) => m.id === "demo/private"));
   } finally {
     await gw.close();
     await up.close();

@@ -25,6 +25,8 @@ Deno.test("held streams do not keep their prompts alive", async () => {
   const gw = await startTestGateway({
     configure: (c) => {
       c.providers.find((p) => p.name === "plain")!.base_url = upstream.url;
+      // 256 KB prompts of one repeated digit are ~87k tokens: room for them in the context.
+      c.models.find((m) => m.id === "demo/vision")!.context_length = 1_000_000;
     },
   });
   const client = Deno.createHttpClient({});

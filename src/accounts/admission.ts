@@ -24,6 +24,7 @@ import { applyWrites, type BorrowedWrites } from "../store/group_commit.ts";
 import { backoffMs, isTransientKvError } from "../store/transient.ts";
 import { creditSettlementWrites, decideCredit, foldDebt } from "./credits.ts";
 import type { KeyRecord } from "./keys.ts";
+import { holdClosedWrites, holdInstanceKey, holdKey } from "./holds.ts";
 import {
   type AccountState,
   balanceKey,
@@ -53,7 +54,6 @@ import {
   rateHeaders,
   type Tiers,
   tokenSettlementWrites,
-  windowOf,
 } from "./rate_limit.ts";
 
 export interface AdmissionEstimate {
@@ -97,6 +97,13 @@ export interface AdmitterOptions {
    * several replicas one's unused lease could refuse another's request.
    */
   soleReplica?: () => Promise<boolean>;
+  /**
+   * This process's replica id: with it, every reservation and its settlement
+   * are recorded in the hold ledger (holds.ts), so a crash loses no credits.
+   */
+  holdInstance?: string;
+  /** Most requests' worth in one lease slice (`store.lease_max_requests`). */
+  leaseMaxRequests?: number;
   /** Monotonic milliseconds for lease lifetimes (durations, not the wall clock). */
   monotonic?: () => number;
   random?: () => number;
@@ -141,7 +148,7 @@ const CACHE_MS = 500;
 
 /**
  * Near a limit, decisions must see every settlement: fewer than four more
- * requests of this size fit in the token window or in the balance.
+ * requests of this size fit in the token bucket or in the balance.
  */
 function nearLimit(
   tok: number,
@@ -182,6 +189,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   let running = false;
   const mono = opts.monotonic ?? (() => performance.now());
   const leasing = opts.piggyback !== undefined && opts.soleReplica !== undefined;
+  const inst = opts.holdInstance;
+  /** Whether this instance's ledger entry is known to be written. */
+  let registered = false;
+  /** A lease's hand-back: its unused part, and the hold it closes. */
+  const returnWrites = (id: string, l: Lease): KvWrite[] => [
+    ...leaseReturnWrites(id, l),
+    ...(inst === undefined ? [] : holdClosedWrites(inst, id, l.credit)),
+  ];
   /** Live leases by key id; a key's lease is detached while a batch folds it back. */
   const leases = new Map<string, Lease>();
   const detached = new Map<string, Lease>();
@@ -197,14 +212,12 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   async function sweep(all: boolean): Promise<void> {
     const sole = all || leases.size === 0 ? false : await opts.soleReplica!().catch(() => false);
     const t = mono();
-    const window = windowOf(opts.now());
     const writes: KvWrite[] = [];
     for (const [id, l] of leases) {
-      const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS ||
-        l.window !== window;
+      const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS;
       if (all || !sole || stale) {
         leases.delete(id);
-        writes.push(...leaseReturnWrites(id, l, window));
+        writes.push(...returnWrites(id, l));
       }
     }
     if (leases.size === 0 && sweeper !== undefined) {
@@ -219,7 +232,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   function installLease(id: string, l: Lease): void {
     if (closed) {
       // After close (a batch that failed late): hand the slice back, start no timer.
-      void opts.piggyback!.write(leaseReturnWrites(id, l, windowOf(opts.now()))).catch(() => {});
+      void opts.piggyback!.write(returnWrites(id, l)).catch(() => {});
       return;
     }
     leases.set(id, l);
@@ -229,7 +242,6 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   function makeAdmission(
     key: KeyRecord,
     est: AdmissionEstimate,
-    window: number,
     headers: Record<string, string>,
   ): Admission {
     let settled = false;
@@ -239,15 +251,13 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         validateActual(actual);
         if (settled) return [];
         settled = true;
-        const t = opts.now();
         return [
+          ...(inst === undefined ? [] : holdClosedWrites(inst, key.key_id, est.costNano)),
           ...creditSettlementWrites(key.key_id, est.costNano, actual),
           ...tokenSettlementWrites(
             key.key_id,
             est.tokens,
             actual.promptTokens + actual.completionTokens,
-            window,
-            windowOf(t),
           ),
         ];
       },
@@ -326,8 +336,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
    */
   async function attempt(batch: Pending[], fresh: boolean): Promise<Outcome[] | null | "stale"> {
     const t = opts.now();
-    const window = windowOf(t);
     const keyIds = [...new Set(batch.map((p) => p.key.key_id))];
+    const keyOf = new Map(batch.map((p) => [p.key.key_id, p.key]));
     // Keys with a request in this batch (not only a renewal): their live lease is folded back.
     const requested = new Set(batch.filter((p) => !p.renewal).map((p) => p.key.key_id));
     const fromCache = fresh ? null : cached(keyIds);
@@ -340,6 +350,9 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       admitted: boolean;
       /** The last admitted request's size, for sizing a new lease. */
       last: AdmissionEstimate | null;
+      /** Credits this commit reserves (requests, slices) and hands back (folded leases). */
+      held: bigint;
+      released: bigint;
       entries: Deno.KvEntryMaybe<unknown>[];
     }
     const work = new Map<string, Working>();
@@ -353,7 +366,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       const [b, s, d, r, o, cr, rr] = entries.get(id) ?? [];
       const state = foldTokens(
         parseState(s.value),
-        window,
+        limitsFor(keyOf.get(id)!, opts.tiers),
+        t,
         u64(r.value),
         u64(o.value),
         u64(rr?.value),
@@ -365,18 +379,19 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         unpaid: fold.unpaid,
         admitted: false,
         last: null,
+        held: 0n,
+        released: 0n,
         entries: [b, s],
       };
       const back = detached.get(id);
       if (back) {
         w.balance += back.credit;
-        if (back.window === window) {
-          w.state = {
-            ...w.state,
-            req: Math.max(0, w.state.req - back.req),
-            tok: Math.max(0, w.state.tok - back.tok),
-          };
-        }
+        w.released += back.credit;
+        w.state = {
+          ...w.state,
+          req: Math.max(0, w.state.req - back.req),
+          tok: Math.max(0, w.state.tok - back.tok),
+        };
         w.admitted = true;
       }
       work.set(id, w);
@@ -398,7 +413,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         outcomes.push({ ok: true, admission: null });
         continue;
       }
-      const rate = decideRate(w.state, limits, p.est.tokens, t);
+      const rate = decideRate(w.state, limits, p.est.tokens);
       if (!rate.ok) {
         if (fromCache) return "stale";
         outcomes.push(rate);
@@ -425,7 +440,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       w.balance = credit.balance;
       w.admitted = true;
       w.last = p.est;
-      outcomes.push({ ok: true, admission: makeAdmission(p.key, p.est, window, rate.headers) });
+      w.held += p.est.costNano;
+      outcomes.push({ ok: true, admission: makeAdmission(p.key, p.est, rate.headers) });
     }
     // Far from every limit, reserve a slice for the next requests of the key.
     const granted = new Map<string, Lease>();
@@ -440,10 +456,10 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
             { req: limits.rpm - w.state.req, tok: limits.tpm - w.state.tok, credit: w.balance },
             w.last.tokens,
             w.last.costNano,
+            opts.leaseMaxRequests,
           );
           if (slice === null) continue;
           granted.set(p.key.key_id, {
-            window,
             req: slice.req,
             tok: slice.tok,
             credit: slice.credit,
@@ -455,6 +471,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
           });
           w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
           w.balance -= slice.credit;
+          w.held += slice.credit;
           w.admitted = true; // a renewal-only key writes its entries too
         }
       }
@@ -467,7 +484,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       atomic.check(b).check(s)
         .set(balanceKey(id), new Deno.KvU64(w.balance))
         .set(stateKey(id), w.state);
+      if (inst !== undefined) {
+        if (w.held > 0n) atomic.sum(holdKey(inst, id, "reserved"), w.held);
+        if (w.released > 0n) atomic.sum(holdKey(inst, id, "closed"), w.released);
+      }
       writes++;
+    }
+    if (inst !== undefined && !registered && writes > 0) {
+      atomic.set(holdInstanceKey(inst), t);
     }
     if (writes === 0) return outcomes;
     const commit = async () => {
@@ -490,16 +514,13 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       return null;
     }
     for (const id of keyIds) detached.delete(id);
+    registered = true;
     for (const [id, l] of granted) {
       const live = leases.get(id); // only a renewal leaves the live lease in place
-      if (live !== undefined && live.window === l.window) {
+      if (live !== undefined) {
         mergeLease(live, l);
         renewAsked.delete(live);
         continue;
-      }
-      if (live !== undefined) {
-        leases.delete(id);
-        void opts.piggyback!.write(leaseReturnWrites(id, live, window)).catch(() => {});
       }
       installLease(id, l);
     }
@@ -606,21 +627,14 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       }
       const lease = leases.get(key.key_id);
       if (lease !== undefined && !closed) {
-        const t = opts.now();
-        const window = windowOf(t);
         const tm = mono();
-        if (takeFromLease(lease, window, tm, est.tokens, est.costNano)) {
+        if (takeFromLease(lease, tm, est.tokens, est.costNano)) {
           if (!renewAsked.has(lease) && wantsRenewal(lease, tm)) {
             renewAsked.add(lease);
             renew(key, est);
           }
-          const headers = rateHeaders(
-            limitsFor(key, opts.tiers),
-            lease.shownReq,
-            lease.shownTok,
-            t,
-          );
-          return Promise.resolve(makeAdmission(key, est, window, headers));
+          const headers = rateHeaders(limitsFor(key, opts.tiers), lease.shownReq, lease.shownTok);
+          return Promise.resolve(makeAdmission(key, est, headers));
         }
       }
       return new Promise<Admission>((resolve, reject) => {

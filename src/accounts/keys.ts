@@ -206,9 +206,8 @@ async function lookup(kv: Deno.Kv, digest: string): Promise<KeyRecord> {
   const a = Buffer.from(rec.digest, "hex");
   const b = Buffer.from(digest, "hex");
   if (a.length !== b.length || !timingSafeEqual(a, b)) throw UNKNOWN();
-  if (rec.revoked_at !== null) {
-    throw new GatewayError("invalid_api_key", "This API key has been revoked.");
-  }
+  // A revoked key answers exactly like an unknown one: the 401 tells an outsider nothing.
+  if (rec.revoked_at !== null) throw UNKNOWN();
   return rec;
 }
 

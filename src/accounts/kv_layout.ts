@@ -4,9 +4,9 @@
  *
  * Values that settlement changes are `Deno.KvU64` counters so that settlement
  * can be blind `sum` writes, group-committed with the request's receipt.
- * Everything admission decides on (request/token window counters and how much
+ * Everything admission decides on (request/token bucket levels and how much
  * of the settlement counters it has already folded in) sits in one
- * `AccountState` object per key, overwritten each window, so nothing grows per
+ * `AccountState` object per key, overwritten in place, so nothing grows per
  * minute.
  */
 
@@ -18,9 +18,9 @@ export const digestIndexKey = (digestHex: string): Deno.KvKey => ["keys_by_diges
 export const balanceKey = (keyId: string): Deno.KvKey => ["acct", keyId, "balance"];
 /** Monotonic KvU64: total nano-credits by which actual costs exceeded their estimates. */
 export const debtKey = (keyId: string): Deno.KvKey => ["acct", keyId, "debt"];
-/** Monotonic KvU64: tokens admitted on estimate but not used (same-window refunds). */
+/** Monotonic KvU64: tokens reserved but not used (refunded to the token bucket). */
 export const tokRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_refund"];
-/** Monotonic KvU64: requests reserved by a quota lease and handed back unused (same window). */
+/** Monotonic KvU64: requests reserved by a quota lease and handed back unused. */
 export const reqRefundKey = (keyId: string): Deno.KvKey => ["acct", keyId, "req_refund"];
 /** Monotonic KvU64: tokens used beyond their estimate. */
 export const tokOverKey = (keyId: string): Deno.KvKey => ["acct", keyId, "tok_over"];
@@ -48,11 +48,11 @@ export const usageKey = (keyId: string, field: UsageField): Deno.KvKey => [
 
 /** Per-key admission state, read and replaced under a versionstamp check. */
 export interface AccountState {
-  /** `floor(now / 60000)` of the counters below. */
-  window: number;
-  /** Requests admitted in `window`. */
+  /** Epoch ms the bucket levels below were last brought to. */
+  at: number;
+  /** Request bucket level: requests admitted, drained at rpm per minute. */
   req: number;
-  /** Estimated tokens admitted in `window`, net of folded refunds/overruns. */
+  /** Token bucket level: tokens reserved (net of folded refunds/overruns), drained at tpm. */
   tok: number;
   /** Values of the tok_refund / tok_over / debt counters already folded in. */
   tokRefundSeen: bigint;
@@ -65,7 +65,7 @@ export interface AccountState {
 }
 
 export const EMPTY_STATE: AccountState = {
-  window: -1,
+  at: 0,
   req: 0,
   tok: 0,
   tokRefundSeen: 0n,
@@ -80,18 +80,24 @@ export function parseState(v: unknown): AccountState {
   if (v === null || v === undefined) return EMPTY_STATE;
   if (typeof v !== "object") throw new Error("corrupt account state");
   const o = v as Record<string, unknown>;
-  const { window, req, tok, tokRefundSeen, tokOverSeen, debtSeen } = o;
+  const { req, tok, tokRefundSeen, tokOverSeen, debtSeen } = o;
+  // A state of the fixed-window limiter counts as used until its window's end.
+  const at = typeof o.at === "number"
+    ? o.at
+    : typeof o.window === "number"
+    ? (o.window + 1) * 60_000
+    : undefined;
   const refundSeen = o.refundSeen ?? 0n;
   const reqRefundSeen = o.reqRefundSeen ?? 0n;
   if (
-    typeof window !== "number" || typeof req !== "number" || typeof tok !== "number" ||
+    typeof at !== "number" || typeof req !== "number" || typeof tok !== "number" ||
     typeof tokRefundSeen !== "bigint" || typeof tokOverSeen !== "bigint" ||
     typeof debtSeen !== "bigint" || typeof refundSeen !== "bigint" ||
     typeof reqRefundSeen !== "bigint"
   ) {
     throw new Error("corrupt account state");
   }
-  return { window, req, tok, tokRefundSeen, tokOverSeen, reqRefundSeen, debtSeen, refundSeen };
+  return { at, req, tok, tokRefundSeen, tokOverSeen, reqRefundSeen, debtSeen, refundSeen };
 }
 
 /** A `Deno.KvU64` entry's value, 0 when absent. */

@@ -1,13 +1,14 @@
 /**
  * Quota leases: a process that is the only live replica on its store reserves
- * a slice of a key's rate window and balance in one admission commit, then
+ * a slice of a key's rate buckets and balance in one admission commit, then
  * admits the next requests of that key from the slice in memory, with no KV
  * read or commit before the prompt leaves. The slice is durably reserved
- * (counted as used in the window, taken from the balance), so a lease can
+ * (counted as used in the buckets, taken from the balance), so a lease can
  * never over-admit; its unused part goes back either in the next admission
  * commit of the key (folded exactly) or, when idle, as blind refunds.
  *
- * Slices are small: at most an eighth of what is left and 64 requests' worth,
+ * Slices are small: at most an eighth of what is left and `store.lease_max_requests`
+ * (default 64) requests' worth,
  * and none is taken unless it holds at least two requests, so near a limit
  * every request is decided against the store as before. A lease running low
  * is renewed in the background (a new slice reserved and added to it), so a
@@ -17,12 +18,11 @@ import type { KvWrite } from "../store/group_commit.ts";
 import { creditRefundKey, reqRefundKey, tokRefundKey } from "./kv_layout.ts";
 
 export interface Lease {
-  window: number;
   /** Unused requests, tokens and nano-credits of the slice. */
   req: number;
   tok: number;
   credit: bigint;
-  /** The window's counters as a client sees them (for X-RateLimit-*): slice use only. */
+  /** The bucket levels as a client sees them (for X-RateLimit-*): slice use only. */
   shownReq: number;
   shownTok: number;
   grantedAt: number;
@@ -35,7 +35,8 @@ export interface Lease {
 export const LEASE_LIFETIME_MS = 1_000;
 /** A lease unused for this long is returned. */
 export const LEASE_IDLE_MS = 500;
-const MAX_REQUESTS = 64;
+/** Default of `store.lease_max_requests`: what a crash can leave held until recovery. */
+export const LEASE_MAX_REQUESTS = 64;
 
 export interface Remaining {
   req: number;
@@ -48,10 +49,11 @@ export function leaseSlice(
   rem: Remaining,
   tokens: number,
   cost: bigint,
+  maxRequests = LEASE_MAX_REQUESTS,
 ): Remaining | null {
-  const req = Math.min(MAX_REQUESTS, Math.floor(rem.req / 8));
-  const tok = Math.min(MAX_REQUESTS * tokens, Math.floor(rem.tok / 8));
-  const capCredit = BigInt(MAX_REQUESTS) * cost;
+  const req = Math.min(maxRequests, Math.floor(rem.req / 8));
+  const tok = Math.min(maxRequests * tokens, Math.floor(rem.tok / 8));
+  const capCredit = BigInt(maxRequests) * cost;
   const credit = rem.credit / 8n < capCredit ? rem.credit / 8n : capCredit;
   if (req < 2 || tok < 2 * tokens || credit < 2n * cost || credit < 0n) return null;
   return { req, tok, credit };
@@ -60,12 +62,11 @@ export function leaseSlice(
 /** Takes one request from the lease when it fits; mutates the lease. */
 export function takeFromLease(
   l: Lease,
-  window: number,
   now: number,
   tokens: number,
   cost: bigint,
 ): boolean {
-  if (l.window !== window || now - l.grantedAt >= LEASE_LIFETIME_MS || now < l.grantedAt) {
+  if (now - l.grantedAt >= LEASE_LIFETIME_MS || now < l.grantedAt) {
     return false;
   }
   if (l.req < 1 || l.tok < tokens || l.credit < cost) return false;
@@ -89,7 +90,7 @@ export function wantsRenewal(l: Lease, now: number): boolean {
 }
 
 /**
- * A renewal's new slice added to the live lease of the same window: both are
+ * A renewal's new slice added to the live lease: both are
  * durably reserved, so their sum is; the lifetime restarts with the new slice.
  */
 export function mergeLease(live: Lease, fresh: Lease): void {
@@ -101,15 +102,13 @@ export function mergeLease(live: Lease, fresh: Lease): void {
 }
 
 /**
- * Blind writes handing a lease's unused part back. Requests and tokens only
- * count in their own window (an old window's counters are never read again).
+ * Blind writes handing a lease's unused part back (to the buckets, which
+ * floor at empty, and to the balance).
  */
-export function leaseReturnWrites(keyId: string, l: Lease, window: number): KvWrite[] {
+export function leaseReturnWrites(keyId: string, l: Lease): KvWrite[] {
   const out: KvWrite[] = [];
   if (l.credit > 0n) out.push({ op: "sum", key: creditRefundKey(keyId), value: l.credit });
-  if (l.window === window) {
-    if (l.req > 0) out.push({ op: "sum", key: reqRefundKey(keyId), value: BigInt(l.req) });
-    if (l.tok > 0) out.push({ op: "sum", key: tokRefundKey(keyId), value: BigInt(l.tok) });
-  }
+  if (l.req > 0) out.push({ op: "sum", key: reqRefundKey(keyId), value: BigInt(l.req) });
+  if (l.tok > 0) out.push({ op: "sum", key: tokRefundKey(keyId), value: BigInt(l.tok) });
   return out;
 }

@@ -1,14 +1,15 @@
 /**
- * Per-key rate limits: requests/min and tokens/min in fixed one-minute
- * windows (`floor(now / 60000)`). The counters live in the key's
- * `AccountState`, which admission replaces under a versionstamp check, so any
- * number of gateway processes sharing one KV enforce one limit.
+ * Per-key rate limits: requests/min and tokens/min, each a token bucket that
+ * holds one minute's worth and refills continuously at the per-minute rate
+ * (issue #15 item 8; fixed windows let a key spend two minutes' worth across
+ * a boundary in seconds). Burst: at most the per-minute limit at once, and at
+ * most `limit × (1 + t/60 s)` in any t seconds. The bucket levels live in the
+ * key's `AccountState`, which admission replaces under a versionstamp check,
+ * so any number of gateway processes sharing one KV enforce one limit.
  *
- * Tokens are admitted on an estimate and settled on real usage: settlement
+ * Tokens are admitted on a reservation and settled on real usage: settlement
  * adds blind `sum`s to two monotonic counters (tokens refunded, tokens over
- * the estimate) that the next admission folds into the window. A refund only
- * counts while its window is current; an overrun counts in the window it is
- * settled in.
+ * the reservation) that the next admission folds into the bucket.
  */
 
 import { GatewayError } from "../http/errors.ts";
@@ -42,11 +43,8 @@ export const DEFAULT_TIERS: Tiers = {
   enterprise: { rpm: 6_000, tpm: 10_000_000 },
 };
 
+/** The bucket's refill period: a full bucket drains in this long. */
 export const WINDOW_MS = 60_000;
-
-export function windowOf(nowMs: number): number {
-  return Math.floor(nowMs / WINDOW_MS);
-}
 
 /** The key's own limits when it carries them, else its tier's. */
 export function limitsFor(key: KeyRecord, tiers: Tiers): TierLimits {
@@ -55,13 +53,13 @@ export function limitsFor(key: KeyRecord, tiers: Tiers): TierLimits {
 }
 
 /**
- * Brings a state to `window`, folding in settlement counters. A new window
- * starts from zero and marks the counters as seen (old refunds and overruns
- * belong to old windows).
+ * Brings a state to `nowMs`: the bucket levels drain at the per-minute rates
+ * (never below empty), and settlement counters not yet seen are folded in.
  */
 export function foldTokens(
   state: AccountState,
-  window: number,
+  limits: TierLimits,
+  nowMs: number,
   tokRefund: bigint,
   tokOver: bigint,
   reqRefund: bigint = state.reqRefundSeen,
@@ -70,42 +68,46 @@ export function foldTokens(
   const refund = tokRefund > state.tokRefundSeen ? tokRefund : state.tokRefundSeen;
   const over = tokOver > state.tokOverSeen ? tokOver : state.tokOverSeen;
   const reqBack = reqRefund > state.reqRefundSeen ? reqRefund : state.reqRefundSeen;
-  if (state.window !== window) {
-    return {
-      ...state,
-      window,
-      req: 0,
-      tok: 0,
-      tokRefundSeen: refund,
-      tokOverSeen: over,
-      reqRefundSeen: reqBack,
-    };
-  }
+  // Another replica's clock may be behind this one's: time never runs backwards here.
+  const elapsed = nowMs > state.at ? nowMs - state.at : 0;
+  const tokDrained = Math.max(0, state.tok - (limits.tpm * elapsed) / WINDOW_MS);
+  const reqDrained = Math.max(0, state.req - (limits.rpm * elapsed) / WINDOW_MS);
   const delta = Number(over - state.tokOverSeen) - Number(refund - state.tokRefundSeen);
-  // Refunds only return tokens (and lease requests) this window admitted, so
-  // these stay >= 0; the floor guards against a clock that disagreed about the window.
-  const tok = Math.max(0, state.tok + delta);
-  const req = Math.max(0, state.req - Number(reqBack - state.reqRefundSeen));
-  return { ...state, req, tok, tokRefundSeen: refund, tokOverSeen: over, reqRefundSeen: reqBack };
+  return {
+    ...state,
+    at: Math.max(state.at, nowMs),
+    // A refund of a reservation the bucket already drained leaves it empty, not negative.
+    tok: Math.max(0, tokDrained + delta),
+    req: Math.max(0, reqDrained - Number(reqBack - state.reqRefundSeen)),
+    tokRefundSeen: refund,
+    tokOverSeen: over,
+    reqRefundSeen: reqBack,
+  };
 }
 
-function secondsToReset(nowMs: number): number {
-  return Math.max(1, Math.ceil(((windowOf(nowMs) + 1) * WINDOW_MS - nowMs) / 1000));
+/** Whole seconds until `level` drains to `target` at `perMinute`. */
+function secondsUntil(level: number, target: number, perMinute: number): number {
+  if (level <= target || perMinute <= 0) return 0;
+  return Math.ceil(((level - target) * WINDOW_MS) / perMinute / 1000);
 }
 
-/** The X-RateLimit-* headers for a window's counters. */
+/** The X-RateLimit-* headers for bucket levels (Reset: seconds until both are empty). */
 export function rateHeaders(
   limits: TierLimits,
   req: number,
   tok: number,
-  nowMs: number,
 ): Record<string, string> {
+  const reset = Math.max(
+    1,
+    secondsUntil(req, 0, limits.rpm),
+    secondsUntil(tok, 0, limits.tpm),
+  );
   return {
     "X-RateLimit-Limit": String(limits.rpm),
-    "X-RateLimit-Remaining": String(Math.max(0, limits.rpm - req)),
-    "X-RateLimit-Reset": String(secondsToReset(nowMs)),
+    "X-RateLimit-Remaining": String(Math.max(0, Math.floor(limits.rpm - req + 1e-9))),
+    "X-RateLimit-Reset": String(reset),
     "X-RateLimit-Limit-Tokens": String(limits.tpm),
-    "X-RateLimit-Remaining-Tokens": String(Math.max(0, limits.tpm - tok)),
+    "X-RateLimit-Remaining-Tokens": String(Math.max(0, Math.floor(limits.tpm - tok + 1e-9))),
   };
 }
 
@@ -113,60 +115,66 @@ export type RateDecision =
   | { ok: true; state: AccountState; headers: Record<string, string> }
   | { ok: false; error: GatewayError };
 
-/** Admits one request of `estTokens` against a state already folded to the current window. */
+/** Admits one request of `estTokens` against a state already folded to now. */
 export function decideRate(
   state: AccountState,
   limits: TierLimits,
   estTokens: number,
-  nowMs: number,
 ): RateDecision {
-  const reject = (message: string): RateDecision => ({
+  const reject = (message: string, retryAfter: number): RateDecision => ({
     ok: false,
     error: new GatewayError("rate_limited", message, {
       headers: {
-        "Retry-After": String(secondsToReset(nowMs)),
-        ...rateHeaders(limits, state.req, state.tok, nowMs),
+        "Retry-After": String(Math.max(1, retryAfter)),
+        ...rateHeaders(limits, state.req, state.tok),
       },
     }),
   });
-  if (state.req + 1 > limits.rpm) {
-    return reject(`Rate limit exceeded: ${limits.rpm} requests per minute.`);
+  // A tiny tolerance: levels are fractions, and a full bucket must still admit its last request.
+  if (state.req + 1 > limits.rpm + 1e-9) {
+    return reject(
+      `Rate limit exceeded: ${limits.rpm} requests per minute.`,
+      secondsUntil(state.req + 1, limits.rpm, limits.rpm),
+    );
   }
   if (estTokens > limits.tpm) {
     return reject(
       `Request too large: its estimated tokens exceed the limit of ${limits.tpm} tokens per minute.`,
+      secondsUntil(state.tok, 0, limits.tpm),
     );
   }
-  if (state.tok + estTokens > limits.tpm) {
-    return reject(`Rate limit exceeded: ${limits.tpm} tokens per minute.`);
+  if (state.tok + estTokens > limits.tpm + 1e-9) {
+    return reject(
+      `Rate limit exceeded: ${limits.tpm} tokens per minute.`,
+      secondsUntil(state.tok + estTokens, limits.tpm, limits.tpm),
+    );
   }
   const next = { ...state, req: state.req + 1, tok: state.tok + estTokens };
-  return { ok: true, state: next, headers: rateHeaders(limits, next.req, next.tok, nowMs) };
+  return { ok: true, state: next, headers: rateHeaders(limits, next.req, next.tok) };
 }
 
-/** Settlement writes that correct the token counter from the estimate to real usage. */
+/** Settlement writes that correct the token bucket from the reservation to real usage. */
 export function tokenSettlementWrites(
   keyId: string,
   estTokens: number,
   actualTokens: number,
-  admittedWindow: number,
-  settledWindow: number,
 ): KvWrite[] {
   if (actualTokens > estTokens) {
     return [{ op: "sum", key: tokOverKey(keyId), value: BigInt(actualTokens - estTokens) }];
   }
-  if (actualTokens < estTokens && admittedWindow === settledWindow) {
+  if (actualTokens < estTokens) {
     return [{ op: "sum", key: tokRefundKey(keyId), value: BigInt(estTokens - actualTokens) }];
   }
   return [];
 }
 
-/** Current-window view for the dashboard/CLI (no write). */
+/** Current bucket levels for the dashboard/CLI (no write). */
 export interface RateView {
   limits: TierLimits;
-  window: number;
+  /** Requests and tokens in the buckets (whole, rounded up). */
   requests: number;
   tokens: number;
+  /** Seconds until both buckets are empty. */
   resetSeconds: number;
 }
 
@@ -182,13 +190,19 @@ export async function readRateWindow(
     tokOverKey(key.key_id),
     reqRefundKey(key.key_id),
   ]);
-  const window = windowOf(nowMs);
-  const st = foldTokens(parseState(s.value), window, u64(r.value), u64(o.value), u64(rr.value));
+  const limits = limitsFor(key, tiers);
+  const st = foldTokens(
+    parseState(s.value),
+    limits,
+    nowMs,
+    u64(r.value),
+    u64(o.value),
+    u64(rr.value),
+  );
   return {
-    limits: limitsFor(key, tiers),
-    window,
-    requests: st.req,
-    tokens: st.tok,
-    resetSeconds: secondsToReset(nowMs),
+    limits,
+    requests: Math.ceil(st.req - 1e-9),
+    tokens: Math.ceil(st.tok - 1e-9),
+    resetSeconds: Number(rateHeaders(limits, st.req, st.tok)["X-RateLimit-Reset"]),
   };
 }

@@ -4,16 +4,9 @@ import { GroupCommitter } from "../store/group_commit.ts";
 import { createAdmitter } from "./admission.ts";
 import { createKey } from "./keys.ts";
 import { EMPTY_STATE } from "./kv_layout.ts";
-import {
-  DEFAULT_TIERS,
-  foldTokens,
-  limitsFor,
-  readRateWindow,
-  WINDOW_MS,
-  windowOf,
-} from "./rate_limit.ts";
+import { DEFAULT_TIERS, foldTokens, limitsFor, readRateWindow, WINDOW_MS } from "./rate_limit.ts";
 
-// 15 s into a window, so Reset is 45 s.
+// 15 s into a minute: a fixed window would reset 45 s from here.
 const T0 = 28_333_333 * WINDOW_MS + 15_000;
 
 function clock(start = T0) {
@@ -45,11 +38,16 @@ Deno.test("100 parallel admits against rpm 60 admit exactly 60, with headers", a
   assert.deepEqual(remaining, Array.from({ length: 60 }, (_, i) => i));
   const h = ok[0].status === "fulfilled" ? ok[0].value.headers : {};
   assert.equal(h["X-RateLimit-Limit"], "60");
-  assert.equal(h["X-RateLimit-Reset"], "45");
+  // Reset: seconds until the request bucket is empty again (60 requests at 1/s).
+  const resets = ok.map((r) =>
+    r.status === "fulfilled" ? Number(r.value.headers["X-RateLimit-Reset"]) : 0
+  );
+  assert.equal(Math.max(...resets), 60);
   assert.equal(h["X-RateLimit-Limit-Tokens"], "100000");
   for (const r of rejected) {
     assert.ok(r.status === "rejected" && isRateLimited(r.reason));
-    assert.equal(r.reason.headers["Retry-After"], "45");
+    // The next request fits once one request's worth has drained: 1 s at 60/min.
+    assert.equal(r.reason.headers["Retry-After"], "1");
     assert.equal(r.reason.headers["X-RateLimit-Remaining"], "0");
     assert.equal(r.reason.headers["X-RateLimit-Limit"], "60");
   }
@@ -70,11 +68,11 @@ Deno.test("tokens per minute: estimates are admitted, then settled to real usage
     return true;
   });
   await assert.rejects(admitter.admit(record, est(3, 100_001)), isRateLimited);
-  // Real usage was 20k: 40k tokens come back to this window.
+  // Real usage was 20k: 40k tokens come back to the bucket.
   await gc.write(a.settlement({ promptTokens: 15_000, completionTokens: 5_000, costNano: 1n }));
   const b = await admitter.admit(record, est(4, 50_000));
   assert.equal(b.headers["X-RateLimit-Remaining-Tokens"], "30000");
-  // An overrun counts against the window too.
+  // An overrun counts against the bucket too.
   await gc.write(b.settlement({ promptTokens: 50_000, completionTokens: 10_000, costNano: 1n }));
   const view = await readRateWindow(kv, record, DEFAULT_TIERS, c.now());
   assert.equal(view.tokens, 80_000);
@@ -82,9 +80,10 @@ Deno.test("tokens per minute: estimates are admitted, then settled to real usage
   kv.close();
 });
 
-Deno.test("the next window starts from zero and drops stale refunds", async () => {
+Deno.test("the buckets refill continuously: no window boundary doubles the burst", async () => {
   const kv = await Deno.openKv(":memory:");
-  const c = clock();
+  // Just before a minute boundary, where fixed windows allowed 2 × rpm within a second.
+  const c = clock(28_333_334 * WINDOW_MS - 500);
   const { record } = await createKey(kv, { tier: "free", creditsNano: 10_000n, now: c.now });
   const admitter = createAdmitter(kv, { tiers: DEFAULT_TIERS, now: c.now });
   const gc = new GroupCommitter(kv);
@@ -92,13 +91,25 @@ Deno.test("the next window starts from zero and drops stale refunds", async () =
     Array.from({ length: 60 }, (_, i) => admitter.admit(record, est(i, 10))),
   );
   await assert.rejects(admitter.admit(record, est(99)), isRateLimited);
-  c.set((windowOf(T0) + 1) * WINDOW_MS);
-  // A refund settled in the new window for an old-window request must not credit the new one.
+  // Across the boundary (1 s later): one request's worth has refilled, not a whole minute.
+  c.set(c.now() + 1_000);
+  const results = await Promise.allSettled(
+    Array.from({ length: 60 }, (_, i) => admitter.admit(record, est(100 + i, 10))),
+  );
+  assert.equal(results.filter((r) => r.status === "fulfilled").length, 1);
+  // A refund settled later goes back into the token bucket (never below empty).
   await gc.write(first[0].settlement({ promptTokens: 0, completionTokens: 0, costNano: 1n }));
-  const again = await admitter.admit(record, est(100, 10));
-  assert.equal(again.headers["X-RateLimit-Remaining"], "59");
-  assert.equal(again.headers["X-RateLimit-Remaining-Tokens"], String(100_000 - 10));
-  assert.equal(again.headers["X-RateLimit-Reset"], "60");
+  // 30 s on: half the bucket has drained.
+  c.set(c.now() + 30_000);
+  const again = await admitter.admit(record, est(200, 10));
+  assert.equal(again.headers["X-RateLimit-Remaining"], "29");
+  assert.equal(again.headers["X-RateLimit-Reset"], "31");
+  // A full minute idle empties it.
+  c.set(c.now() + 60_000);
+  const later = await Promise.allSettled(
+    Array.from({ length: 70 }, (_, i) => admitter.admit(record, est(300 + i, 10))),
+  );
+  assert.equal(later.filter((r) => r.status === "fulfilled").length, 60);
   kv.close();
 });
 
@@ -121,22 +132,20 @@ Deno.test("enterprise keys use their own limits", async () => {
   kv.close();
 });
 
-Deno.test("foldTokens folds same-window refunds and overruns, resets on a new window", () => {
-  const s = { ...EMPTY_STATE, window: 5, req: 3, tok: 100, tokRefundSeen: 10n, tokOverSeen: 0n };
-  assert.deepEqual(foldTokens(s, 5, 40n, 7n), {
+Deno.test("foldTokens drains at the per-minute rates and folds refunds and overruns", () => {
+  const limits = { rpm: 60, tpm: 6_000 };
+  const s = { ...EMPTY_STATE, at: 1_000, req: 3, tok: 100, tokRefundSeen: 10n, tokOverSeen: 0n };
+  assert.deepEqual(foldTokens(s, limits, 1_000, 40n, 7n), {
     ...s,
     tok: 77,
     tokRefundSeen: 40n,
     tokOverSeen: 7n,
   });
-  assert.deepEqual(foldTokens(s, 6, 40n, 7n), {
-    ...s,
-    window: 6,
-    req: 0,
-    tok: 0,
-    tokRefundSeen: 40n,
-    tokOverSeen: 7n,
-  });
+  // 1 s later: one request and 100 tokens drained.
+  assert.deepEqual(foldTokens(s, limits, 2_000, 10n, 0n), { ...s, at: 2_000, req: 2, tok: 0 });
+  // Never below empty, and a clock behind the state drains nothing.
+  assert.equal(foldTokens(s, limits, 100_000, 10n, 0n).req, 0);
+  assert.equal(foldTokens(s, limits, 500, 10n, 0n).tok, 100);
   // A counter read that lags the state never folds backwards.
-  assert.equal(foldTokens(s, 5, 5n, 0n).tok, 100);
+  assert.equal(foldTokens(s, limits, 1_000, 5n, 0n).tok, 100);
 });

@@ -23,10 +23,29 @@ export interface BodyHashEvent {
   body_hash: string;
 }
 
-/** `route.selected`: which configured route served the request. */
+/**
+ * The first event of a request refused before its body was read (e.g. 413):
+ * there is no body hash to bind, and the log says so instead of inventing one.
+ */
+export interface UnreadBodyEvent {
+  type: "request.received";
+  body_hash: null;
+  body_read: false;
+}
+
+function isUnreadBody(e: ReceiptEvent): boolean {
+  return e.type === "request.received" && "body_read" in e && e.body_read === false &&
+    e.body_hash === null;
+}
+
+/**
+ * `route.selected`: the route one attempt is made on (`attempt` counts from 1);
+ * `route.served` (implementation event): the attempt whose answer the client got.
+ */
 export interface RouteSelectedEvent {
-  type: "route.selected";
+  type: "route.selected" | "route.served";
   target_route_id: string;
+  attempt?: number;
 }
 
 /** Present when the forwarded / returned bytes differ from the received ones. */
@@ -44,6 +63,10 @@ export interface UpstreamVerifiedEvent {
   model_id: string;
   /** 64-hex id of the attested session the request was bound to. */
   session_id: string;
+  /** What the session proves about the TEE: only `hardware_proven` (or, in development, `development_switch`) satisfies `aci_verified`. */
+  tee_attested?: "hardware_proven" | "development_switch" | "not_hardware_proven";
+  /** The attempt (its `route.selected`) this verification belongs to. */
+  attempt?: number;
 }
 
 /** Upstream verification was attempted and failed. */
@@ -54,6 +77,7 @@ export interface UpstreamVerificationFailedEvent {
   model_id: string;
   reason: string;
   upstream_name: string;
+  attempt?: number;
 }
 
 /**
@@ -69,6 +93,7 @@ export interface RequestRefusedEvent {
 /** One entry of a receipt's ordered `event_log`. */
 export type ReceiptEvent =
   | BodyHashEvent
+  | UnreadBodyEvent
   | RouteSelectedEvent
   | TransparencyEvent
   | UpstreamVerifiedEvent
@@ -134,7 +159,8 @@ function assertWellFormed(r: Omit<Receipt, "signature">): void {
     throw new Error("receipt event_log must start with request.received");
   }
   for (const e of r.event_log) {
-    if ("body_hash" in e && !PREFIXED_DIGEST_RE.test(e.body_hash)) {
+    if (isUnreadBody(e) && e === r.event_log[0]) continue;
+    if ("body_hash" in e && !PREFIXED_DIGEST_RE.test(String(e.body_hash))) {
       throw new Error(`receipt event ${e.type} has a malformed body_hash`);
     }
   }

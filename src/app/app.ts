@@ -5,7 +5,13 @@
  * JSON log line per request.
  */
 import { Router } from "../http/router.ts";
-import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
+import {
+  asGatewayError,
+  errorBody,
+  errorCodeOf,
+  type ErrorFormat,
+  GatewayError,
+} from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { GatewayContext } from "./context.ts";
 import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
@@ -23,6 +29,7 @@ import {
 import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
 import { attestationHandlers } from "../handlers/attestation.ts";
 import { getSession, listSessions } from "../handlers/sessions.ts";
+import { countTokens } from "../handlers/count_tokens.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -30,7 +37,7 @@ export type ExtraRoutes = (
 ) => void;
 
 /** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
-const ANTHROPIC_PATHS = new Set(["/v1/messages"]);
+const ANTHROPIC_PATHS = new Set(["/v1/messages", "/v1/messages/count_tokens"]);
 
 export function createApp(
   ctx: GatewayContext,
@@ -39,8 +46,11 @@ export function createApp(
   const router = new Router<GatewayContext>();
   const attestation = attestationHandlers(ctx.reports);
   const infos = new WeakMap<Request, RequestInfo>();
-  const inference = (ep: InferenceEndpoint) =>
+  const inferencePaths = new Set<string>();
+  const inference = (ep: InferenceEndpoint) => {
+    inferencePaths.add(ep.endpoint);
     router.on("POST", ep.endpoint, (req, c) => handleInference(req, c, ep, infos.get(req)!));
+  };
 
   inference(chatEndpoint);
   inference(completionsEndpoint);
@@ -48,6 +58,7 @@ export function createApp(
   inference(messagesEndpoint);
   inference(responsesEndpoint);
   router
+    .on("POST", "/v1/messages/count_tokens", countTokens)
     .on("GET", "/v1/models", listModels)
     .on("GET", "/v1/models/:vendor", vendorModels)
     .on("GET", "/v1/models/:provider/:model", retrieveModel)
@@ -58,11 +69,7 @@ export function createApp(
     .on("GET", "/v1/aci/sessions", listSessions)
     .on("GET", "/v1/aci/sessions/:id", getSession)
     .on("GET", "/v1/attestation/report", attestation.legacy)
-    .on(
-      "GET",
-      "/healthz",
-      (_req, c) => jsonResponse({ status: "ok", upstreams: c.verificationSnapshot() }),
-    );
+    .on("GET", "/healthz", (_req, c) => jsonResponse(healthOf(c)));
   extra?.(router, inference);
 
   return async (req: Request): Promise<Response> => {
@@ -82,14 +89,22 @@ export function createApp(
     let res: Response;
     let pattern = "unmatched";
     try {
-      info.traceId = traceIdOf(req.headers);
-      info.metadata = metadataOf(req.headers);
+      try {
+        info.traceId = traceIdOf(req.headers);
+        info.metadata = metadataOf(req.headers);
+      } catch (e) {
+        // On an inference endpoint the refusal comes after authentication, with a receipt.
+        if (!(req.method === "POST" && inferencePaths.has(url.pathname))) throw e;
+        if (!info.traceId) info.traceId = crypto.randomUUID();
+        info.headerError = asGatewayError(e);
+      }
       const m = router.match(req.method, url.pathname);
       pattern = m.pattern;
       infos.set(req, info);
       res = await m.handler(req, ctx, m.params);
     } catch (e) {
       const err = asGatewayError(e);
+      info.errorCode = errorCodeOf(err);
       if (err.kind === "internal") {
         ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
       }
@@ -106,7 +121,8 @@ export function createApp(
     }
     h.set("server-timing", timing.join(", "));
     info.route = pattern;
-    if (!info.deferLog) ctx.logRequest(info, res.status);
+    // Health polls are not requests worth a log line each.
+    if (!info.deferLog && pattern !== "/healthz") ctx.logRequest(info, res.status);
     return res;
   };
 }
@@ -148,4 +164,20 @@ function metadataOf(h: Headers): unknown {
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw bad();
   return parsed;
+}
+
+/**
+ * `/healthz`: `degraded`, naming the failing upstreams, while any confidential
+ * upstream has no current verified session (it receives no prompt meanwhile).
+ */
+function healthOf(ctx: GatewayContext): Record<string, unknown> {
+  const failing: string[] = [];
+  for (const p of ctx.catalog.providers.values()) {
+    if (p.confidential && ctx.verification(p.name)?.verified !== true) failing.push(p.name);
+  }
+  return {
+    status: failing.length === 0 ? "ok" : "degraded",
+    ...(failing.length > 0 ? { unverified_upstreams: failing } : {}),
+    upstreams: ctx.verificationSnapshot(),
+  };
 }

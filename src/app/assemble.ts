@@ -22,6 +22,7 @@ import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 import type { SourceProvenance } from "../../enclave/manifest.ts";
 import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
+import { recoverHolds } from "../accounts/holds.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
@@ -69,9 +70,6 @@ export const SERVICE_CAPABILITIES = {
   attested_sessions: true,
 };
 
-/** How long a replica's announcement lives without a heartbeat. */
-const REPLICA_TTL_MS = 60_000;
-
 export interface Gateway {
   ctx: GatewayContext;
   handler: (req: Request) => Promise<Response>;
@@ -109,9 +107,10 @@ export function assembleGateway(
   const committer = new GroupCommitter(kv, {
     onError: (e) => world.log({ level: "error", msg: "durable write failed", error: String(e) }),
   });
+  const replicaTtlMs = config.store.replica_ttl_seconds * 1000;
   const replicas = createReplicaRegistry(kv, {
     id: bytesToHex(world.randomBytes(8)),
-    ttlMs: REPLICA_TTL_MS,
+    ttlMs: replicaTtlMs,
     now,
   });
   const reports = createReportService({
@@ -133,11 +132,27 @@ export function assembleGateway(
       world.log({ level: "error", msg: "keyset archive failed", error: String(e) })
     );
   });
+  // Credits held by replicas that are gone (a crash) go back to their keys.
+  let recovering: Promise<void> = Promise.resolve();
+  const recover = () =>
+    recovering = recoverHolds(kv, { self: replicas.id, live: () => replicas.liveIds() }).then(
+      (r) => {
+        if (r.instances > 0) {
+          world.log({
+            level: "info",
+            msg: "recovered holds of gone replicas",
+            instances: r.instances,
+            refunded_nano: r.refundedNano.toString(),
+          });
+        }
+      },
+    ).catch((e) => world.log({ level: "error", msg: "hold recovery failed", error: String(e) }));
   const heartbeat = setInterval(() => {
     announce().catch((e) =>
       world.log({ level: "error", msg: "replica announce failed", error: String(e) })
     );
-  }, REPLICA_TTL_MS / 3);
+    void recover();
+  }, replicaTtlMs / 3);
   // Quota leases are only safe while no other replica shares the store (see
   // accounts/leases.ts); the replica list is re-read at most twice a second.
   let sole: { at: number; value: Promise<boolean> } | null = null;
@@ -200,6 +215,16 @@ export function assembleGateway(
     if (pem && transport) return transport.withCa(pem);
     return world.fetch;
   };
+  for (const p of config.providers) {
+    if (p.confidential?.allow_unverified) {
+      world.log({
+        level: "warn",
+        msg: "confidential.allow_unverified is set: this confidential upstream receives " +
+          "prompts while unverified (requests without aci_verified)",
+        upstream: p.name,
+      });
+    }
+  }
   const credentials = new Map<string, string | undefined>();
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
@@ -214,12 +239,22 @@ export function assembleGateway(
       now,
       piggyback: committer,
       soleReplica: config.store.quota_leases ? soleReplica : undefined,
+      holdInstance: replicas.id,
+      leaseMaxRequests: config.store.lease_max_requests,
     }),
     committer,
     receipts: createReceiptService(kv, {
       identity,
       now,
       retentionDays: config.receipts.retention_days,
+      refusals: {
+        budget: config.receipts.refusal_budget,
+        windowMs: config.receipts.refusal_window_seconds * 1000,
+        retentionMs: config.receipts.refusal_retention_days * 86_400_000,
+        write: (ops) => committer.write(ops),
+      },
+      onError: (e) =>
+        world.log({ level: "error", msg: "refusal count write failed", error: String(e) }),
     }),
     identity,
     reports,
@@ -250,10 +285,15 @@ export function assembleGateway(
         request_id: info.requestId,
         trace_id: info.traceId,
         route: info.route ?? null,
+        key_id: info.keyId ?? null,
+        receipt_id: info.receiptId ?? null,
         model: info.model,
         provider: info.provider,
         status,
-        outcome: outcome ?? null,
+        error_code: info.errorCode ?? null,
+        outcome: outcome ?? (status < 400 ? "ok" : "refused"),
+        // Providers tried, in order, and how each attempt ended (never content).
+        attempts: info.attempts ?? [],
         latency_ms: now() - info.started,
         prompt_tokens: info.usage?.prompt_tokens ?? null,
         completion_tokens: info.usage?.completion_tokens ?? null,
@@ -261,7 +301,7 @@ export function assembleGateway(
       }),
   };
   // Ready once announced and every confidential upstream had its first verification attempt.
-  const ready = Promise.all([announce(), manager?.start()]).then(() => {});
+  const ready = Promise.all([announce().then(recover), manager?.start()]).then(() => {});
   const handler = createApp(ctx, opts.extraRoutes);
   return {
     ctx,
@@ -273,7 +313,9 @@ export function assembleGateway(
       clearInterval(heartbeat);
       manager?.stop();
       await ready.catch(() => {});
+      await recovering;
       await ctx.admitter.close();
+      await ctx.receipts.close().catch(() => {});
       await committer.close();
     },
   };

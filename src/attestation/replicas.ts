@@ -14,6 +14,8 @@ export interface ReplicaRegistry {
   announce(entry: AttestationEntry): Promise<void>;
   /** The other live replicas' attestations. */
   others(): Promise<AttestationEntry[]>;
+  /** Ids of every live replica (this one once announced). */
+  liveIds(): Promise<Set<string>>;
 }
 
 interface Announcement {
@@ -39,6 +41,14 @@ export function createReplicaRegistry(
       const t = opts.now();
       for await (const e of kv.list<Announcement>({ prefix: [REPLICA_PREFIX] }, { limit: 256 })) {
         if (e.key[1] !== opts.id && e.value.until > t) out.push(e.value.entry);
+      }
+      return out;
+    },
+    async liveIds() {
+      const out = new Set<string>();
+      const t = opts.now();
+      for await (const e of kv.list<Announcement>({ prefix: [REPLICA_PREFIX] })) {
+        if (typeof e.key[1] === "string" && e.value.until > t) out.add(e.key[1]);
       }
       return out;
     },

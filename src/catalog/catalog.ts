@@ -10,6 +10,7 @@ import type {
   ModelConfig,
   ProviderConfig,
 } from "../config/schema.ts";
+import { FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/names.ts";
 
 export interface ChatModel {
   /** The id the client used (the canonical id or an alias). */
@@ -19,6 +20,8 @@ export interface ChatModel {
   zdr: boolean;
   /** Which of max_tokens / max_completion_tokens this model accepts. */
   tokenParam: "max_tokens" | "max_completion_tokens";
+  /** The encoding its tokens are counted with (catalog `tokenizer`, else the fallback). */
+  tokenizer: TokenizerName;
 }
 
 export interface EmbeddingModel {
@@ -26,6 +29,7 @@ export interface EmbeddingModel {
   config: EmbeddingModelConfig;
   isTee: boolean;
   zdr: boolean;
+  tokenizer: TokenizerName;
 }
 
 export interface CatalogFilter {
@@ -49,7 +53,14 @@ export class Catalog {
         ? "max_completion_tokens"
         : "max_tokens";
       for (const id of [m.id, ...m.aliases]) {
-        const entry: ChatModel = { id, config: m, isTee: confidential.length > 0, zdr, tokenParam };
+        const entry: ChatModel = {
+          id,
+          config: m,
+          isTee: confidential.length > 0,
+          zdr,
+          tokenParam,
+          tokenizer: m.tokenizer ?? FALLBACK_TOKENIZER,
+        };
         this.#chat.set(id, entry);
         this.#chatObjects.push(modelObject(entry, confidential));
       }
@@ -57,7 +68,13 @@ export class Catalog {
     for (const m of config.embedding_models) {
       const confidential = this.#confidentialProviders(m.routes);
       const zdr = m.routes.some((r) => this.providers.get(r.provider)?.zdr === true);
-      const entry: EmbeddingModel = { id: m.id, config: m, isTee: confidential.length > 0, zdr };
+      const entry: EmbeddingModel = {
+        id: m.id,
+        config: m,
+        isTee: confidential.length > 0,
+        zdr,
+        tokenizer: m.tokenizer ?? FALLBACK_TOKENIZER,
+      };
       this.#embeddings.set(m.id, entry);
       this.#embeddingObjects.push(embeddingObject(entry, confidential));
     }
@@ -92,17 +109,29 @@ export class Catalog {
     return m;
   }
 
-  listChat(f: CatalogFilter): Record<string, unknown>[] {
-    return this.#chatObjects.filter((o) => {
+  /**
+   * The chat models. With `verifiedNow` (the request path's view of the
+   * confidential upstreams), `is_tee` and the `tee` filter count only
+   * upstreams with a current verified session: a model served only by
+   * unverified confidential upstreams is not listed as TEE.
+   */
+  listChat(
+    f: CatalogFilter,
+    verifiedNow?: (provider: string) => boolean,
+  ): Record<string, unknown>[] {
+    return teeNow(this.#chatObjects, verifiedNow).filter((o) => {
       const m = this.#chat.get(o.id as string)!;
-      return (!f.zdr || m.zdr) && (!f.tee || m.isTee);
+      return (!f.zdr || m.zdr) && (!f.tee || o.is_tee === true);
     });
   }
 
-  listEmbeddings(f: CatalogFilter): Record<string, unknown>[] {
-    return this.#embeddingObjects.filter((o) => {
+  listEmbeddings(
+    f: CatalogFilter,
+    verifiedNow?: (provider: string) => boolean,
+  ): Record<string, unknown>[] {
+    return teeNow(this.#embeddingObjects, verifiedNow).filter((o) => {
       const m = this.#embeddings.get(o.id as string)!;
-      return (!f.zdr || m.zdr) && (!f.tee || m.isTee);
+      return (!f.zdr || m.zdr) && (!f.tee || o.is_tee === true);
     });
   }
 
@@ -127,6 +156,18 @@ export class Catalog {
       ...new Set(routes.map((r) => r.provider).filter((p) => this.providers.get(p)?.confidential)),
     ];
   }
+}
+
+/** Model objects with `is_tee` recomputed from the upstreams verified right now. */
+function teeNow(
+  objects: Record<string, unknown>[],
+  verifiedNow: ((provider: string) => boolean) | undefined,
+): Record<string, unknown>[] {
+  if (!verifiedNow) return objects;
+  return objects.map((o) => {
+    const tee = (o.providers as string[]).some(verifiedNow);
+    return tee === o.is_tee ? o : { ...o, is_tee: tee };
+  });
 }
 
 function modelObject(m: ChatModel, confidential: string[]): Record<string, unknown> {

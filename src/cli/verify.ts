@@ -5,7 +5,9 @@
  * per check and exits 0 when all pass, 1 when any fails, 2 on usage errors.
  * All I/O comes in through `deps`; nothing here reads env, clock or network
  * directly. The API key is only ever sent as a bearer header to the receipt /
- * signature URL, and never printed.
+ * signature URL, and never printed; it comes from `GATEWAY_API_KEY` (read by
+ * main.ts) or `--api-key-file`, never from the command line, which
+ * `deno task` echoes to the terminal.
  */
 
 import { bytesToHex } from "../aci/hex.ts";
@@ -15,6 +17,8 @@ import { isRecord } from "../verify/json_shape.ts";
 import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
 import { verifyReceipt } from "../verify/receipt.ts";
 import { verifyReport } from "../verify/report.ts";
+import type { GpuDeps } from "../verify/nvidia/deps.ts";
+import { verifySessionGpu } from "../verify/session_gpu.ts";
 
 /** Everything the command needs from the outside world. */
 export interface VerifyDeps {
@@ -26,25 +30,37 @@ export interface VerifyDeps {
   now?: () => number;
   /** Hardware quote verifier (TDX / SEV-SNP); without it hardware quotes are reported unverified. */
   quoteCheck?: QuoteCheck;
+  /** The API key from the environment (`GATEWAY_API_KEY`); `--api-key-file` overrides it. */
+  apiKey?: string;
+  /** NVIDIA GPU evidence roots and collateral, for `--session`. */
+  gpu?: GpuDeps;
 }
 
+/** The environment variable the API key is taken from. */
+export const API_KEY_VARIABLE = "GATEWAY_API_KEY";
+
 export const VERIFY_USAGE = [
-  "usage: verify --receipt <file|URL> --report <file|URL> [--api-key <key>] [--request <file>] [--response <file>]",
-  "       verify --signature <file|URL> --report <file|URL> [--api-key <key>] [--request <file>] [--response <file>]",
+  "usage: verify --receipt <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
+  "       verify --signature <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --report <file|URL>",
+  "       verify --session <file|URL> [--at <ISO time>] [--rim-at <ISO time>]   (GPU evidence of a session record; --collateral DIR)",
+  "the API key for a receipt/signature/session URL: the GATEWAY_API_KEY variable, or --api-key-file <file>",
   "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
-  "         --require-verified-upstream  fail unless upstream.verified says verified",
+  "         --require-verified-upstream  fail unless the served attempt's upstream.verified says verified (hardware)",
 ].join("\n");
 
 const VALUE_FLAGS = [
   "receipt",
   "signature",
   "report",
-  "api-key",
+  "api-key-file",
   "request",
   "response",
   "nonce",
+  "session",
+  "at",
+  "rim-at",
 ] as const;
 const BOOL_FLAGS = ["allow-dev", "require-verified-upstream", "help"] as const;
 type ValueFlag = typeof VALUE_FLAGS[number];
@@ -69,6 +85,12 @@ function parseArgs(args: string[]): ParsedArgs {
       if (eq !== -1) throw new UsageError(`--${name} takes no value`);
       flags.add(name as BoolFlag);
       continue;
+    }
+    if (name === "api-key") {
+      throw new UsageError(
+        "--api-key is not accepted: deno task prints its command line; set GATEWAY_API_KEY " +
+          "or use --api-key-file <file>",
+      );
     }
     if (!(VALUE_FLAGS as readonly string[]).includes(name)) {
       throw new UsageError(`unknown option --${name}`);
@@ -100,11 +122,28 @@ async function fetchJson(deps: VerifyDeps, url: URL, apiKey?: string): Promise<u
     );
   }
   const text = await res.text();
-  if (!res.ok) throw new SourceError(`${url.origin}${url.pathname} answered HTTP ${res.status}`);
+  if (!res.ok) {
+    const message = serverMessage(text);
+    throw new SourceError(
+      `${url.origin}${url.pathname} answered HTTP ${res.status}` + (message ? `: ${message}` : ""),
+    );
+  }
   try {
     return JSON.parse(text);
   } catch {
     throw new SourceError(`${url.origin}${url.pathname} did not return JSON`);
+  }
+}
+
+/** The `error.message` of an error envelope (one line, bounded), for the user to read. */
+function serverMessage(text: string): string | null {
+  try {
+    const body = JSON.parse(text);
+    const message = isRecord(body) && isRecord(body["error"]) ? body["error"]["message"] : null;
+    if (typeof message !== "string" || message === "") return null;
+    return message.replace(/\s+/g, " ").slice(0, 300);
+  } catch {
+    return null;
   }
 }
 
@@ -147,6 +186,10 @@ async function loadReport(
     throw new UsageError("--nonce applies to a report file; a report URL gets a fresh nonce");
   }
   const url = parseUrl(source);
+  if (url.searchParams.has("workload_keyset_digest")) {
+    // An archived report is the stored one, issued without a nonce: nothing fresh to ask for.
+    return { report: await fetchJson(deps, url), nonce: null, fresh: false };
+  }
   const random = deps.randomBytes(32);
   if (random.length !== 32) throw new Error("randomBytes returned the wrong length");
   const nonce = bytesToHex(random);
@@ -170,12 +213,16 @@ function isLegacyReport(report: unknown): boolean {
 
 async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> {
   const v = p.values;
+  if (v.session !== undefined) return await sessionChecks(deps, v);
   const modes = [v.receipt, v.signature].filter((x) => x !== undefined).length;
   if (modes > 1) throw new UsageError("give either --receipt or --signature, not both");
   if (v.report === undefined) throw new UsageError("--report is required");
-  if (modes === 0 && (v.request || v.response || v["api-key"])) {
-    throw new UsageError("--request/--response/--api-key need --receipt or --signature");
+  if (modes === 0 && (v.request || v.response || v["api-key-file"])) {
+    throw new UsageError("--request/--response/--api-key-file need --receipt or --signature");
   }
+  const apiKey = v["api-key-file"] !== undefined
+    ? new TextDecoder().decode(await readBytes(deps, v["api-key-file"])).trim()
+    : deps.apiKey;
   const requestBody = v.request !== undefined ? await readBytes(deps, v.request) : undefined;
   const responseBody = v.response !== undefined ? await readBytes(deps, v.response) : undefined;
   const allowDevEvidence = p.flags.has("allow-dev");
@@ -183,7 +230,7 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
   const evidence = { allowDevEvidence, quoteCheck: deps.quoteCheck };
 
   const envelope = v.signature !== undefined
-    ? await loadArtifact(deps, v.signature, v["api-key"])
+    ? await loadArtifact(deps, v.signature, apiKey)
     : undefined;
   const envelopeAlgo = isRecord(envelope) && typeof envelope["signing_algo"] === "string"
     ? envelope["signing_algo"]
@@ -194,6 +241,9 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
       ? `NOTE report fetched with fresh nonce ${nonce}`
       : nonce !== null
       ? `NOTE report checked against the given nonce ${nonce}`
+      : isUrl(v.report)
+      ? "NOTE archived report (workload_keyset_digest): issued without a nonce, so its " +
+        "freshness cannot be established"
       : "NOTE report file without --nonce: its freshness cannot be established",
   );
   const checks: Check[] = [];
@@ -208,7 +258,7 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
   }
 
   if (v.receipt !== undefined) {
-    const receipt = await loadArtifact(deps, v.receipt, v["api-key"]);
+    const receipt = await loadArtifact(deps, v.receipt, apiKey);
     checks.push(
       ...verifyReceipt(receipt, { report, requestBody, responseBody, requireVerifiedUpstream }),
     );
@@ -223,6 +273,35 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
     );
   }
   return checks;
+}
+
+function isoTime(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const t = Date.parse(value);
+  if (!Number.isFinite(t)) throw new UsageError(`--${flag} is not an ISO time`);
+  return t;
+}
+
+/** `--session`: the GPU evidence of a stored session, at `--at` (RIMs at `--rim-at`) or now. */
+async function sessionChecks(
+  deps: VerifyDeps,
+  v: Partial<Record<ValueFlag, string>>,
+): Promise<Check[]> {
+  if (v.receipt !== undefined || v.signature !== undefined || v.report !== undefined) {
+    throw new UsageError("--session stands alone (no --receipt, --signature or --report)");
+  }
+  if (!deps.gpu) throw new UsageError("GPU verification is not available in this build");
+  const at = isoTime(v.at, "at") ?? deps.now?.() ?? 0;
+  const rimAt = isoTime(v["rim-at"], "rim-at") ?? at;
+  const apiKey = v["api-key-file"] !== undefined
+    ? new TextDecoder().decode(await readBytes(deps, v["api-key-file"])).trim()
+    : deps.apiKey;
+  const doc = await loadArtifact(deps, v.session!, apiKey);
+  const gpu = {
+    ...deps.gpu,
+    times: () => ({ device: at, deviceOcsp: at, rim: rimAt, rimOcsp: rimAt }),
+  };
+  return await verifySessionGpu(doc, gpu, at);
 }
 
 /** Runs the `verify` command; resolves to the process exit code. */

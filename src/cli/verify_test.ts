@@ -30,8 +30,9 @@ const receipt: Receipt = signReceipt({
   ],
 }, keys);
 
-function deps(lines: string[]): VerifyDeps {
+function deps(lines: string[], apiKey?: string): VerifyDeps {
   return {
+    apiKey,
     fetch: globalThis.fetch,
     readFile: (p) => Deno.readFile(p),
     print: (l) => lines.push(l),
@@ -51,7 +52,9 @@ async function writeFiles(): Promise<Record<string, string>> {
     request: `${dir}/request.json`,
     response: `${dir}/response.sse`,
     bad: `${dir}/bad.sse`,
+    apiKey: `${dir}/api-key`,
   };
+  await Deno.writeTextFile(files.apiKey, `${API_KEY}\n`);
   await Deno.writeTextFile(files.report, JSON.stringify(makeReport(keys, nonce).report, null, 2));
   await Deno.writeTextFile(files.receipt, JSON.stringify(receipt));
   await Deno.writeFile(files.request, REQ);
@@ -221,12 +224,10 @@ Deno.test("cli: report URL is fetched with a fresh random nonce; the API key goe
     const code = await runVerify([
       "--receipt",
       `${s.base}/v1/aci/receipts/${receipt.receipt_id}`,
-      "--api-key",
-      API_KEY,
       "--report",
       `${s.base}/v1/aci/attestation`,
       "--allow-dev",
-    ], deps(lines));
+    ], deps(lines, API_KEY));
     assert.equal(code, 0, lines.join("\n"));
     const reportReq = s.seen.find((x) => x.path === "/v1/aci/attestation")!;
     assert.match(reportReq.nonce!, /^[0-9a-f]{64}$/);
@@ -269,7 +270,7 @@ Deno.test("cli: a server replaying a report for another nonce fails; a 401 is a 
       `${s.base}/v1/aci/attestation`,
     ], deps(unauth));
     assert.equal(code, 1);
-    assert.ok(unauth.some((l) => /^FAIL input — .*HTTP 401$/.test(l)));
+    assert.ok(unauth.some((l) => /^FAIL input — .*HTTP 401: \S/.test(l)));
   } finally {
     await s.close();
   }
@@ -284,8 +285,8 @@ Deno.test("cli: legacy signature envelope over URLs, for both signing algorithms
       const code = await runVerify([
         "--signature",
         `${s.base}/v1/signature/${receipt.receipt_id}?signing_algo=${algo}`,
-        "--api-key",
-        API_KEY,
+        "--api-key-file",
+        f.apiKey,
         "--report",
         `${s.base}/v1/attestation/report`,
         "--request",
@@ -312,5 +313,37 @@ Deno.test("cli: legacy signature envelope over URLs, for both signing algorithms
   } finally {
     await s.close();
     await Deno.remove(f.dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: --api-key on the command line is refused (deno task echoes it); errors show the server's message", async () => {
+  const lines: string[] = [];
+  assert.equal(await runVerify(["--report", "r.json", "--api-key", API_KEY], deps(lines)), 2);
+  assert.match(lines[0], /--api-key is not accepted: .*GATEWAY_API_KEY.*--api-key-file/);
+  assert.ok(!lines.join("\n").includes(API_KEY));
+
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    const url = new URL(req.url);
+    if (url.searchParams.has("workload_keyset_digest") && url.searchParams.has("nonce")) {
+      return Response.json({
+        error: { message: "nonce cannot be combined with workload_keyset_digest", type: "x" },
+      }, { status: 400 });
+    }
+    return Response.json({ error: { message: "no report for that keyset digest", type: "x" } }, {
+      status: 404,
+    });
+  });
+  try {
+    const out: string[] = [];
+    const url = `http://127.0.0.1:${server.addr.port}/v1/aci/attestation?workload_keyset_digest=` +
+      `sha256:${"0".repeat(64)}`;
+    assert.equal(await runVerify(["--report", url, "--allow-dev"], deps(out)), 1);
+    // An archived report is asked for without a nonce; the server's own message is shown.
+    assert.deepEqual(out, [
+      `FAIL input — http://127.0.0.1:${server.addr.port}/v1/aci/attestation answered HTTP 404: ` +
+      "no report for that keyset digest",
+    ]);
+  } finally {
+    await server.shutdown();
   }
 });

@@ -52,6 +52,9 @@ export function devConfig(
           verifier: "dev",
           ...(up.confidentialCaPem ? { tls_ca_pem: up.confidentialCaPem } : {}),
           session_ttl_seconds: 3600,
+          // The documented development switch: the dev session (no TEE) counts for
+          // aci_verified so the flow can be demonstrated; its claims say so.
+          dev_counts_for_aci_verified: true,
         },
       },
     ],

@@ -3,6 +3,7 @@
  * start-up. A bad file stops the gateway with the path of the bad field.
  */
 import { z } from "zod";
+import { TOKENIZERS } from "../tokens/names.ts";
 
 const modality = z.enum(["text", "image", "file", "video", "audio"]);
 const price = z.number().nonnegative().finite();
@@ -25,6 +26,18 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
+  /** Fail verification unless the upstream's NVIDIA GPU evidence passes every check (#21); default false. */
+  require_gpu: z.boolean().optional(),
+  /**
+   * Opt-out of failing closed: while unverified, this upstream still receives
+   * requests that do not demand `aci_verified` (warned at start-up and on every use).
+   */
+  allow_unverified: z.boolean().optional(),
+  /**
+   * Development only (`verifier: "dev"`): let the dev session satisfy `aci_verified`
+   * so `task dev` demonstrates the flow; the session's claims say so.
+   */
+  dev_counts_for_aci_verified: z.boolean().optional(),
 });
 
 const provider = z.strictObject({
@@ -89,6 +102,8 @@ const model = z.strictObject({
   pricing: z.strictObject({ prompt: price, completion: price, input_cache_read: price.optional() }),
   supported_parameters: z.array(z.string()).min(1),
   supported_features: z.array(z.string()).default([]),
+  /** BPE encoding for token limits and estimates (absent: o200k_base, the documented fallback). */
+  tokenizer: z.enum(TOKENIZERS).optional(),
   routes: z.array(route).min(1),
 }).refine(
   (m) => m.supported_parameters.filter((p) => tokenParam.safeParse(p).success).length === 1,
@@ -107,6 +122,8 @@ const embeddingModel = z.strictObject({
   /** Inclusive range of `dimensions` the model accepts; absent = the parameter is not supported. */
   dimensions_range: z.tuple([z.number().int().positive(), z.number().int().positive()]).optional(),
   max_input_tokens: z.number().int().positive(),
+  /** BPE encoding for input limits and estimates (absent: o200k_base, the documented fallback). */
+  tokenizer: z.enum(TOKENIZERS).optional(),
   pricing: z.strictObject({ prompt: price }),
   routes: z.array(route).min(1),
 });
@@ -141,6 +158,16 @@ export const configSchema = z.strictObject({
      * KV commit before the prompt leaves). See src/accounts/leases.ts.
      */
     quota_leases: z.boolean().default(true),
+    /**
+     * Most requests' worth of credits and tokens in one lease slice: what a
+     * crashed process holds until another refunds it (src/accounts/holds.ts).
+     */
+    lease_max_requests: z.number().int().min(2).max(4096).default(64),
+    /**
+     * How long a replica's announcement lives without a heartbeat (sent every
+     * third of it); a crashed replica's holds are refunded once it lapses.
+     */
+    replica_ttl_seconds: z.number().int().min(1).max(3600).default(60),
   }),
   limits: z.strictObject({
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
@@ -181,6 +208,15 @@ export const configSchema = z.strictObject({
     pcs_url: z.url().optional(),
     /** …or a directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape) for offline operation. */
     collateral_dir: z.string().optional(),
+    /** NVIDIA GPU evidence (#21): pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
+    nvidia: z.strictObject({
+      device_root_pem: z.string().optional(),
+      rim_root_pem: z.string().optional(),
+      rim_service_url: z.url().optional(),
+      ocsp_url: z.url().optional(),
+      /** RIMs (`NV_GPU_*.xml`) and OCSP responses (DER or base64) for offline operation. */
+      collateral_dir: z.string().optional(),
+    }).optional(),
   }).default({}),
   /**
    * How upstreams are reached. `http1` (default): the gateway's own HTTP/1.1
@@ -194,7 +230,16 @@ export const configSchema = z.strictObject({
   }).default({ client: "http1" }),
   receipts: z.strictObject({
     retention_days: z.number().int().positive().default(30),
-  }).default({ retention_days: 30 }),
+    /** Refusals (nothing forwarded): own receipts per key per window, then one shared receipt. */
+    refusal_retention_days: z.number().int().positive().default(1),
+    refusal_budget: z.number().int().nonnegative().default(10),
+    refusal_window_seconds: z.number().int().positive().default(600),
+  }).default({
+    retention_days: 30,
+    refusal_retention_days: 1,
+    refusal_budget: 10,
+    refusal_window_seconds: 600,
+  }),
   tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
     free: { rpm: 60, tpm: 100_000 },
     pro: { rpm: 600, tpm: 1_000_000 },
@@ -220,6 +265,13 @@ export const configSchema = z.strictObject({
         path: ["providers", i, "confidential", "verifier"],
         message:
           "the dev verifier proves nothing and is reserved for the development configuration",
+      });
+    }
+    if (p.confidential?.dev_counts_for_aci_verified && p.confidential.verifier !== "dev") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "dev_counts_for_aci_verified"],
+        message: "only the dev verifier (development configuration) may count for aci_verified",
       });
     }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {
@@ -292,6 +344,12 @@ export function parseConfig(text: string): GatewayConfig {
     raw = JSON.parse(text);
   } catch (e) {
     throw new ConfigError(`configuration is not valid JSON: ${(e as Error).message}`);
+  }
+  // `$schema` points editors at config/schema.json; it is not configuration.
+  if (typeof raw === "object" && raw !== null && !Array.isArray(raw) && "$schema" in raw) {
+    const { $schema, ...rest } = raw as Record<string, unknown>;
+    if (typeof $schema !== "string") throw new ConfigError("$schema must be a string");
+    raw = rest;
   }
   const res = configSchema.safeParse(raw);
   if (!res.success) {

@@ -26,7 +26,13 @@ export async function startDevUpstreams(
   const leaf = await issueServerCert(ca, { now: opts.now(), hosts: ["127.0.0.1", "localhost"] });
   // The upstream's own signing identity, as a TEE inference server would have.
   const keys = generateWorkloadKeys();
-  const plain = await startDemoUpstream({ name: "plain", now: opts.demoNow });
+  // The plain demo upstream's own default is demo/embed-small's catalog dimension (384),
+  // as a fixed-dimension embedding model's upstream would be.
+  const plain = await startDemoUpstream({
+    name: "plain",
+    now: opts.demoNow,
+    embeddingDefaultDims: 384,
+  });
   const secure = await startDemoUpstream({
     name: "secure",
     now: opts.demoNow,

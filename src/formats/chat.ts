@@ -3,6 +3,12 @@
  * capability checks shared by every format (token parameter, images, tools),
  * the upstream body, and the streaming pass-through translator. Pure.
  */
+import {
+  type CountableMessage,
+  countChat,
+  countText,
+  type TokenizerName,
+} from "../tokens/count.ts";
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { ChatModel } from "../catalog/catalog.ts";
@@ -186,6 +192,7 @@ export function upstreamChatBody(
   chat: ChatRequest,
   model: ChatModel,
   upstreamModel: string,
+  outputCap?: number,
 ): ChatRequest {
   const out: ChatRequest = { ...chat, model: upstreamModel };
   const wanted = model.tokenParam;
@@ -194,25 +201,32 @@ export function upstreamChatBody(
     out[wanted] = out[other];
     delete out[other];
   }
+  // The output the admission reserved is the output the upstream may produce.
+  if (out[wanted] === undefined && outputCap !== undefined) out[wanted] = outputCap;
   if (out.stream) out.stream_options = { ...out.stream_options, include_usage: true };
   return out;
 }
 
-/** A cheap, deterministic prompt-token estimate for admission (settled on real usage later). */
-export function estimateChatTokens(messages: ChatMessage[]): number {
-  let chars = 0;
-  for (const m of messages) {
-    chars += 16; // per-message framing
-    const c = m.content;
-    if (typeof c === "string") chars += c.length;
-    else if (Array.isArray(c)) {
-      for (const p of c) chars += p.type === "text" ? p.text.length : 3000; // an image is ~765 tokens
-    }
-    if (m.role === "assistant" && m.tool_calls) {
-      for (const t of m.tool_calls) chars += t.function.name.length + t.function.arguments.length;
-    }
-  }
-  return Math.ceil(chars / 4);
+/**
+ * Prompt tokens of a chat request, counted with the model's tokenizer
+ * (src/tokens/), for admission and the context check; stops counting past
+ * `limit`. Settled on the upstream's real usage later.
+ */
+export function estimateChatTokens(
+  messages: ChatMessage[],
+  tokenizer: TokenizerName,
+  limit?: number,
+  tools?: unknown[],
+): number {
+  const n = countChat(messages as CountableMessage[], tokenizer, limit);
+  if (!tools || tools.length === 0) return n;
+  // Tool definitions reach the model as text too: counted as their JSON.
+  const t = countText(
+    JSON.stringify(tools),
+    tokenizer,
+    limit === undefined ? undefined : Math.max(0, limit - n),
+  );
+  return limit !== undefined && n + t > limit ? limit + 1 : n + t;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */

@@ -1,4 +1,5 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
+import { countText, type TokenizerName } from "../tokens/count.ts";
 import { z } from "zod";
 import { parseWith } from "./zod_error.ts";
 
@@ -9,6 +10,8 @@ export const completionRequestSchema = z.looseObject({
   temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().min(0).max(1).optional(),
   n: z.number().int().min(1).max(128).optional(),
+  /** Completions generated per prompt (and billed) when larger than `n`. */
+  best_of: z.number().int().min(1).max(128).optional(),
   stream: z.boolean().optional(),
   stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
@@ -43,11 +46,19 @@ export function parseCompletionRequest(body: unknown): ParsedCompletion {
   };
 }
 
-export function estimateCompletionTokens(prompt: string | string[]): number {
-  const chars = typeof prompt === "string"
-    ? prompt.length
-    : prompt.reduce((a, p) => a + p.length, 0);
-  return Math.ceil(chars / 4) + 1;
+/**
+ * Prompt tokens of each prompt of a legacy completion (each gets its own
+ * completion, so each must fit the context on its own); counting a prompt
+ * stops past `limit`.
+ */
+export function countCompletionPrompts(
+  prompt: string | string[],
+  tokenizer: TokenizerName,
+  limit?: number,
+): number[] {
+  return (typeof prompt === "string" ? [prompt] : prompt).map((p) =>
+    countText(p, tokenizer, limit)
+  );
 }
 
 export function upstreamCompletionBody(

@@ -1,4 +1,5 @@
 /** `/v1/embeddings` requests: validation against the embedding model, and the upstream body. Pure. */
+import { countText } from "../tokens/count.ts";
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { EmbeddingModel } from "../catalog/catalog.ts";
@@ -51,11 +52,6 @@ export function parseEmbeddingRequest(body: unknown): ParsedEmbedding {
   return { model: r.model, body: { ...r, provider: undefined }, provider: r.provider };
 }
 
-/** Rough token count per text input (4 characters per token). */
-function estimate(text: string): number {
-  return Math.ceil(text.length / 4);
-}
-
 export function checkEmbeddingAgainstModel(body: EmbeddingRequest, model: EmbeddingModel): number {
   const c = model.config;
   if (body.dimensions !== undefined) {
@@ -74,7 +70,7 @@ export function checkEmbeddingAgainstModel(body: EmbeddingRequest, model: Embedd
   let total = 0;
   inputs.forEach((x, i) => {
     if (typeof x === "string") {
-      const t = estimate(x);
+      const t = countText(x, model.tokenizer, c.max_input_tokens);
       if (t > c.max_input_tokens) {
         throw badParam(
           `input[${i}]`,
@@ -93,9 +89,30 @@ export function checkEmbeddingAgainstModel(body: EmbeddingRequest, model: Embedd
   return total;
 }
 
+/**
+ * The upstream body. A model that takes `dimensions` gets the catalog's
+ * `default_dimensions` when the client named none, so the answer has the
+ * dimension the catalog advertises, not whatever the upstream defaults to.
+ */
 export function upstreamEmbeddingBody(
   body: EmbeddingRequest,
   upstreamModel: string,
+  model?: EmbeddingModel,
 ): EmbeddingRequest {
-  return { ...body, model: upstreamModel };
+  const out: EmbeddingRequest = { ...body, model: upstreamModel };
+  if (out.dimensions === undefined && model?.config.dimensions_range) {
+    out.dimensions = model.config.default_dimensions;
+  }
+  return out;
+}
+
+/** The dimension of one returned embedding (float array, or base64 little-endian float32). */
+export function embeddingDimension(e: unknown): number | null {
+  if (Array.isArray(e)) return e.length;
+  if (typeof e === "string") {
+    const pad = e.endsWith("==") ? 2 : e.endsWith("=") ? 1 : 0;
+    const bytes = (e.length / 4) * 3 - pad;
+    return Number.isInteger(bytes / 4) ? bytes / 4 : null;
+  }
+  return null;
 }

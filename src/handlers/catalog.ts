@@ -7,12 +7,15 @@ import type { Params } from "../http/router.ts";
 
 export function listModels(req: Request, ctx: GatewayContext): Response {
   const f = parseCatalogFilter(new URL(req.url).searchParams);
-  return jsonResponse({ object: "list", data: ctx.catalog.listChat(f) });
+  return jsonResponse({ object: "list", data: ctx.catalog.listChat(f, verifiedNow(ctx)) });
 }
 
 export function listEmbeddingModels(req: Request, ctx: GatewayContext): Response {
   const f = parseCatalogFilter(new URL(req.url).searchParams);
-  return jsonResponse({ object: "list", data: ctx.catalog.listEmbeddings(f) });
+  return jsonResponse({
+    object: "list",
+    data: ctx.catalog.listEmbeddings(f, verifiedNow(ctx)),
+  });
 }
 
 /**
@@ -27,7 +30,12 @@ export function vendorModels(req: Request, ctx: GatewayContext, params: Params):
   }
   const data = ctx.catalog.vendorModels(params.vendor);
   if (!data) throw new GatewayError("not_found", "no confidential vendor with this name");
-  return jsonResponse({ object: "list", vendor: params.vendor, data });
+  const live = verifiedNow(ctx);
+  return jsonResponse({
+    object: "list",
+    vendor: params.vendor,
+    data: data.map((o) => teeNow(o, live)),
+  });
 }
 
 /** `GET /v1/models/<provider>/<model>`: one model object (what `openai.models.retrieve` asks for). */
@@ -38,5 +46,19 @@ export function retrieveModel(_req: Request, ctx: GatewayContext, params: Params
       param: "model",
     });
   }
-  return jsonResponse(obj);
+  return jsonResponse(teeNow(obj, verifiedNow(ctx)));
+}
+
+/** A model object with `is_tee` from the live verification state (as in the listings). */
+function teeNow(
+  o: Record<string, unknown>,
+  verified: (provider: string) => boolean,
+): Record<string, unknown> {
+  const tee = (o.providers as string[]).some(verified);
+  return tee === o.is_tee ? o : { ...o, is_tee: tee };
+}
+
+/** Which confidential upstreams have a current verified session (is_tee counts only those). */
+function verifiedNow(ctx: GatewayContext): (provider: string) => boolean {
+  return (name) => ctx.verification(name)?.verified === true;
 }

@@ -9,6 +9,8 @@ import {
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
@@ -18,20 +20,37 @@ export const chatEndpoint: InferenceEndpoint = {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
-    const maxOut = p.chat.max_tokens ?? p.chat.max_completion_tokens ??
-      Math.min(config.limits.default_output_reserve, model.config.max_output_length);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens ?? p.chat.max_completion_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "messages",
+    });
+    const out = outputReserve(
+      model,
+      p.chat.max_tokens ?? p.chat.max_completion_tokens,
+      config.limits.default_output_reserve,
+      promptTokens,
+    );
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
       estimate: {
-        promptTokens: estimateChatTokens(p.chat.messages),
-        outputTokens: maxOut * (p.chat.n ?? 1),
+        promptTokens,
+        outputTokens: out.perCompletion * (p.chat.n ?? 1),
       },
       pricing: model.config.pricing,
       upstreamPath: () => "/v1/chat/completions",
-      upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel),
+      upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u) => chatResponseForClient(u as ChatResponse, p.model),
       usage: usageField,
       chatId: idOf,

@@ -1,12 +1,14 @@
 /** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
 import type { InferenceEndpoint } from "./pipeline.ts";
 import {
-  estimateCompletionTokens,
+  countCompletionPrompts,
   parseCompletionRequest,
   upstreamCompletionBody,
 } from "../formats/completions.ts";
 import { badParam } from "../http/errors.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const completionsEndpoint: InferenceEndpoint = {
@@ -19,19 +21,43 @@ export const completionsEndpoint: InferenceEndpoint = {
     if (p.body.max_tokens !== undefined && p.body.max_tokens > limit) {
       throw badParam("max_tokens", `at most ${limit} output tokens for model ${model.id}`);
     }
-    const maxOut = p.body.max_tokens ?? Math.min(config.limits.default_output_reserve, limit);
+    // Every prompt of an array gets its own completions: n of them, or best_of generated.
+    const prompts = typeof p.body.prompt === "string" ? 1 : p.body.prompt.length;
+    const perPrompt = Math.max(p.body.n ?? 1, p.body.best_of ?? 1);
+    const counts = countCompletionPrompts(
+      p.body.prompt,
+      model.tokenizer,
+      model.config.context_length,
+    );
+    counts.forEach((n, i) =>
+      checkContextLength({
+        promptTokens: n,
+        requestedOutput: p.body.max_tokens,
+        contextLength: model.config.context_length,
+        modelId: p.model,
+        param: typeof p.body.prompt === "string" ? "prompt" : `prompt[${i}]`,
+      })
+    );
+    const promptTokens = counts.reduce((a, n) => a + n, 0);
+    const out = outputReserve(
+      model,
+      p.body.max_tokens,
+      config.limits.default_output_reserve,
+      Math.max(...counts),
+    );
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
       estimate: {
-        promptTokens: estimateCompletionTokens(p.body.prompt),
-        outputTokens: maxOut * (p.body.n ?? 1),
+        promptTokens,
+        outputTokens: out.perCompletion * perPrompt * prompts,
       },
       pricing: model.config.pricing,
       upstreamPath: () => "/v1/completions",
-      upstreamBody: (c) => upstreamCompletionBody(p.body, c.upstreamModel),
+      upstreamBody: (c) =>
+        upstreamCompletionBody({ ...p.body, max_tokens: out.cap }, c.upstreamModel),
       respond: (u) => ({ ...(u as Record<string, unknown>), model: p.model }),
       usage: usageField,
       chatId: idOf,

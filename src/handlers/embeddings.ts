@@ -2,6 +2,7 @@
 import type { InferenceEndpoint } from "./pipeline.ts";
 import {
   checkEmbeddingAgainstModel,
+  embeddingDimension,
   parseEmbeddingRequest,
   upstreamEmbeddingBody,
 } from "../formats/embeddings.ts";
@@ -24,8 +25,14 @@ export const embeddingsEndpoint: InferenceEndpoint = {
       estimate: { promptTokens, outputTokens: 0 },
       pricing: { prompt: model.config.pricing.prompt, completion: 0 },
       upstreamPath: () => "/v1/embeddings",
-      upstreamBody: (c) => upstreamEmbeddingBody(p.body, c.upstreamModel),
-      respond: (u) => embeddingsForClient(u, p.model, count),
+      upstreamBody: (c) => upstreamEmbeddingBody(p.body, c.upstreamModel, model),
+      respond: (u) =>
+        embeddingsForClient(
+          u,
+          p.model,
+          count,
+          p.body.dimensions ?? model.config.default_dimensions,
+        ),
       usage: (u) => {
         const x = usageField(u);
         return x ? { prompt_tokens: x.prompt_tokens, completion_tokens: 0 } : undefined;
@@ -42,7 +49,7 @@ export const embeddingsEndpoint: InferenceEndpoint = {
  * Check the upstream's list (one result per input, in input order by `index`)
  * and echo the client's model id. Vectors are passed through untouched.
  */
-function embeddingsForClient(u: unknown, model: string, count: number): unknown {
+function embeddingsForClient(u: unknown, model: string, count: number, dims: number): unknown {
   const list = u as { data?: unknown; usage?: unknown };
   if (!list || !Array.isArray(list.data) || list.data.length !== count) {
     throw new GatewayError("upstream_error", "upstream returned the wrong number of embeddings");
@@ -53,6 +60,13 @@ function embeddingsForClient(u: unknown, model: string, count: number): unknown 
   data.forEach((d, i) => {
     if (d.index !== i) {
       throw new GatewayError("upstream_error", "upstream returned embeddings with bad indices");
+    }
+    // The dimension the catalog (or the request) promised, never the upstream's own default.
+    if (embeddingDimension((d as { embedding?: unknown }).embedding) !== dims) {
+      throw new GatewayError(
+        "upstream_error",
+        `upstream returned embeddings of another dimension than ${dims}`,
+      );
     }
   });
   return { object: "list", data, model, usage: list.usage };

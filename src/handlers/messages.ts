@@ -9,6 +9,8 @@ import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 
 const native = (c: Candidate) => c.provider.native_formats.includes("messages");
@@ -16,23 +18,36 @@ const native = (c: Candidate) => c.provider.native_formats.includes("messages");
 export const messagesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/messages",
   errorFormat: "anthropic",
-  plan(body, { catalog }) {
+  plan(body, { catalog, config }) {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(p.chat.messages);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "messages",
+    });
+    const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
-      estimate: { promptTokens, outputTokens: p.chat.max_tokens ?? model.config.max_output_length },
+      estimate: { promptTokens, outputTokens: out.perCompletion },
       pricing: model.config.pricing,
       upstreamPath: (c) => (native(c) ? "/v1/messages" : "/v1/chat/completions"),
       upstreamBody: (c) =>
         native(c)
           ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
-          : upstreamChatBody(p.chat, model, c.upstreamModel),
+          : upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u, c) =>
         native(c)
           ? withModel(u, p.model)

@@ -5,7 +5,13 @@
  * → answer (whole or streamed) → settle usage and commit the signed receipt
  * in one group commit. Refusals after authentication get a receipt too.
  */
-import { asGatewayError, errorBody, type ErrorFormat, GatewayError } from "../http/errors.ts";
+import {
+  asGatewayError,
+  errorBody,
+  errorCodeOf,
+  type ErrorFormat,
+  GatewayError,
+} from "../http/errors.ts";
 import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { newReceiptId } from "../aci/receipt.ts";
@@ -43,6 +49,14 @@ export interface RequestInfo {
   deferLog?: boolean;
   /** Milliseconds spent in each phase (the `Server-Timing` header). */
   phases: Record<string, number>;
+  /** For the log line: the authenticated key's public id, the receipt id, the error code. */
+  keyId?: string | null;
+  receiptId?: string | null;
+  errorCode?: string | null;
+  /** Every upstream attempt and how it ended (`served`, or why it failed). */
+  attempts?: { provider: string; outcome: string }[];
+  /** A bad `x-service-trace-id` / `x-service-metadata`: refused after authentication, with a receipt. */
+  headerError?: GatewayError;
 }
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
@@ -69,13 +83,23 @@ export async function handleInference(
   });
   try {
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+    info.keyId = key.key_id;
     rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
-    requireJsonContentType(req);
-    const bytes = await readBody(req, ctx.config.limits.max_body_bytes);
+    info.receiptId = rec.id;
+    let bytes: Uint8Array;
+    try {
+      bytes = await readBody(req, ctx.config.limits.max_body_bytes);
+    } catch (e) {
+      // Refused unread (413, unreadable): the receipt says so instead of binding a hash.
+      rec.event({ type: "request.received", body_hash: null, body_read: false });
+      throw e;
+    }
     const receivedHash = sha256Prefixed(bytes);
     rec.event({ type: "request.received", body_hash: receivedHash });
+    if (info.headerError) throw info.headerError;
+    requireJsonContentType(req);
     const body = parseJsonBody(bytes);
     if (
       body && typeof body === "object" && typeof (body as { model?: unknown }).model === "string"
@@ -108,6 +132,8 @@ export async function handleInference(
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
 
+    const attempts: { provider: string; outcome: string }[] = [];
+    info.attempts = attempts;
     const bodies = new Map<string, Uint8Array<ArrayBuffer>>();
     const recorder = rec;
     const result = await phase(info, "upstream", () =>
@@ -129,6 +155,19 @@ export async function handleInference(
           partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
           signal: req.signal,
+          onAttempt: (a) => {
+            attempts.push({ provider: a.provider, outcome: a.outcome });
+            const p = ctx.catalog.providers.get(a.provider);
+            if (p?.confidential && ctx.verification(a.provider)?.verified !== true) {
+              ctx.log({
+                level: "warn",
+                msg: "prompt sent to an unverified confidential upstream " +
+                  "(confidential.allow_unverified is set)",
+                upstream: a.provider,
+                request_id: info.requestId,
+              });
+            }
+          },
         },
         ctx.forward,
         recorder,
@@ -156,6 +195,7 @@ export async function handleInference(
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
   } catch (e) {
     const err = asGatewayError(e);
+    info.errorCode = errorCodeOf(err);
     if (err.kind === "internal") {
       ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
     }
@@ -169,7 +209,10 @@ export async function handleInference(
     if (rec && rec.draft.events.length > 0 && !finalized) {
       if (!rec.forwarded) rec.event({ type: "request.refused", reason: err.kind });
       rec.event({ type: "response.returned", body_hash: sha256Prefixed(out) });
-      const writes = ctx.receipts.finalize(rec.draft);
+      // Refusals cost the store a bounded amount per key (receipts/refusals.ts).
+      const refused = rec.forwarded ? null : ctx.receipts.finalizeRefusal(rec.draft);
+      const writes = refused?.writes ?? ctx.receipts.finalize(rec.draft);
+      if (refused) headers.set("x-receipt-id", refused.receiptId);
       if (admission) {
         writes.push(
           ...admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n }),
@@ -179,8 +222,12 @@ export async function handleInference(
         await ctx.committer.write(writes);
       } catch {
         headers.delete("x-receipt-id");
+        info.receiptId = null;
       }
-    } else headers.delete("x-receipt-id");
+    } else {
+      headers.delete("x-receipt-id");
+      info.receiptId = null;
+    }
     return new Response(out, { status: err.status, headers });
   }
 }

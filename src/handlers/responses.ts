@@ -9,6 +9,8 @@ import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, usageField } from "./plan.ts";
+import { outputReserve } from "./output_reserve.ts";
+import { checkContextLength } from "../tokens/context.ts";
 import type { Candidate } from "../routing/select.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
@@ -21,22 +23,43 @@ export const responsesEndpoint: InferenceEndpoint = {
     const p = parseResponsesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(p.chat.messages);
+    const promptTokens = estimateChatTokens(
+      p.chat.messages,
+      model.tokenizer,
+      model.config.context_length,
+      p.chat.tools,
+    );
+    checkContextLength({
+      promptTokens,
+      requestedOutput: p.chat.max_tokens,
+      contextLength: model.config.context_length,
+      modelId: p.model,
+      param: "input",
+    });
     const createdAt = Math.floor(now() / 1000);
-    const maxOut = p.chat.max_tokens ??
-      Math.min(config.limits.default_output_reserve, model.config.max_output_length);
+    const out = outputReserve(
+      model,
+      p.chat.max_tokens,
+      config.limits.default_output_reserve,
+      promptTokens,
+    );
     return {
       modelId: p.model,
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
-      estimate: { promptTokens, outputTokens: maxOut },
+      estimate: { promptTokens, outputTokens: out.perCompletion },
       pricing: model.config.pricing,
       upstreamPath: (c) => (native(c) ? "/v1/responses" : "/v1/chat/completions"),
       upstreamBody: (c) =>
         native(c)
-          ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
-          : upstreamChatBody(p.chat, model, c.upstreamModel),
+          ? {
+            max_output_tokens: out.cap,
+            ...(body as Record<string, unknown>),
+            model: c.upstreamModel,
+            provider: undefined,
+          }
+          : upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u, c) =>
         native(c)
           ? withModel(u, p.model)

@@ -8,12 +8,11 @@ import type { GatewayContext } from "../app/context.ts";
 import { badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { Params } from "../http/router.ts";
-import { callerDigest } from "./receipts.ts";
+import { credentialHeader } from "./pipeline.ts";
 
+/** Missing, bad, unknown or revoked key: 401 `invalid_api_key`, as on the inference surface. */
 async function requireKey(req: Request, ctx: GatewayContext): Promise<void> {
-  if ((await callerDigest(req, ctx)) === null) {
-    throw new GatewayError("unauthorized", "an API key is required (Authorization: Bearer <key>)");
-  }
+  await ctx.auth.authenticate(credentialHeader(req.headers));
 }
 
 export async function getSession(

@@ -145,7 +145,10 @@ export function badParam(param: string, message: string): GatewayError {
 export function errorBody(err: GatewayError, format: ErrorFormat): Record<string, unknown> {
   const info: KindInfo = ERROR_KINDS[err.kind];
   if (format === "anthropic") {
-    return { type: "error", error: { type: info.anthropic, message: err.message } };
+    // The Anthropic SDK reads `type`; a bad key also carries the spec's `code:
+    // "invalid_api_key"` here, as on every surface. Other errors keep Anthropic's exact shape.
+    const code = err.kind === "invalid_api_key" ? { code: "invalid_api_key" } : {};
+    return { type: "error", error: { type: info.anthropic, message: err.message, ...code } };
   }
   return {
     error: { message: err.message, type: info.type, code: info.code ?? null, param: err.param },
@@ -156,4 +159,10 @@ export function errorBody(err: GatewayError, format: ErrorFormat): Record<string
 export function asGatewayError(e: unknown): GatewayError {
   if (e instanceof GatewayError) return e;
   return new GatewayError("internal", "internal server error");
+}
+
+/** The `code` a refusal is logged and rendered under (its type when the kind has no code). */
+export function errorCodeOf(err: GatewayError): string {
+  const info: KindInfo = ERROR_KINDS[err.kind];
+  return info.code ?? info.type;
 }

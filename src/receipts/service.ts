@@ -9,6 +9,7 @@ import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { ReceiptDraft } from "./recorder.ts";
 import type { Identity } from "../attestation/identity.ts";
+import { createRefusalStore, type RefusalPolicy } from "./refusals.ts";
 
 export const RECEIPT_PREFIX = "receipts";
 export const CHAT_INDEX_PREFIX = "receipt_by_chat";
@@ -36,15 +37,29 @@ export function parseStoredReceipt(value: unknown): StoredReceipt | null {
 
 export interface ReceiptService {
   finalize(draft: ReceiptDraft): KvWrite[];
+  /**
+   * A refusal's receipt (nothing forwarded): its own, kept the refusal
+   * retention, or past the key's budget the window's shared one (refusals.ts).
+   */
+  finalizeRefusal(draft: ReceiptDraft): { receiptId: string; writes: KvWrite[] };
+  /** Writes pending refusal counts. */
+  close(): Promise<void>;
   /** Look up by receipt id or response id; `ownerDigest` null = no credential presented. */
   get(id: string, ownerDigest: string | null): Promise<Receipt>;
 }
 
 export function createReceiptService(
   kv: Deno.Kv,
-  opts: { identity: Identity; now: () => number; retentionDays: number },
+  opts: {
+    identity: Identity;
+    now: () => number;
+    retentionDays: number;
+    /** Without it, refusals are stored like any receipt. */
+    refusals?: RefusalPolicy & { write: (ops: KvWrite[]) => Promise<void> };
+    onError?: (e: unknown) => void;
+  },
 ): ReceiptService {
-  const expireIn = opts.retentionDays * 86_400_000;
+  const defaultExpireIn = opts.retentionDays * 86_400_000;
   const get = async (id: string, ownerDigest: string | null): Promise<Receipt> => {
     if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw notFound();
     let entry = await kv.get([RECEIPT_PREFIX, id]);
@@ -64,42 +79,59 @@ export function createReceiptService(
     }
     return stored.receipt;
   };
-  return {
-    finalize(draft) {
-      const { keys, digest } = opts.identity.current();
-      const receipt = signReceipt({
-        api_version: "aci/1",
-        receipt_id: draft.receiptId,
-        chat_id: draft.chatId,
-        model: draft.model,
-        workload_keyset_digest: digest,
-        endpoint: draft.endpoint,
-        method: draft.method,
-        served_at: Math.floor(opts.now() / 1000),
-        // Events are hashes and metadata only (see ReceiptRecorder).
-        event_log: draft.events as unknown as ReceiptEvent[],
-      }, keys);
-      const stored: StoredReceipt = {
-        receipt,
-        owner: draft.ownerDigest,
-        until: opts.now() + expireIn,
-      };
-      const writes: KvWrite[] = [{
+  const persist = (draft: ReceiptDraft, expireIn: number): KvWrite[] => {
+    const { keys, digest } = opts.identity.current();
+    const receipt = signReceipt({
+      api_version: "aci/1",
+      receipt_id: draft.receiptId,
+      chat_id: draft.chatId,
+      model: draft.model,
+      workload_keyset_digest: digest,
+      endpoint: draft.endpoint,
+      method: draft.method,
+      served_at: Math.floor(opts.now() / 1000),
+      // Events are hashes and metadata only (see ReceiptRecorder).
+      event_log: draft.events as unknown as ReceiptEvent[],
+    }, keys);
+    const stored: StoredReceipt = {
+      receipt,
+      owner: draft.ownerDigest,
+      until: opts.now() + expireIn,
+    };
+    const writes: KvWrite[] = [{
+      op: "set",
+      key: [RECEIPT_PREFIX, draft.receiptId],
+      value: JSON.stringify(stored),
+      expireIn,
+    }];
+    if (draft.chatId !== null) {
+      writes.push({
         op: "set",
-        key: [RECEIPT_PREFIX, draft.receiptId],
-        value: JSON.stringify(stored),
+        key: chatIndexKey(draft.chatId, draft.ownerDigest),
+        value: draft.receiptId,
         expireIn,
-      }];
-      if (draft.chatId !== null) {
-        writes.push({
-          op: "set",
-          key: chatIndexKey(draft.chatId, draft.ownerDigest),
-          value: draft.receiptId,
-          expireIn,
-        });
+      });
+    }
+    return writes;
+  };
+  const refusals = opts.refusals
+    ? createRefusalStore({
+      policy: opts.refusals,
+      now: opts.now,
+      persist,
+      write: opts.refusals.write,
+      onError: opts.onError,
+    })
+    : null;
+  return {
+    finalize: (draft) => persist(draft, defaultExpireIn),
+    finalizeRefusal(draft) {
+      if (refusals === null) {
+        return { receiptId: draft.receiptId, writes: persist(draft, defaultExpireIn) };
       }
-      return writes;
+      return refusals.record(draft);
     },
+    close: () => refusals?.close() ?? Promise.resolve(),
     get,
   };
 }

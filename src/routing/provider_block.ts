@@ -13,10 +13,44 @@ export interface RoutingConstraints {
   forcedProvider: string | null;
   /** `X-Upstream-Verification: none`: waives the preference for verified upstreams (never a constraint). */
   verificationWaived: boolean;
+  /** OpenRouter `only`: serve only through these providers (null = no restriction). */
+  only: string[] | null;
+  /** OpenRouter `ignore`: never through these providers. */
+  ignore: string[];
+  /** OpenRouter `order`: try these providers first, in this order. */
+  order: string[] | null;
+  /** OpenRouter `allow_fallbacks` (default true). */
+  allowFallbacks: boolean;
 }
 
-const SESSION_ID = /^[0-9a-f]{64}$/;
-const KNOWN_ACI = new Set(["aci_verified", "aci_session_ids"]);
+/** More pinned sessions than any deployment has is a malformed request, not a search. */
+const MAX_SESSION_IDS = 256;
+
+/** Members of `provider` with real semantics (README, "Routing"). */
+const IMPLEMENTED = new Set([
+  "zdr",
+  "aci_verified",
+  "aci_session_ids",
+  "data_collection",
+  "order",
+  "only",
+  "ignore",
+  "allow_fallbacks",
+]);
+
+/** OpenRouter provider preferences this gateway does not implement: refused, never ignored. */
+const NOT_IMPLEMENTED = new Set([
+  "require_parameters",
+  "quantizations",
+  "sort",
+  "max_price",
+  "experimental",
+  "preferred_min_throughput",
+  "preferred_max_latency",
+  "min_throughput",
+  "max_latency",
+  "enforce_distillable_text",
+]);
 
 /** Validate the raw `provider` value of a request body together with the routing headers. */
 export function parseRouting(provider: unknown, headers: Headers): RoutingConstraints {
@@ -26,6 +60,10 @@ export function parseRouting(provider: unknown, headers: Headers): RoutingConstr
     aciSessionIds: null,
     forcedProvider: null,
     verificationWaived: false,
+    only: null,
+    ignore: [],
+    order: null,
+    allowFallbacks: true,
   };
   if (provider !== undefined && provider !== null) {
     if (typeof provider !== "object" || Array.isArray(provider)) {
@@ -33,20 +71,49 @@ export function parseRouting(provider: unknown, headers: Headers): RoutingConstr
     }
     const p = provider as Record<string, unknown>;
     for (const k of Object.keys(p)) {
-      if (k.startsWith("aci_") && !KNOWN_ACI.has(k)) {
+      if (IMPLEMENTED.has(k)) continue;
+      const name = `provider.${k.slice(0, 60)}`;
+      if (NOT_IMPLEMENTED.has(k)) {
         throw badParam(
-          `provider.${k}`,
-          `unknown attestation constraint provider.${k.slice(0, 60)}`,
+          name,
+          `${name} is an OpenRouter provider preference this gateway does not implement; remove it`,
         );
       }
+      throw badParam(
+        name,
+        k.startsWith("aci_")
+          ? `unknown attestation constraint ${name}`
+          : `unknown member ${name} of the provider block (members are case-sensitive: ${
+            [...IMPLEMENTED].join(", ")
+          })`,
+      );
     }
     c.zdr = optionalBool(p.zdr, "provider.zdr");
+    if (p.data_collection !== undefined && p.data_collection !== null) {
+      if (p.data_collection !== "deny" && p.data_collection !== "allow") {
+        throw badParam("provider.data_collection", "data_collection must be 'deny' or 'allow'");
+      }
+      // OpenRouter's "deny": only providers that do not retain or train on data.
+      if (p.data_collection === "deny") c.zdr = true;
+    }
+    c.only = optionalNames(p.only, "provider.only");
+    c.ignore = optionalNames(p.ignore, "provider.ignore") ?? [];
+    c.order = optionalNames(p.order, "provider.order");
+    if (p.allow_fallbacks !== undefined && p.allow_fallbacks !== null) {
+      c.allowFallbacks = optionalBool(p.allow_fallbacks, "provider.allow_fallbacks");
+    }
     const verified = p.aci_verified;
     c.aciVerified = optionalBool(verified, "provider.aci_verified");
     if (p.aci_session_ids !== undefined) {
       const ids = p.aci_session_ids;
       if (!Array.isArray(ids)) {
         throw badParam("provider.aci_session_ids", "aci_session_ids must be an array");
+      }
+      if (ids.length > MAX_SESSION_IDS) {
+        throw badParam(
+          "provider.aci_session_ids",
+          `aci_session_ids may list at most ${MAX_SESSION_IDS} session ids`,
+        );
       }
       if (ids.length === 0) {
         throw badParam(
@@ -64,13 +131,9 @@ export function parseRouting(provider: unknown, headers: Headers): RoutingConstr
         if (typeof id !== "string") {
           throw badParam(`provider.aci_session_ids[${i}]`, "session ids must be strings");
         }
-        if (!SESSION_ID.test(id)) {
-          throw badParam(
-            `provider.aci_session_ids[${i}]`,
-            "session ids are 64 lowercase hex characters",
-          );
-        }
       });
+      // A string that is not a session id matches no channel: that is the spec's 503
+      // `session_not_accepted` (selectCandidates), not a 400.
       c.aciSessionIds = [...new Set(ids as string[])];
       c.aciVerified = true;
     }
@@ -99,4 +162,15 @@ function optionalBool(v: unknown, param: string): boolean {
   if (v === undefined || v === null) return false;
   if (typeof v !== "boolean") throw badParam(param, `${param} must be a boolean`);
   return v;
+}
+
+function optionalNames(v: unknown, param: string): string[] | null {
+  if (v === undefined || v === null) return null;
+  if (!Array.isArray(v) || v.length > 64) {
+    throw badParam(param, `${param} must be an array of provider names`);
+  }
+  v.forEach((x, i) => {
+    if (typeof x !== "string") throw badParam(`${param}[${i}]`, "provider names are strings");
+  });
+  return v as string[];
 }

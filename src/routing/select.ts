@@ -9,10 +9,42 @@ import { badParam, GatewayError } from "../http/errors.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import type { RoutingConstraints } from "./provider_block.ts";
 
+/**
+ * What a verified session proves about the TEE: `hardware_proven` (its
+ * `tee_attested` claim comes from hardware evidence), `development_switch`
+ * (the dev verifier under `confidential.dev_counts_for_aci_verified`), or
+ * `not_hardware_proven` (pinned, or dev without the switch). Only the first
+ * two satisfy `aci_verified`.
+ */
+export type TeeAttested = "hardware_proven" | "development_switch" | "not_hardware_proven";
+
 /** The verified state of one confidential upstream, as the request path sees it. */
 export type VerificationState =
-  | { verified: true; sessionId: string; spkiSha256: string | null; verifierId: string }
+  | {
+    verified: true;
+    sessionId: string;
+    spkiSha256: string | null;
+    verifierId: string;
+    teeAttested: TeeAttested;
+  }
   | { verified: false; reason: string };
+
+/** Whether a candidate's session satisfies `aci_verified`. */
+export function satisfiesAciVerified(v: VerificationState | null): boolean {
+  return v?.verified === true && v.teeAttested !== "not_hardware_proven";
+}
+
+/**
+ * Whether a candidate may receive a prompt at all: a confidential upstream
+ * fails closed without a current verified session, unless the operator opted
+ * it out (`confidential.allow_unverified`).
+ */
+export function mayReceivePrompt(c: Candidate): boolean {
+  if (!c.provider.confidential || c.verification?.verified === true) return true;
+  // require_gpu (#21) is not relaxed by the opt-out: no GPU proof, no prompt.
+  return c.provider.confidential.allow_unverified === true &&
+    c.provider.confidential.require_gpu !== true;
+}
 
 export interface Candidate {
   provider: ProviderConfig;
@@ -59,6 +91,7 @@ export function selectCandidates(input: SelectInput): Candidate[] {
       );
     }
   }
+  all = applyProviderLists(all, c, input);
 
   if (c.zdr) {
     all = all.filter((x) => x.provider.zdr);
@@ -71,8 +104,21 @@ export function selectCandidates(input: SelectInput): Candidate[] {
     }
   }
 
+  // Fail closed: a confidential upstream without a current verified session
+  // receives nothing, whatever the request says (unless the operator opted it out).
+  const failing = all.filter((x) => !mayReceivePrompt(x));
+  all = all.filter(mayReceivePrompt);
+  if (all.length === 0) {
+    const names = failing.map((x) => x.provider.name).join(", ");
+    throw new GatewayError(
+      "upstream_verification_failed",
+      `the confidential upstream${failing.length === 1 ? "" : "s"} serving this model (${names}) ` +
+        "have no current verified session; the request was not sent",
+    );
+  }
+
   if (c.aciVerified) {
-    const verified = all.filter((x) => x.verification?.verified === true);
+    const verified = all.filter((x) => satisfiesAciVerified(x.verification));
     if (c.aciSessionIds !== null) {
       const ids = new Set(c.aciSessionIds);
       const pinned = verified.filter((x) =>
@@ -81,22 +127,89 @@ export function selectCandidates(input: SelectInput): Candidate[] {
       if (pinned.length === 0) {
         throw new GatewayError(
           "session_not_accepted",
-          "none of the listed aci_session_ids is a currently verified channel for this model; the request was not sent",
+          "none of the listed aci_session_ids is a currently verified, hardware-attested channel for this model; the request was not sent",
           { param: "provider.aci_session_ids" },
         );
       }
-      return order(pinned, false);
+      return preferenceOrder(order(pinned, false), c, input.modelId);
     }
     if (verified.length === 0) {
+      const weak = all.some((x) => x.verification?.verified === true);
       throw new GatewayError(
         "upstream_verification_failed",
-        "no upstream for this model is attested and currently verified; the request was not sent",
+        weak
+          ? "no upstream for this model has a session whose tee_attested claim is hardware_proven (pinned and development sessions do not satisfy aci_verified); the request was not sent"
+          : "no upstream for this model is attested and currently verified; the request was not sent",
         { param: "provider.aci_verified" },
       );
     }
-    return order(verified, false);
+    return preferenceOrder(order(verified, false), c, input.modelId);
   }
-  return order(all, !c.verificationWaived);
+  return preferenceOrder(order(all, !c.verificationWaived), c, input.modelId);
+}
+
+/** OpenRouter's `only` / `ignore` lists: every name must be a configured provider. */
+function applyProviderLists(
+  all: Candidate[],
+  c: RoutingConstraints,
+  input: SelectInput,
+): Candidate[] {
+  const known = (list: string[], param: string) =>
+    list.forEach((name, i) => {
+      if (!input.providers.has(name)) {
+        throw badParam(`${param}[${i}]`, `unknown provider ${JSON.stringify(name.slice(0, 64))}`);
+      }
+    });
+  if (c.only !== null) known(c.only, "provider.only");
+  known(c.ignore, "provider.ignore");
+  if (c.order !== null) known(c.order, "provider.order");
+  const before = all.length;
+  if (c.only !== null) {
+    const only = new Set(c.only);
+    all = all.filter((x) => only.has(x.provider.name));
+  }
+  if (c.ignore.length > 0) {
+    const ignore = new Set(c.ignore);
+    all = all.filter((x) => !ignore.has(x.provider.name));
+  }
+  if (all.length === 0 && before > 0) {
+    throw new GatewayError(
+      "model_not_found",
+      `no provider allowed by provider.only / provider.ignore serves model ${
+        JSON.stringify(input.modelId)
+      }; the request was not sent`,
+      { param: c.only !== null ? "provider.only" : "provider.ignore" },
+    );
+  }
+  return all;
+}
+
+/**
+ * OpenRouter's `order` (listed providers first, in that order) and
+ * `allow_fallbacks: false` (only the listed providers, or only the first
+ * candidate when no order is given).
+ */
+function preferenceOrder(list: Candidate[], c: RoutingConstraints, modelId: string): Candidate[] {
+  let out = list;
+  if (c.order !== null) {
+    const rank = new Map(c.order.map((n, i) => [n, i]));
+    const listed = list
+      .filter((x) => rank.has(x.provider.name))
+      .sort((a, b) => rank.get(a.provider.name)! - rank.get(b.provider.name)!);
+    out = c.allowFallbacks
+      ? [...listed, ...list.filter((x) => !rank.has(x.provider.name))]
+      : listed;
+    if (out.length === 0) {
+      throw new GatewayError(
+        "model_not_found",
+        `no provider listed in provider.order can serve model ${
+          JSON.stringify(modelId)
+        } under the request's constraints, and allow_fallbacks is false; the request was not sent`,
+        { param: "provider.order" },
+      );
+    }
+  } else if (!c.allowFallbacks) out = list.slice(0, 1);
+  return out;
 }
 
 const unverified: VerificationState = { verified: false, reason: "not verified" };

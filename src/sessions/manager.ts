@@ -7,7 +7,8 @@
  */
 import type { VerificationState } from "../routing/select.ts";
 import type { ProviderConfig } from "../config/schema.ts";
-import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
+import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "./types.ts";
+import type { TeeAttested } from "../routing/select.ts";
 import type { SessionStore } from "./store.ts";
 
 export interface VerificationManager {
@@ -103,6 +104,14 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     if (stopped) return { verified: false, reason: "stopped" };
     if (!outcome.ok) return fail(p, outcome.reason);
     const doc = outcome.document;
+    // Whatever the verifier, a provider that requires GPU evidence needs it proven (#21).
+    const gpu = doc.claims.gpu_attested;
+    if (
+      p.confidential?.require_gpu &&
+      !(gpu.status === "asserted" && gpu.source === "hardware_proven")
+    ) {
+      return fail(p, `GPU evidence required but the session's gpu_attested is ${gpu.status}`);
+    }
     const expiresAtMs = doc.expires_at * 1000;
     if (expiresAtMs <= o.now()) return fail(p, "verified evidence is already expired");
     const id = await o.store.put(doc);
@@ -113,6 +122,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       sessionId: id,
       spkiSha256: spki && spki.type === "tls_spki_sha256" ? spki.spki_sha256 : outcome.spkiSha256,
       verifierId: doc.verifier_id,
+      teeAttested: teeAttestedOf(doc, p),
     };
     current.set(p.name, { state, expiresAtMs });
     failures.delete(p.name);
@@ -178,4 +188,20 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       timers.clear();
     },
   };
+}
+
+/**
+ * What a session proves about the TEE, as routing needs it: only a
+ * `tee_attested` claim asserted from hardware evidence satisfies
+ * `aci_verified`; a dev session does only under the documented development
+ * switch (whose claim the session itself carries).
+ */
+export function teeAttestedOf(doc: SessionDocument, p: ProviderConfig): TeeAttested {
+  const t = doc.claims.tee_attested;
+  if (t.status === "asserted" && t.source === "hardware_proven") return "hardware_proven";
+  if (
+    p.confidential?.verifier === "dev" && p.confidential.dev_counts_for_aci_verified &&
+    doc.claims.extra?.aci_verified_by_development_switch !== undefined
+  ) return "development_switch";
+  return "not_hardware_proven";
 }

@@ -150,3 +150,54 @@ Deno.test("manager: failures are visible, never verified; invalidate drops the s
     kv.close();
   }
 });
+
+Deno.test("manager: require_gpu refuses a session whose gpu_attested is not hardware_proven, whatever the verifier", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const now = () => 1_800_000_000_000;
+  const store = createSessionStore(kv, { now, receiptRetentionMs: 1000 });
+  const gpuDoc = (claim: SessionDocument["claims"]["gpu_attested"]) => {
+    const d = doc(now(), 100);
+    d.claims.gpu_attested = claim;
+    return d;
+  };
+  const required = {
+    ...provider,
+    confidential: { ...provider.confidential!, require_gpu: true },
+  };
+  const verifier = scripted([
+    () => ({ ok: true, document: gpuDoc({ status: "unknown" }), spkiSha256: "b".repeat(64) }),
+    () => ({
+      ok: true,
+      document: gpuDoc({ status: "asserted", source: "operator_asserted", reason: "x" }),
+      spkiSha256: "b".repeat(64),
+    }),
+    () => ({
+      ok: true,
+      document: gpuDoc({ status: "asserted", source: "hardware_proven", reason: "x" }),
+      spkiSha256: "b".repeat(64),
+    }),
+  ]);
+  const m = createVerificationManager({
+    providers: [required],
+    verifierFor: () => verifier,
+    deps,
+    store,
+    replicaId: "r1",
+    now,
+    log: () => {},
+  });
+  try {
+    const a = await m.verify("tee");
+    assert.ok(
+      !a.verified &&
+        /GPU evidence required but the session's gpu_attested is unknown/.test(a.reason),
+    );
+    const b = await m.verify("tee");
+    assert.ok(!b.verified, "an operator assertion is not GPU evidence");
+    assert.equal((await store.listCurrent({})).length, 0);
+    assert.ok((await m.verify("tee")).verified);
+  } finally {
+    m.stop();
+    kv.close();
+  }
+});

@@ -85,6 +85,8 @@ export interface VerifierDeps {
     collateral: import("../verify/tdx/collateral_source.ts").CollateralSource;
     rootCaDer?: Uint8Array;
   };
+  /** NVIDIA GPU evidence: pinned roots, RIM/OCSP collateral and the verification clock per artefact. */
+  gpu: import("../verify/nvidia/deps.ts").GpuDeps;
 }
 
 export type VerifyOutcome =

@@ -9,11 +9,18 @@ import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
 import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
 import { createVerifierDeps, verifierFor } from "../verify/upstream/mod.ts";
 import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
+import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { GatewayError } from "../http/errors.ts";
 
 export function productionVerifiers(
   config: GatewayConfig,
-  opts: { now: () => number; collateral: CollateralSource; rootCaDer?: Uint8Array },
+  opts: {
+    now: () => number;
+    collateral: CollateralSource;
+    rootCaDer?: Uint8Array;
+    /** GPU evidence roots and collateral; default built-in roots, no collateral. */
+    gpu?: GpuDeps;
+  },
 ): { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps } {
   return {
     verifierFor: (p) => {
@@ -31,6 +38,7 @@ export function productionVerifiers(
     deps: createVerifierDeps({
       now: opts.now,
       tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
+      gpu: opts.gpu,
     }),
   };
 }

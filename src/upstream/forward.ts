@@ -45,6 +45,16 @@ export interface ForwardPlan {
   /** Connection-pool partition: the API key's digest (h1_client.ts). */
   partition?: string;
   signal: AbortSignal;
+  /** Told of every attempt as it ends (the request log's providers and reasons; never content). */
+  onAttempt?: (a: AttemptRecord) => void;
+}
+
+/** One upstream attempt, for the request log. */
+export interface AttemptRecord {
+  attempt: number;
+  provider: string;
+  /** `served`, or why the attempt failed: `status_<code>`, `timeout`, `connect`, `channel`. */
+  outcome: string;
 }
 
 export interface ForwardResult {
@@ -83,7 +93,7 @@ export async function forward(
     const bytes = plan.body(c);
     const hash = sha256Prefixed(bytes);
     rec.event({ type: "route.selected", target_route_id: c.routeId, attempt: attempts });
-    recordVerification(rec, c, plan);
+    recordVerification(rec, c, plan, attempts);
     // `request.forwarded` only once bytes reached the connection (ACI: absent when the
     // prompt was never sent, e.g. a pin mismatch); a transport without the hook (fetch)
     // proves it by answering.
@@ -119,6 +129,9 @@ export async function forward(
       onWritten();
       clearTimeout(timer);
       if (res.ok) {
+        // The served attempt, named once: every other attempt in the log failed.
+        rec.event({ type: "route.served", target_route_id: c.routeId, attempt: attempts });
+        plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: "served" });
         return {
           response: res,
           candidate: c,
@@ -136,7 +149,13 @@ export async function forward(
       rec.event({
         type: "upstream.attempt_failed",
         target_route_id: c.routeId,
+        attempt: attempts,
         status: res.status,
+      });
+      plan.onAttempt?.({
+        attempt: attempts,
+        provider: c.provider.name,
+        outcome: `status_${res.status}`,
       });
       if (!(res.status >= 500 || res.status === 429)) break;
     } catch (e) {
@@ -153,7 +172,13 @@ export async function forward(
           ? "upstream TLS key does not match its attested session"
           : "connection failed",
       };
-      rec.event({ type: "upstream.attempt_failed", target_route_id: c.routeId, reason: last.kind });
+      rec.event({
+        type: "upstream.attempt_failed",
+        target_route_id: c.routeId,
+        attempt: attempts,
+        reason: last.kind,
+      });
+      plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: last.kind });
     } finally {
       plan.signal.removeEventListener("abort", onClientAbort);
     }
@@ -177,7 +202,13 @@ function abortOf(ctl: AbortController): (reason?: unknown) => void {
   return (reason) => ctl.abort(reason);
 }
 
-function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPlan): void {
+/** The `upstream.verified` event of one attempt (`attempt` ties it to its `route.selected`). */
+function recordVerification(
+  rec: ReceiptRecorder,
+  c: Candidate,
+  plan: ForwardPlan,
+  attempt: number,
+): void {
   const v = c.verification;
   if (!v) return;
   if (v.verified) {
@@ -187,6 +218,8 @@ function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPla
       result: "verified",
       required: plan.verificationRequired,
       session_id: v.sessionId,
+      tee_attested: v.teeAttested,
+      attempt,
     });
   } else {
     rec.event({
@@ -196,6 +229,7 @@ function recordVerification(rec: ReceiptRecorder, c: Candidate, plan: ForwardPla
       required: plan.verificationRequired,
       reason: v.reason,
       upstream_name: c.provider.name,
+      attempt,
     });
   }
 }

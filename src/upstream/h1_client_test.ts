@@ -1041,7 +1041,6 @@ const tlsCert = await selfSignedCert();
 
 Deno.test({
   name: "HTTPS through Deno.connectTls with a test CA",
-  ignore: tlsCert === null,
   async fn() {
     const { cert, key } = tlsCert!;
     const server = Deno.serve(

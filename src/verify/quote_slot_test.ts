@@ -4,18 +4,10 @@ import { bytesToHex, hexToBytes } from "../aci/hex.ts";
 import { fakeTdxQuote } from "./dev_report_fixture.ts";
 import { quoteReportDataSlot } from "./quote_slot.ts";
 
-const fixtures = new URL("../../../shared/fixtures/", import.meta.url);
-const fixturesPresent = (() => {
-  try {
-    return Deno.statSync(fixtures).isDirectory;
-  } catch {
-    return false;
-  }
-})();
+const fixtures = new URL("../../tests/fixtures/", import.meta.url);
 
 Deno.test({
   name: "quote slot: real TDX v4 (dstack) REPORTDATA at 568 is 64 x 0x01",
-  ignore: !fixturesPresent,
   fn() {
     const data = JSON.parse(
       Deno.readTextFileSync(new URL("dstack/vllm-proxy-sample-dstack-data.json", fixtures)),
@@ -29,7 +21,6 @@ Deno.test({
 
 Deno.test({
   name: "quote slot: real TDX v5 (TDX 1.5 body) REPORTDATA at 574",
-  ignore: !fixturesPresent,
   fn() {
     const raw = Deno.readFileSync(new URL("tdx/dcap-qvl-tdx_quote_outdated", fixtures));
     const q = quoteReportDataSlot("tdx", raw);
@@ -42,7 +33,6 @@ Deno.test({
 
 Deno.test({
   name: "quote slot: real SEV-SNP report REPORT_DATA at 0x50",
-  ignore: !fixturesPresent,
   fn() {
     const raw = Deno.readFileSync(new URL("sev-snp/go-sev-guest-attestation.bin", fixtures));
     const q = quoteReportDataSlot("sev_snp", raw);

@@ -88,13 +88,17 @@ function bodyCheck(
 
 function upstreamCheck(receipt: Record<string, unknown>, required: boolean): Check {
   const name = "receipt.upstream_verified";
-  const event = findEvent(receipt, "upstream.verified");
+  const event = servedVerification(receipt);
   if (!event) {
     return check(
       name,
       !required,
       "no upstream.verified event: the upstream was not attested for this response",
     );
+  }
+  const tee = event["tee_attested"];
+  if (required && event["result"] === "verified" && tee === "not_hardware_proven") {
+    return check(name, false, "verified, but the session's TEE claim is not hardware_proven");
   }
   const result = event["result"];
   const req = event["required"];
@@ -150,13 +154,21 @@ export function verifyReceipt(receipt: unknown, opts: ReceiptVerifyOptions = {})
 
   const log = receipt["event_log"];
   const first = Array.isArray(log) ? log[0] : undefined;
-  const logOk = isRecord(first) && first["type"] === "request.received" &&
-    typeof first["body_hash"] === "string" && PREFIXED_DIGEST_RE.test(first["body_hash"]);
+  // A body refused unread (e.g. 413) has no hash to bind: then the log must say so
+  // and show the request was refused, never forwarded.
+  const unread = isRecord(first) && first["type"] === "request.received" &&
+    first["body_hash"] === null && first["body_read"] === false &&
+    (log as unknown[]).some((e) => isRecord(e) && e["type"] === "request.refused") &&
+    !(log as unknown[]).some((e) => isRecord(e) && e["type"] === "request.forwarded");
+  const logOk = unread || (isRecord(first) && first["type"] === "request.received" &&
+    typeof first["body_hash"] === "string" && PREFIXED_DIGEST_RE.test(first["body_hash"]));
   checks.push(
     check(
       "receipt.event_log",
       logOk,
-      logOk
+      unread
+        ? `${(log as unknown[]).length} events: the request was refused before its body was read`
+        : logOk
         ? `${(log as unknown[]).length} events, starting with request.received`
         : "event_log must start with a request.received event carrying a body_hash",
     ),
@@ -174,4 +186,20 @@ export function verifyReceipt(receipt: unknown, opts: ReceiptVerifyOptions = {})
   }
   checks.push(upstreamCheck(receipt, opts.requireVerifiedUpstream ?? false));
   return checks;
+}
+
+/**
+ * The `upstream.verified` event of the attempt that served the response: the
+ * one whose `attempt` matches `route.served` (receipts with attempt numbers),
+ * else the last one (older receipts, one attempt each).
+ */
+function servedVerification(receipt: Record<string, unknown>): Record<string, unknown> | null {
+  const log = Array.isArray(receipt["event_log"]) ? receipt["event_log"] as unknown[] : [];
+  const events = log.filter(isRecord);
+  const served = events.find((e) => e["type"] === "route.served");
+  const verified = events.filter((e) => e["type"] === "upstream.verified");
+  if (served && typeof served["attempt"] === "number") {
+    return verified.find((e) => e["attempt"] === served["attempt"]) ?? null;
+  }
+  return verified.at(-1) ?? null;
 }

@@ -43,6 +43,8 @@ export interface DstackUpstreamOptions {
   eventLog?: "match" | "tampered" | "none";
   /** Extra quote fields (e.g. `mrTd`); RTMRs come from the event log unless given here. */
   mint?: MintOptions;
+  /** The report's `nvidia_payload` (NRAS request JSON text); default null (no GPU evidence). */
+  nvidiaPayload?: string | null;
   /** Demo upstream name; default "dstack". */
   name?: string;
   models?: string[];
@@ -129,7 +131,7 @@ export async function startDstackUpstream(opts: DstackUpstreamOptions): Promise<
       signing_algo: "ecdsa",
       request_nonce: nonceHex,
       intel_quote: bytesToHex(quote),
-      nvidia_payload: null,
+      nvidia_payload: opts.nvidiaPayload ?? null,
       ...(opts.eventLog === "none" ? {} : { event_log: toJson(served) }),
       info: { app_name: "test-app", compose_hash: composeHash },
     };

@@ -2,8 +2,8 @@
  * Anthropic Messages request → OpenAI chat request.
  *
  * Choices made here (the two formats do not map one-to-one):
- * - `temperature` is validated on Anthropic's 0–1 range and forwarded unscaled,
- *   as Anthropic clients expect the value they send to be the one applied.
+ * - `temperature` is validated on the service spec's 0–2 range (wider than
+ *   Anthropic's 0–1) and forwarded unscaled: the value sent is the one applied.
  * - `system` text blocks are joined with "\n" into one system message string.
  * - A user turn holding `tool_result` blocks becomes the `role:"tool"` messages
  *   first (they must directly follow the assistant turn that called the tools),

@@ -194,7 +194,7 @@ Deno.test("messages request: validation names the offending path and never echoe
   rejects({ ...ok, max_tokens: undefined }, "max_tokens");
   rejects({ ...ok, max_tokens: 1.5 }, "max_tokens");
   rejects({ ...ok, model: "" }, "model");
-  rejects({ ...ok, temperature: 1.5 }, "temperature");
+  rejects({ ...ok, temperature: 2.5 }, "temperature");
   rejects({ ...ok, temperature: -0.1 }, "temperature");
   rejects({ ...ok, messages: [] }, "messages");
   rejects({ ...ok, messages: [{ role: "system", content: SECRET }] }, "messages[0].role");

@@ -79,7 +79,8 @@ export const MessagesRequestSchema = z.object({
   messages: z.array(Message).min(1),
   system: z.union([z.string(), z.array(TextBlock)]).optional(),
   // Anthropic's own range; values are forwarded unscaled (see request.ts).
-  temperature: z.number().min(0).max(1).optional(),
+  // The service spec's limits table: 0–2 on every endpoint (Anthropic's own API stops at 1).
+  temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().min(0).max(1).optional(),
   top_k: z.int().min(0).optional(),
   stop_sequences: z.array(z.string().min(1)).optional(),

@@ -6,15 +6,7 @@ import { parseTdxQuote } from "../tdx/quote.ts";
 import { hexToBytes } from "../x509/hex.ts";
 import { parseEventLog, replayRtmrs, verifyEventLog } from "./event_log.ts";
 
-const FIX = new URL("../../../../shared/fixtures/", import.meta.url);
-const fixturesPresent = (() => {
-  try {
-    return Deno.statSync(FIX).isDirectory;
-  } catch {
-    return false;
-  }
-})();
-const ignore = !fixturesPresent;
+const FIX = new URL("../../../tests/fixtures/", import.meta.url);
 
 interface Sample {
   SAMPLE_DSTACK_QUOTE: { quote: string; event_log: string };
@@ -31,7 +23,6 @@ function sample(): { data: Sample; quote: Uint8Array } {
 
 Deno.test({
   name: "dstack sample event log replays exactly to its quote's RTMRs and yields the compose hash",
-  ignore,
   fn: () => {
     const { data, quote } = sample();
     const q = parseTdxQuote(quote);
@@ -49,7 +40,6 @@ Deno.test({
 
 Deno.test({
   name: "dstack: a changed digest or a swapped compose-hash payload is caught",
-  ignore,
   fn: () => {
     const { data, quote } = sample();
     const q = parseTdxQuote(quote);
@@ -96,7 +86,6 @@ Deno.test("replay folds sha384(acc ‖ digest) from zeros per IMR", () => {
 
 Deno.test({
   name: "dstack sample quote verifies UpToDate with the NEAR collateral at 2025-09-10",
-  ignore,
   fn: async () => {
     const { quote } = sample();
     const c = collateralFromDcapQvlJson(

@@ -13,15 +13,7 @@ import { verifyTdxQuote } from "./dcap.ts";
 import { INTEL_SGX_ROOT_CA_PEM } from "./intel_root.ts";
 import { parseTdxQuote } from "./quote.ts";
 
-const FIX = new URL("../../../../shared/fixtures/tdx/", import.meta.url);
-const fixturesPresent = (() => {
-  try {
-    return Deno.statSync(FIX).isDirectory;
-  } catch {
-    return false;
-  }
-})();
-const ignore = !fixturesPresent;
+const FIX = new URL("../../../tests/fixtures/tdx/", import.meta.url);
 const at = (iso: string) => () => Date.parse(iso);
 
 function fixtureCollateral(): TdxCollateral {
@@ -35,7 +27,6 @@ function fixtureCollateral(): TdxCollateral {
 Deno.test({
   name:
     "LocalCollateralSource feeds verifyTdxQuoteWithSource; a missing FMSPC is a precise failure",
-  ignore,
   fn: async () => {
     const quote = Deno.readFileSync(new URL("dcap-qvl-tdx_quote", FIX));
     const now = at("2025-06-19T11:16:03Z");
@@ -57,7 +48,6 @@ Deno.test({
 Deno.test({
   name:
     "PcsCollateralSource fetches PCS v4 responses from a loopback server and caches until nextUpdate",
-  ignore,
   fn: async () => {
     const c = fixtureCollateral();
     const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -147,7 +137,6 @@ ftbrNGsGU8YH211dRiYNoPPu19Zp/ze8JmhujB0oBw==
 Deno.test({
   name:
     "go-tdx-guest SPR quote with raw PCS collateral is rejected by TD policy (SEPT_VE_DISABLE=0)",
-  ignore,
   fn: async () => {
     const quote = Deno.readFileSync(new URL("go-tdx-guest-tdx_prod_quote_SPR_E4.dat", FIX));
     const parsed = parseTdxQuote(quote);

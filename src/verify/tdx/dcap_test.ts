@@ -3,15 +3,7 @@ import { collateralFromDcapQvlJson, type TdxCollateral } from "./collateral.ts";
 import { verifyTdxQuote } from "./dcap.ts";
 import { hexToBytes } from "../x509/hex.ts";
 
-const FIX = new URL("../../../../shared/fixtures/tdx/", import.meta.url);
-const fixturesPresent = (() => {
-  try {
-    return Deno.statSync(FIX).isDirectory;
-  } catch {
-    return false;
-  }
-})();
-const ignore = !fixturesPresent;
+const FIX = new URL("../../../tests/fixtures/tdx/", import.meta.url);
 
 function readBin(name: string): Uint8Array {
   return Deno.readFileSync(new URL(name, FIX));
@@ -30,7 +22,6 @@ const at = (iso: string) => () => Date.parse(iso);
 
 Deno.test({
   name: "dcap-qvl v4 quote verifies UpToDate inside its collateral window",
-  ignore,
   fn: async () => {
     const r = await verifyTdxQuote(readBin("dcap-qvl-tdx_quote"), {
       collateral: readCollateral("dcap-qvl-tdx_quote_collateral.json"),
@@ -51,7 +42,6 @@ Deno.test({
 
 Deno.test({
   name: "dcap-qvl v4 quote fails outside its collateral window",
-  ignore,
   fn: async () => {
     const quote = readBin("dcap-qvl-tdx_quote");
     const collateral = readCollateral("dcap-qvl-tdx_quote_collateral.json");
@@ -68,7 +58,6 @@ Deno.test({
 
 Deno.test({
   name: "outdated v5 (TDX 1.5) quote verifies cryptographically but is not UpToDate",
-  ignore,
   fn: async () => {
     const r = await verifyTdxQuote(readBin("dcap-qvl-tdx_quote_outdated"), {
       collateral: readCollateral("dcap-qvl-tdx_quote_outdated_collateral.json"),
@@ -87,7 +76,6 @@ Deno.test({
 
 Deno.test({
   name: "NEAR quote verifies UpToDate",
-  ignore,
   fn: async () => {
     const r = await verifyTdxQuote(nearQuote(), {
       collateral: readCollateral("near-quote_collateral.json"),
@@ -100,7 +88,6 @@ Deno.test({
 
 Deno.test({
   name: "flipped bytes in each signed region fail with a precise reason",
-  ignore,
   fn: async () => {
     const quote = readBin("dcap-qvl-tdx_quote");
     const collateral = readCollateral("dcap-qvl-tdx_quote_collateral.json");
@@ -145,7 +132,6 @@ Deno.test({
 
 Deno.test({
   name: "oracle: @phala/dcap-qvl agrees on the v4 and NEAR quotes",
-  ignore,
   fn: async () => {
     const { verify } = await import("@phala/dcap-qvl");
     const cases: [Uint8Array, string, string][] = [

@@ -4,18 +4,10 @@ import { X509Certificate } from "@peculiar/x509";
 import { parseTdxQuote } from "./quote.ts";
 import { parsePckExtension, parsePckExtensionValue } from "./pck_extension.ts";
 
-const FIX = new URL("../../../../shared/fixtures/tdx/", import.meta.url);
-const fixturesPresent = (() => {
-  try {
-    return Deno.statSync(FIX).isDirectory;
-  } catch {
-    return false;
-  }
-})();
+const FIX = new URL("../../../tests/fixtures/tdx/", import.meta.url);
 
 Deno.test({
   name: "SGX extension of a real PCK certificate: FMSPC, PCESVN, TCB components",
-  ignore: !fixturesPresent,
   fn: () => {
     const q = parseTdxQuote(Deno.readFileSync(new URL("dcap-qvl-tdx_quote", FIX)));
     assert.ok(q.ok);

@@ -6,6 +6,7 @@
  * the observed TLS key to be one the attested keyset lists. Anything short
  * of every check passing is a failure.
  */
+import { hexToBytes } from "../../aci/hex.ts";
 import type {
   SessionDocument,
   UpstreamVerifier,
@@ -31,6 +32,7 @@ import {
   upstreamOrigin,
   v1Url,
 } from "./endpoint.ts";
+import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
 export const ACI_VERIFIER_ID = "aci-tdx/1";
@@ -96,6 +98,12 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     composeHash = replay.composeHash;
   }
 
+  // GPU evidence, where the report carries it, answers the same fresh nonce.
+  const gpuPayload = evidence?.["nvidia_payload"] ?? attestation["nvidia_payload"];
+  const gpu = await gpuClaim(gpuPayload, hexToBytes(nonce), deps.gpu, nowMs);
+  const shortfall = conf.require_gpu ? requiredGpuShortfall(gpu) : null;
+  if (shortfall) refuse(shortfall);
+
   const nowS = unixSeconds(nowMs);
   const notAfter = keyset["not_after"];
   if (typeof notAfter !== "number") refuse("attested keyset has no numeric not_after");
@@ -125,7 +133,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
         composeHash,
         "compose hash",
       ),
-      gpu_attested: UNKNOWN,
+      gpu_attested: gpu.claim,
       model_weights_provenance: UNKNOWN,
       extra: {
         tcb_status: {
@@ -142,6 +150,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
           compose_hash: composeHash,
           event_log_replayed: log !== undefined && log !== null,
         },
+        gpu_evidence: gpu.extra,
       },
     },
     evidence: sessionEvidence("application/json", bytes),

@@ -11,6 +11,16 @@ import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { issueServerCert, makeTestCa } from "../../../tests/support/tls_servers.ts";
 import { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
+import { createVerifierDeps } from "./mod.ts";
+import { defaultGpuDeps } from "../nvidia/deps.ts";
+import {
+  collateralWith,
+  FULL_RIMS,
+  FULL_TIMES,
+  fullNrasPayload,
+  hexToBytes,
+  vector,
+} from "../../../tests/support/nvidia_fixtures.ts";
 
 const NOW = Date.now();
 const NOW_S = Math.floor(NOW / 1000);
@@ -26,6 +36,8 @@ interface AciServerOptions {
   dev?: boolean;
   /** Ignore the request nonce and bind this one. */
   fixedNonce?: string;
+  /** GPU evidence in `evidence.nvidia_payload` (NRAS request JSON text). */
+  nvidiaPayload?: string;
 }
 
 /** A loopback ACI service: serves `/v1/aci/attestation` for its keyset, quoted by the forge. */
@@ -58,7 +70,12 @@ async function withAciServer(
         workload_keyset_digest: digest,
         report_data: bytesToHex(rd),
         source_provenance: null,
-        evidence: { quote: bytesToHex(quote), provider: "forge", hardware: !o.dev },
+        evidence: {
+          quote: bytesToHex(quote),
+          provider: "forge",
+          hardware: !o.dev,
+          ...(o.nvidiaPayload ? { nvidia_payload: o.nvidiaPayload } : {}),
+        },
       };
       const body = {
         api_version: "aci/1",
@@ -150,6 +167,42 @@ Deno.test("aci: a stale nonce, a DEV quote or another root fail", async () => {
     assert.match(
       reasonOf(await aciVerifier.verify(target(url), intelRoot)),
       /report\.hardware_evidence: .*TDX quote rejected at pck_chain/,
+    );
+  });
+});
+
+Deno.test("aci: GPU evidence in the report is verified with the same nonce; require_gpu refuses without it", async () => {
+  const full = vector("hopper-550.90.07-FULL");
+  const gpuDeps = createVerifierDeps({
+    now: () => NOW,
+    tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
+    // The round's nonce is the recorded evidence's nonce (a real GPU answers any nonce).
+    randomBytes: (n) => n === 32 ? hexToBytes(full.nonce) : new Uint8Array(n),
+    gpu: defaultGpuDeps({ collateral: collateralWith(FULL_RIMS), times: () => FULL_TIMES }),
+  });
+  await withAciServer({ nvidiaPayload: JSON.stringify(fullNrasPayload()) }, async (url) => {
+    const doc = docOf(await aciVerifier.verify(target(url), gpuDeps));
+    assert.equal(doc.claims.gpu_attested.status, "asserted");
+    assert.equal(
+      doc.claims.gpu_attested.status === "asserted" && doc.claims.gpu_attested.source,
+      "hardware_proven",
+    );
+    const extra = doc.claims.extra?.gpu_evidence as Record<string, unknown>;
+    assert.equal(extra.status, "pass");
+    assert.equal(extra.gpu_count, 1);
+    // Another round's nonce: the same evidence is refuted on exactly that check.
+    const doc2 = docOf(await aciVerifier.verify(target(url), deps));
+    assert.equal(doc2.claims.gpu_attested.status, "refuted");
+    assert.equal(
+      (doc2.claims.extra?.gpu_evidence as Record<string, unknown>).failing_check,
+      "nonce",
+    );
+  });
+  await withAciServer({}, async (url) => {
+    const required = targetFor(url, { verifier: "aci", tls_ca_pem: ca.certPem, require_gpu: true });
+    assert.match(
+      reasonOf(await aciVerifier.verify(required, gpuDeps)),
+      /GPU evidence required but not proven \(absent; the report carries no GPU evidence\)/,
     );
   });
 });

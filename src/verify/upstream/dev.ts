@@ -89,6 +89,16 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
           reason: "DEV quote (unsigned): it binds the signing address, the TLS key and a fresh " +
             "nonce, but nothing proves a TEE; for development only",
         },
+        ...(conf.dev_counts_for_aci_verified
+          ? {
+            aci_verified_by_development_switch: {
+              status: "asserted" as const,
+              source: "operator_asserted" as const,
+              reason: "confidential.dev_counts_for_aci_verified is set: this development " +
+                "session satisfies aci_verified although no TEE stands behind it",
+            },
+          }
+          : {}),
       },
     },
     evidence: sessionEvidence("application/json", bytes),

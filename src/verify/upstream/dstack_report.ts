@@ -1,7 +1,8 @@
 /**
  * The attestation report of the dstack vllm-proxy lineage
  * (`GET /v1/attestation/report`), narrowed from untrusted JSON: signing
- * identity, echoed nonce, the quote bytes and the raw event log. Only the
+ * identity, echoed nonce, the quote bytes, the raw event log and the GPU
+ * payload. Only the
  * ecdsa algorithm is accepted (its address is what report data v2 binds).
  */
 import { hexToBytes } from "../../aci/hex.ts";
@@ -17,6 +18,8 @@ export interface DstackReport {
   quote: Uint8Array;
   /** `event_log` as served (array or JSON text), or null when absent. */
   eventLog: unknown;
+  /** `nvidia_payload` as served (NRAS request JSON text or object), or null when absent. */
+  nvidiaPayload: unknown;
 }
 
 const ADDRESS_RE = /^0x[0-9a-fA-F]{40}$/;
@@ -48,5 +51,6 @@ export function parseDstackReport(report: Record<string, unknown>, nonce: string
     signingAlgo: "ecdsa",
     quote,
     eventLog: log === undefined || log === null ? null : log,
+    nvidiaPayload: report["nvidia_payload"] ?? null,
   };
 }

@@ -4,7 +4,8 @@
  * pinned to that key, DCAP-verify the quote, require report data v2
  * (`sha256(address ‖ sha256(SPKI DER)) ‖ nonce`, the only layout that binds
  * the TLS channel), replay the event log to the quoted RTMRs, and apply the
- * operator's MRTD / compose-hash allow-lists. The session document records
+ * operator's MRTD / compose-hash allow-lists, and verify the report's NVIDIA
+ * GPU payload with the same nonce. The session document records
  * the exact report bytes as evidence.
  */
 import { isDevQuote } from "../../aci/dev_quote.ts";
@@ -21,6 +22,7 @@ import { checkReportData } from "../dstack/report_data.ts";
 import { verifyTdxQuoteWithSource } from "../tdx/collateral_source.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
+import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import {
   confidentialOf,
   fetchEvidence,
@@ -85,6 +87,11 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     composeHash = replay.composeHash;
   }
 
+  // The GPU evidence answers the same fresh nonce the quote binds.
+  const gpu = await gpuClaim(report.nvidiaPayload, nonceBytes, deps.gpu, nowMs);
+  const shortfall = conf.require_gpu ? requiredGpuShortfall(gpu) : null;
+  if (shortfall) refuse(shortfall);
+
   const nowS = unixSeconds(nowMs);
   const expiresAt = Math.min(nowS + conf.session_ttl_seconds, tdx.collateralExpiresAt);
   if (expiresAt <= nowS) refuse("TDX collateral expires before a session could start");
@@ -113,8 +120,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
         composeHash,
         "compose hash",
       ),
-      // NVIDIA evidence needs NRAS (network); until checked it stays unknown.
-      gpu_attested: UNKNOWN,
+      gpu_attested: gpu.claim,
       model_weights_provenance: UNKNOWN,
       extra: {
         tcb_status: { status: "asserted", source: "verifier_derived", reason: detail },
@@ -127,6 +133,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
           compose_hash: composeHash,
           event_log_replayed: report.eventLog !== null,
         },
+        gpu_evidence: gpu.extra,
       },
     },
     evidence: sessionEvidence("application/json", bytes),

@@ -11,6 +11,7 @@ import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "../../sess
 import tls from "node:tls";
 import { pinnedOneShotFetch } from "../../upstream/transport.ts";
 import { observeTls } from "../../upstream/tls_observe.ts";
+import { defaultGpuDeps, type GpuDeps } from "../nvidia/deps.ts";
 import { aciVerifier } from "./aci.ts";
 import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";
@@ -52,6 +53,8 @@ export interface VerifierDepsOptions {
   randomBytes?: (n: number) => Uint8Array;
   /** Bound on each TLS connect + handshake; default 10 000 ms. */
   connectTimeoutMs?: number;
+  /** GPU evidence roots, collateral and times; default built-in roots and no collateral. */
+  gpu?: GpuDeps;
 }
 
 /**
@@ -67,5 +70,6 @@ export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
     pinnedFetch: (spkiSha256, ca) =>
       pinnedOneShotFetch(tls.connect, { spkiSha256, ca, connectTimeoutMs: timeoutMs }),
     tdx: o.tdx,
+    gpu: o.gpu ?? defaultGpuDeps(),
   };
 }

@@ -1,0 +1,96 @@
+/**
+ * The hold ledger (issue #15 item 4): what each gateway process has reserved
+ * from each key's balance and not yet settled or handed back, recorded
+ * durably so that a crash (`kill -9`) loses no credits.
+ *
+ * Every admission commit adds the credits it reserves (requests admitted,
+ * lease slices granted) to `["hold", instance, key, "reserved"]`, in the same
+ * atomic commit; every settlement and every lease hand-back adds the same
+ * amount to `["hold", instance, key, "closed"]`, in the commit that carries
+ * it. Both are blind `sum`s on monotonic counters, so they cost the hot path
+ * one more mutation in commits it makes anyway. `reserved − closed` is what
+ * the process holds at any moment: its live lease slices and its in-flight
+ * requests.
+ *
+ * When a process is gone (no live replica announcement), any other process
+ * on the store refunds its open holds to the keys (the usual credit refund
+ * counter, folded in at the next admission) and deletes them. Requests that
+ * were in flight at the crash are refunded whole: their answer never got a
+ * durable receipt. A process that is alive but missed its heartbeats for a
+ * whole replica TTL would be refunded too, and then settle its own requests:
+ * the key would be credited its open holds twice (never charged twice).
+ */
+import type { KvWrite } from "../store/group_commit.ts";
+import { retryTransient } from "../store/transient.ts";
+import { creditRefundKey, u64 } from "./kv_layout.ts";
+
+export type HoldSide = "reserved" | "closed";
+
+/** `["hold", instance, key_id, side]` → KvU64 nano-credits. */
+export const holdKey = (instance: string, keyId: string, side: HoldSide): Deno.KvKey => [
+  "hold",
+  instance,
+  keyId,
+  side,
+];
+/** `["hold_instances", instance]` → epoch ms of its first hold: instances to check. */
+export const holdInstanceKey = (instance: string): Deno.KvKey => ["hold_instances", instance];
+
+/** Closes `nano` of `instance`'s hold on a key (a settlement, a lease hand-back). */
+export function holdClosedWrites(instance: string, keyId: string, nano: bigint): KvWrite[] {
+  return nano > 0n ? [{ op: "sum", key: holdKey(instance, keyId, "closed"), value: nano }] : [];
+}
+
+export interface Recovery {
+  instances: number;
+  refundedNano: bigint;
+}
+
+/**
+ * Refunds the open holds of every instance that `live` does not list (and
+ * that is not `self`), then forgets them. Safe to run from several processes
+ * at once: each key's refund is one commit checked against the counters it
+ * read, so it happens once.
+ */
+export async function recoverHolds(
+  kv: Deno.Kv,
+  opts: { self: string; live: () => Promise<Set<string>> },
+): Promise<Recovery> {
+  const out: Recovery = { instances: 0, refundedNano: 0n };
+  const instances: Deno.KvEntry<unknown>[] = [];
+  for await (const e of kv.list({ prefix: ["hold_instances"] })) instances.push(e);
+  if (instances.length === 0) return out;
+  const live = await opts.live();
+  for (const inst of instances) {
+    const id = inst.key[1];
+    if (typeof id !== "string" || id === opts.self || live.has(id)) continue;
+    const keys = new Set<string>();
+    for await (const h of kv.list({ prefix: ["hold", id] })) {
+      if (typeof h.key[2] === "string") keys.add(h.key[2]);
+    }
+    let complete = true;
+    for (const keyId of keys) {
+      const refunded = await retryTransient(async () => {
+        const [r, c] = await kv.getMany([
+          holdKey(id, keyId, "reserved"),
+          holdKey(id, keyId, "closed"),
+        ]);
+        const open = u64(r.value) - u64(c.value);
+        const op = kv.atomic().check(r).check(c)
+          .delete(holdKey(id, keyId, "reserved"))
+          .delete(holdKey(id, keyId, "closed"));
+        if (open > 0n) op.sum(creditRefundKey(keyId), open);
+        const res = await op.commit();
+        return res.ok ? (open > 0n ? open : 0n) : null;
+      });
+      // null: another process recovered this key meanwhile; the next round re-checks.
+      if (refunded === null) complete = false;
+      else out.refundedNano += refunded;
+    }
+    if (complete) {
+      await retryTransient(() => kv.atomic().check(inst).delete(inst.key).commit());
+      out.instances++;
+    }
+  }
+  return out;
+}
