@@ -41,6 +41,7 @@ import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./rep
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
+import { measureE2ee } from "./e2ee.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -408,6 +409,10 @@ async function main(): Promise<void> {
       for (const p of order) await runPath(p, stats[p]);
     }
 
+    log("E2EE v2 vs plain chat (c=1, alternating batches)");
+    const e2ee = await measureE2ee(targets.gateway, gw.pid, dir, seconds);
+    gatewayOk += e2ee.ok;
+
     await gw.stop();
     servers.splice(servers.indexOf(gw), 1);
     const receipts = await countReceipts(gw.storePath);
@@ -593,6 +598,7 @@ async function main(): Promise<void> {
       },
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
+    rows.push(...e2ee.rows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }

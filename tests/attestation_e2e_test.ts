@@ -55,7 +55,17 @@ Deno.test("canonical report binds keyset and nonce (development provider)", asyn
     const ks = report.attestation.workload_keyset;
     assert.deepEqual(ks.receipt_signing_keys.map((k: Json) => k.algo), ["ed25519", "secp256k1"]);
     assert.equal(typeof ks.not_after, "number");
-    assert.deepEqual(ks.e2ee_public_keys, []);
+    // E2EE v2: one key per suite, X25519 first, never a receipt key reused.
+    assert.deepEqual(ks.e2ee_public_keys.map((k: Json) => k.algo), [
+      "x25519-aes-256-gcm-hkdf-sha256",
+      "secp256k1-aes-256-gcm-hkdf-sha256",
+    ]);
+    assert.match(ks.e2ee_public_keys[0].public_key, /^[0-9a-f]{64}$/);
+    assert.match(ks.e2ee_public_keys[1].public_key, /^04[0-9a-f]{128}$/);
+    for (const e of ks.e2ee_public_keys) {
+      assert.ok(!ks.receipt_signing_keys.some((r: Json) => r.public_key === e.public_key));
+    }
+    assert.deepEqual(report.service_capabilities.supported_e2ee_versions, ["2"]);
     assert.equal(report.service_capabilities.serving, "aggregator");
     assert.ok(report.all_attestations.length >= 1);
     // nonce-less report: null statement, cacheable

@@ -154,6 +154,11 @@ export function buildKeyset(input: KeysetInput): WorkloadKeyset {
     algo: k.algo,
     public_key: k.public_key,
   }));
+  // Keys are per role: an E2EE key may never double as a receipt or legacy signing key.
+  const signing = [input.keys.ed25519PublicKeyHex, input.keys.secp256k1PublicKeyHex];
+  if (e2ee.some((k) => signing.includes(k.public_key))) {
+    throw new Error("an E2EE public key doubles as a signing key");
+  }
   return {
     subject: input.subject,
     not_after: input.notAfter,

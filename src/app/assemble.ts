@@ -30,6 +30,8 @@ import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import type { Candidate } from "../routing/select.ts";
 import type { UpstreamTransport } from "../upstream/transport.ts";
+import { createReplayGuard } from "../e2ee/replay.ts";
+import { hexToBytes } from "../aci/hex.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -48,7 +50,7 @@ export interface OutsideWorld {
 /** What the gateway declares it serves (in every report's `service_capabilities`). */
 export const SERVICE_CAPABILITIES = {
   serving: "aggregator",
-  supported_e2ee_versions: [],
+  supported_e2ee_versions: ["2"],
   endpoints: [
     "/v1/chat/completions",
     "/v1/completions",
@@ -103,6 +105,7 @@ export function assembleGateway(
     ttlSeconds: config.identity.keyset_ttl_seconds,
     now,
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
+    e2eeSeed: e2eeSeed(config, world.env),
   });
   const committer = new GroupCommitter(kv, {
     onError: (e) => world.log({ level: "error", msg: "durable write failed", error: String(e) }),
@@ -269,6 +272,12 @@ export function assembleGateway(
         totalMs: config.limits.upstream_body_timeout_ms,
       },
     },
+    e2ee: {
+      keyring: () => identity.current().e2ee,
+      replay: createReplayGuard(kv, now),
+      now,
+      randomBytes: world.randomBytes,
+    },
     streamTicker: new StreamTicker(
       tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
       () => performance.now(),
@@ -319,4 +328,18 @@ export function assembleGateway(
       await committer.close();
     },
   };
+}
+
+/** The E2EE seed the replicas share (`identity.e2ee_seed_env`: 64 hex characters), if configured. */
+function e2eeSeed(
+  config: GatewayConfig,
+  env: (name: string) => string | undefined,
+): Uint8Array | undefined {
+  const name = config.identity.e2ee_seed_env;
+  if (name === undefined) return undefined;
+  const value = env(name);
+  if (value === undefined || !/^[0-9a-fA-F]{64}$/.test(value)) {
+    throw new Error(`identity.e2ee_seed_env: ${name} must hold 64 hexadecimal characters`);
+  }
+  return hexToBytes(value);
 }

@@ -15,6 +15,7 @@ import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { StreamTicker } from "../handlers/stream_ticker.ts";
+import type { E2eeDeps } from "../e2ee/service.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -30,6 +31,8 @@ export interface GatewayContext {
   reports: ReportService;
   sessions: SessionStore;
   forward: ForwardDeps;
+  /** E2EE v2: the current keyset's keys and the shared replay guard. */
+  e2ee: E2eeDeps;
   /** The idle and keep-alive deadlines of every open stream, on one timer. */
   streamTicker: StreamTicker;
   verification: (provider: string) => VerificationState | null;

@@ -7,9 +7,12 @@
  */
 import { buildKeyset, generateWorkloadKeys, type WorkloadKeys } from "../aci/signer.ts";
 import { keysetDigest, type WorkloadKeyset } from "../aci/keyset.ts";
+import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/keys.ts";
 
 export interface IdentitySnapshot {
   keys: WorkloadKeys;
+  /** The E2EE v2 keys listed in this keyset (made, rotated and archived with it). */
+  e2ee: E2eeKeyring;
   keyset: WorkloadKeyset;
   digest: string;
 }
@@ -29,25 +32,39 @@ export interface IdentityOptions {
   tlsSpkiSha256s?: { spki_sha256: string; domain?: string }[];
   /** Restore sealed keys instead of generating (operator-configured source). */
   generate?: () => WorkloadKeys;
+  /**
+   * A secret shared by the replicas behind one load balancer (from the TEE's
+   * KMS): their E2EE keys are then derived from it per rotation epoch of
+   * `ttlSeconds`, and every replica rotates at the epoch boundary.
+   */
+  e2eeSeed?: Uint8Array;
 }
 
 export function createIdentity(opts: IdentityOptions): Identity {
   const listeners: ((s: IdentitySnapshot) => void)[] = [];
+  // Rotate a tenth of the lifetime early so no receipt is signed by a keyset about to lapse.
+  const margin = Math.max(1, Math.floor(opts.ttlSeconds / 10));
   const make = (): IdentitySnapshot => {
     const keys = (opts.generate ?? generateWorkloadKeys)();
-    const notAfter = Math.floor(opts.now() / 1000) + opts.ttlSeconds;
+    const nowS = Math.floor(opts.now() / 1000);
+    let notAfter = nowS + opts.ttlSeconds;
+    let e2ee: E2eeKeyring;
+    if (opts.e2eeSeed) {
+      // Epoch-aligned, so replicas sharing the seed publish (and accept) the same keys.
+      const epoch = Math.floor(nowS / opts.ttlSeconds);
+      notAfter = (epoch + 1) * opts.ttlSeconds + margin;
+      e2ee = createE2eeKeyring({ seed: opts.e2eeSeed, epoch });
+    } else e2ee = createE2eeKeyring();
     const keyset = buildKeyset({
       keys,
       subject: opts.subject,
       notAfter,
       tlsSpkiSha256s: opts.tlsSpkiSha256s ?? [],
-      e2eeKeys: [],
+      e2eeKeys: e2ee.entries,
     });
-    return { keys, keyset, digest: keysetDigest(keyset) };
+    return { keys, e2ee, keyset, digest: keysetDigest(keyset) };
   };
   let snap = make();
-  // Rotate a tenth of the lifetime early so no receipt is signed by a keyset about to lapse.
-  const margin = Math.max(1, Math.floor(opts.ttlSeconds / 10));
   return {
     current() {
       if (Math.floor(opts.now() / 1000) >= snap.keyset.not_after - margin) {

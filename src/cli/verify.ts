@@ -17,6 +17,7 @@ import { isRecord } from "../verify/json_shape.ts";
 import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
 import { verifyReceipt } from "../verify/receipt.ts";
 import { verifyReport } from "../verify/report.ts";
+import { verifyE2eeResponse } from "../e2ee/verify.ts";
 import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { verifySessionGpu } from "../verify/session_gpu.ts";
 
@@ -48,6 +49,8 @@ export const VERIFY_USAGE = [
   "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
   "         --require-verified-upstream  fail unless the served attempt's upstream.verified says verified (hardware)",
+  "         --e2ee-context <file>  E2EE v2: {algo, nonce, timestamp, client_private_key[, model]};",
+  "                           --request is then the restored request, --response the wire bytes",
 ].join("\n");
 
 const VALUE_FLAGS = [
@@ -58,6 +61,7 @@ const VALUE_FLAGS = [
   "request",
   "response",
   "nonce",
+  "e2ee-context",
   "session",
   "at",
   "rim-at",
@@ -262,6 +266,11 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
     checks.push(
       ...verifyReceipt(receipt, { report, requestBody, responseBody, requireVerifiedUpstream }),
     );
+    if (v["e2ee-context"] !== undefined) {
+      if (responseBody === undefined) throw new UsageError("--e2ee-context needs --response");
+      const context = await readJson(deps, v["e2ee-context"]);
+      checks.push(...verifyE2eeResponse(responseBody, context, isRecord(receipt) ? receipt : {}));
+    }
   } else if (envelope !== undefined) {
     checks.push(
       ...verifySignatureEnvelope(envelope, {

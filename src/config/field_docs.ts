@@ -77,6 +77,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "identity.manifest_path":
     "The build manifest of `task compile` (`dist/manifest.json`); fills the reports' " +
     "`source_provenance`. Must be covered by the measurement (inside the image).",
+  "identity.e2ee_seed_env":
+    "Name of the environment variable holding a 32-byte secret (64 hex) that replicas behind one " +
+    "load balancer share, e.g. from the TEE's KMS: their E2EE v2 keys are then derived from it per " +
+    "keyset epoch (docs/e2ee.md). Unset: each replica's E2EE keys are random.",
 
   trust: "Trust anchors and collateral for verifying upstream TEE evidence.",
   "trust.intel_root_ca_pem":

@@ -193,6 +193,8 @@ export const configSchema = z.strictObject({
     allow_dev_quotes: z.boolean().default(false),
     /** Build manifest written by `deno task compile` (feeds `source_provenance`). */
     manifest_path: z.string().optional(),
+    /** Env var holding the E2EE seed replicas share (64 hex; from the TEE's KMS). Unset: per-keyset random keys. */
+    e2ee_seed_env: z.string().optional(),
   }).default({
     subject: null,
     keyset_ttl_seconds: 86_400,

@@ -22,6 +22,7 @@ import { selectCandidates } from "../routing/select.ts";
 import { forward, type ForwardResult } from "../upstream/forward.ts";
 import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
+import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
 import type { GatewayContext } from "../app/context.ts";
 import type { Admission } from "../accounts/admission.ts";
 import type { KvWrite } from "../store/group_commit.ts";
@@ -88,19 +89,29 @@ export async function handleInference(
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
     info.receiptId = rec.id;
-    let bytes: Uint8Array;
+    let wire: Uint8Array;
     try {
-      bytes = await readBody(req, ctx.config.limits.max_body_bytes);
+      wire = await readBody(req, ctx.config.limits.max_body_bytes);
     } catch (e) {
       // Refused unread (413, unreadable): the receipt says so instead of binding a hash.
       rec.event({ type: "request.received", body_hash: null, body_read: false });
       throw e;
     }
+    let opened: OpenedRequest | null;
+    try {
+      if (info.headerError) throw info.headerError;
+      requireJsonContentType(req);
+      // E2EE v2: decrypt and restore before anything reads the body.
+      opened = await phase(info, "e2ee", () => openE2ee(ctx.e2ee, req.headers, ep.endpoint, wire));
+    } catch (e) {
+      // A refusal before or of the decryption binds the bytes as received.
+      rec.event({ type: "request.received", body_hash: sha256Prefixed(wire) });
+      throw e;
+    }
+    const bytes = opened?.restored ?? wire;
     const receivedHash = sha256Prefixed(bytes);
     rec.event({ type: "request.received", body_hash: receivedHash });
-    if (info.headerError) throw info.headerError;
-    requireJsonContentType(req);
-    const body = parseJsonBody(bytes);
+    const body = opened ? opened.body : parseJsonBody(bytes);
     if (
       body && typeof body === "object" && typeof (body as { model?: unknown }).model === "string"
     ) {
@@ -175,6 +186,8 @@ export async function handleInference(
     info.provider = result.candidate.provider.name;
     bodies.clear(); // the prompt's bytes are not kept for the answer's life
     const settle = settlementFor(admission, plan.pricing, info);
+    const e2ee = opened?.session ?? null;
+    if (e2ee) { for (const [k, v] of Object.entries(e2ee.headers)) headers.set(k, v); }
 
     if (plan.stream) {
       // Only what the stream needs from here on: not the plan (it holds the parsed
@@ -184,7 +197,9 @@ export async function handleInference(
         rec,
         upstream: result.response,
         abortUpstream: result.abort,
-        translator: plan.translator(result.candidate),
+        translator: e2ee
+          ? e2ee.sealStream(plan.translator(result.candidate))
+          : plan.translator(result.candidate),
         promptEstimate: plan.estimate.promptTokens,
         contentType: plan.streamContentType,
         headers,
@@ -192,7 +207,7 @@ export async function handleInference(
         info,
       });
     }
-    return await wholeResponse(ctx, plan, rec, result, headers, settle, info);
+    return await wholeResponse(ctx, plan, rec, result, headers, settle, info, e2ee);
   } catch (e) {
     const err = asGatewayError(e);
     info.errorCode = errorCodeOf(err);
@@ -202,6 +217,8 @@ export async function handleInference(
     const out = encoder.encode(JSON.stringify(errorBody(err, ep.errorFormat)));
     for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
     headers.set("content-type", "application/json");
+    // An error body is plaintext: never marked as E2EE-applied.
+    for (const k of ["x-e2ee-applied", "x-e2ee-version", "x-e2ee-algo"]) headers.delete(k);
     // A refusal after authentication still gets a signed, durable receipt, once the
     // body was received (a body refused unread, e.g. 413, has nothing to bind) and
     // unless the failure was the final commit itself (then no receipt can be promised).
@@ -240,6 +257,7 @@ async function wholeResponse(
   headers: Headers,
   settle: (u: TokenUsage | undefined) => KvWrite[],
   info: RequestInfo,
+  e2ee: E2eeSession | null,
 ): Promise<Response> {
   const raw = await result.readAll(); // bounded in size and time; aborted if the client leaves
   const receivedHash = sha256Prefixed(raw);
@@ -251,6 +269,7 @@ async function wholeResponse(
     throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
   }
   const answer = plan.respond(json, result.candidate);
+  e2ee?.sealWhole(answer);
   const out = encoder.encode(JSON.stringify(answer));
   const returnedHash = sha256Prefixed(out);
   if (returnedHash !== receivedHash) rec.event({ type: "transparency.response_modified" });

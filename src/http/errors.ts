@@ -108,6 +108,67 @@ export const ERROR_KINDS = {
     code: "upstream_timeout",
     anthropic: "api_error",
   },
+  // E2EE v2 (spec/e2ee-v2.md §9): 400, `type` and `code` the spec's name in every envelope.
+  e2ee_header_missing: {
+    status: 400,
+    type: "e2ee_header_missing",
+    code: "e2ee_header_missing",
+    anthropic: "e2ee_header_missing",
+  },
+  e2ee_invalid_version: {
+    status: 400,
+    type: "e2ee_invalid_version",
+    code: "e2ee_invalid_version",
+    anthropic: "e2ee_invalid_version",
+  },
+  e2ee_invalid_public_key: {
+    status: 400,
+    type: "e2ee_invalid_public_key",
+    code: "e2ee_invalid_public_key",
+    anthropic: "e2ee_invalid_public_key",
+  },
+  e2ee_model_key_mismatch: {
+    status: 400,
+    type: "e2ee_model_key_mismatch",
+    code: "e2ee_model_key_mismatch",
+    anthropic: "e2ee_model_key_mismatch",
+  },
+  e2ee_invalid_nonce: {
+    status: 400,
+    type: "e2ee_invalid_nonce",
+    code: "e2ee_invalid_nonce",
+    anthropic: "e2ee_invalid_nonce",
+  },
+  e2ee_replay_detected: {
+    status: 400,
+    type: "e2ee_replay_detected",
+    code: "e2ee_replay_detected",
+    anthropic: "e2ee_replay_detected",
+  },
+  e2ee_invalid_timestamp: {
+    status: 400,
+    type: "e2ee_invalid_timestamp",
+    code: "e2ee_invalid_timestamp",
+    anthropic: "e2ee_invalid_timestamp",
+  },
+  e2ee_invalid_payload_model: {
+    status: 400,
+    type: "e2ee_invalid_payload_model",
+    code: "e2ee_invalid_payload_model",
+    anthropic: "e2ee_invalid_payload_model",
+  },
+  e2ee_decryption_failed: {
+    status: 400,
+    type: "e2ee_decryption_failed",
+    code: "e2ee_decryption_failed",
+    anthropic: "e2ee_decryption_failed",
+  },
+  e2ee_unsupported_endpoint: {
+    status: 400,
+    type: "e2ee_unsupported_endpoint",
+    code: "e2ee_unsupported_endpoint",
+    anthropic: "e2ee_unsupported_endpoint",
+  },
 } as const satisfies Record<string, KindInfo>;
 
 export type ErrorKind = keyof typeof ERROR_KINDS;

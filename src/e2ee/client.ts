@@ -1,0 +1,406 @@
+/**
+ * The E2EE v2 client, shipped with the gateway: fetches the attestation
+ * report with a fresh nonce and verifies it (keyset digest, report data,
+ * quote), picks the attested E2EE key, and returns a `fetch`-compatible
+ * function that encrypts the prompt fields of every chat, completions and
+ * embeddings request and decrypts the generated fields of the answer, whole
+ * or streamed. Passed as the `openai` SDK's `fetch`, the unmodified SDK works
+ * end to end:
+ *
+ *   const e2ee = await createE2eeFetch({ baseURL, allowDevEvidence: true });
+ *   const client = new OpenAI({ baseURL, apiKey, fetch: e2ee });
+ *
+ * It refuses a key that is not in the verified keyset, and a successful
+ * answer that does not say it was encrypted to this request's key.
+ */
+import { randomBytes as nodeRandomBytes } from "node:crypto";
+import { bytesToHex } from "../aci/hex.ts";
+import { allPassed } from "../verify/checks.ts";
+import { type QuoteCheck, verifyReport } from "../verify/report.ts";
+import { isRecord } from "../verify/json_shape.ts";
+import {
+  type AadContext,
+  decryptField,
+  E2EE_VERSION,
+  type E2eeAlgo,
+  encryptField,
+  generateKeyPair,
+  isE2eeAlgo,
+  normalizePublicKey,
+  requestAad,
+  responseAad,
+  X25519_ALGO,
+} from "./crypto.ts";
+import {
+  E2EE_ENDPOINTS,
+  type E2eeEndpoint,
+  requestSlots,
+  responseIdFor,
+  responseSlots,
+} from "./fields.ts";
+
+type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+
+export interface E2eeClientOptions {
+  /** The gateway's API base, e.g. `https://gateway.example/v1`. */
+  baseURL: string;
+  /** The transport (default: the global fetch). */
+  fetch?: Fetch;
+  /** Preferred suite (default X25519; the other suite is used when the keyset lacks it). */
+  algo?: E2eeAlgo;
+  /** Encrypt to this service key only: refused unless it is in the verified keyset. */
+  modelPublicKey?: string;
+  /** Accept development (non-hardware) evidence: for local development only. */
+  allowDevEvidence?: boolean;
+  /** Hardware quote verification (TDX / SEV-SNP); without it a hardware quote fails. */
+  quoteCheck?: QuoteCheck;
+  /** Structured content arrays: encrypted as a whole (default, hides their shape) or per part. */
+  contentArrays?: "whole" | "parts";
+  /** Called once per E2EE exchange, with what a receipt check needs (see `task verify`). */
+  onExchange?: (x: E2eeExchange) => void;
+  now?: () => number;
+  randomBytes?: (n: number) => Uint8Array;
+}
+
+/** One request's E2EE facts, for verifying its receipt afterwards. */
+export interface E2eeExchange {
+  endpoint: string;
+  receiptId: string | null;
+  /** The compact JSON the gateway hashes as `request.received` (§8). */
+  restoredRequest: Uint8Array;
+  /** The exact response bytes received (ciphertext and SSE framing included), once complete. */
+  wireResponse: Promise<Uint8Array>;
+  /** What `task verify --e2ee-context` reads to check each field's tag and AAD. */
+  context: {
+    algo: E2eeAlgo;
+    model: string;
+    nonce: string;
+    timestamp: number;
+    client_private_key: string;
+  };
+}
+
+/** The attested key this client encrypts to. */
+export interface AttestedKey {
+  key_id: string;
+  algo: E2eeAlgo;
+  public_key: string;
+  keysetDigest: string;
+}
+
+export type E2eeFetch = Fetch & {
+  /** The key currently encrypted to (re-attested when the gateway rotates). */
+  attestedKey(): AttestedKey;
+};
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Fetch and verify a fresh report, and select the E2EE key to use from its keyset. */
+export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKey> {
+  const f = opts.fetch ?? fetch;
+  const random = opts.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
+  const nonce = bytesToHex(random(32));
+  const url = new URL(`${opts.baseURL.replace(/\/+$/, "")}/aci/attestation`);
+  url.searchParams.set("nonce", nonce);
+  const res = await f(url, { headers: { accept: "application/json" } });
+  if (!res.ok) throw new Error(`E2EE: attestation report answered HTTP ${res.status}`);
+  const report: unknown = await res.json();
+  const checks = await verifyReport(report, {
+    nonce,
+    allowDevEvidence: opts.allowDevEvidence,
+    quoteCheck: opts.quoteCheck,
+    now: opts.now ?? Date.now,
+  });
+  if (!allPassed(checks)) {
+    const failed = checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
+    throw new Error(`E2EE: the attestation report did not verify (${failed.join("; ")})`);
+  }
+  const r = report as Record<string, unknown>;
+  const caps = r["service_capabilities"];
+  const versions = isRecord(caps) ? caps["supported_e2ee_versions"] : undefined;
+  if (!Array.isArray(versions) || !versions.includes(E2EE_VERSION)) {
+    throw new Error("E2EE: the attested service does not advertise E2EE v2");
+  }
+  const keyset = (r["attestation"] as Record<string, unknown>)["workload_keyset"];
+  const listed = isRecord(keyset) && Array.isArray(keyset["e2ee_public_keys"])
+    ? keyset["e2ee_public_keys"].filter((k): k is Record<string, string> =>
+      isRecord(k) && isE2eeAlgo(k["algo"]) && typeof k["public_key"] === "string" &&
+      typeof k["key_id"] === "string"
+    )
+    : [];
+  let pick: Record<string, string> | undefined;
+  if (opts.modelPublicKey !== undefined) {
+    pick = listed.find((k) =>
+      normalizePublicKey(k.algo as E2eeAlgo, opts.modelPublicKey!) ===
+        normalizePublicKey(k.algo as E2eeAlgo, k.public_key)
+    );
+    if (!pick) throw new Error("E2EE: the given service key is not in the verified keyset");
+  } else {
+    const want = opts.algo ?? X25519_ALGO;
+    pick = listed.find((k) => k.algo === want) ?? listed[0];
+    if (!pick) throw new Error("E2EE: the verified keyset lists no E2EE v2 key");
+  }
+  const algo = pick.algo as E2eeAlgo;
+  const publicKey = normalizePublicKey(algo, pick.public_key);
+  if (publicKey === null) throw new Error("E2EE: the attested key is malformed");
+  return {
+    key_id: pick.key_id,
+    algo,
+    public_key: publicKey,
+    keysetDigest: r["workload_keyset_digest"] as string,
+  };
+}
+
+/** Attest once, then encrypt every E2EE-capable request with the attested key. */
+export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetch> {
+  const base = opts.fetch ?? fetch;
+  const random = opts.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
+  const now = opts.now ?? Date.now;
+  let key = await attestE2eeKey(opts);
+  const basePath = new URL(opts.baseURL).pathname.replace(/\/+$/, "");
+
+  const send = async (url: URL, init: RequestInit, kind: E2eeEndpoint): Promise<Response> => {
+    const plain = JSON.parse(typeof init.body === "string" ? init.body : "null");
+    if (!isRecord(plain) || typeof plain["model"] !== "string") {
+      throw new Error("E2EE: the request body must be a JSON object with a string model");
+    }
+    const client = generateKeyPair(key.algo);
+    const ctx: AadContext = {
+      algo: key.algo,
+      model: plain["model"],
+      nonce: bytesToHex(random(32)),
+      ts: Math.floor(now() / 1000),
+    };
+    const { wire, restored } = sealRequest(kind, plain, ctx, key.public_key, random, opts);
+    const headers = new Headers(init.headers);
+    headers.delete("content-length");
+    headers.set("content-type", "application/json");
+    headers.set("x-e2ee-version", E2EE_VERSION);
+    headers.set("x-client-pub-key", bytesToHex(client.publicKey));
+    headers.set("x-model-pub-key", key.public_key);
+    headers.set("x-e2ee-nonce", ctx.nonce);
+    headers.set("x-e2ee-timestamp", String(ctx.ts));
+    const res = await base(url, { ...init, headers, body: wire });
+    let settle: (b: Uint8Array) => void = () => {};
+    const wireResponse = new Promise<Uint8Array>((r) => (settle = r));
+    opts.onExchange?.({
+      endpoint: url.pathname.slice(basePath.length) || url.pathname,
+      receiptId: res.headers.get("x-receipt-id"),
+      restoredRequest: restored,
+      wireResponse,
+      context: {
+        algo: key.algo,
+        model: ctx.model,
+        nonce: ctx.nonce,
+        timestamp: ctx.ts,
+        client_private_key: bytesToHex(client.secretKey),
+      },
+    });
+    if (!res.ok) {
+      // Error bodies are plaintext by the spec; nothing to decrypt.
+      const body = new Uint8Array(await res.arrayBuffer());
+      settle(body);
+      return new Response(body, { status: res.status, headers: res.headers });
+    }
+    if (
+      res.headers.get("x-e2ee-applied") !== "true" ||
+      res.headers.get("x-e2ee-version") !== E2EE_VERSION ||
+      res.headers.get("x-e2ee-algo") !== key.algo
+    ) {
+      await res.body?.cancel();
+      throw new Error("E2EE: the gateway answered without E2EE v2 applied to this request");
+    }
+    const open = (o: Record<string, unknown>, stream: boolean) =>
+      openResponse(kind, o, stream, ctx, client.secretKey);
+    const outHeaders = new Headers(res.headers);
+    outHeaders.delete("content-length");
+    if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+      return new Response(
+        sseDecryptor(res.body!, (o) => open(o, true), settle),
+        { status: res.status, headers: outHeaders },
+      );
+    }
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    settle(bytes);
+    const json = JSON.parse(decoder.decode(bytes));
+    if (isRecord(json)) open(json, false);
+    return new Response(JSON.stringify(json), { status: res.status, headers: outHeaders });
+  };
+
+  const e2eeFetch = async (input: string | URL | Request, init: RequestInit = {}) => {
+    if (input instanceof Request) throw new Error("E2EE: pass a URL and init, not a Request");
+    const url = new URL(input);
+    const path = url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) : "";
+    const kind = E2EE_ENDPOINTS[`/v1${path}`];
+    if ((init.method ?? "GET").toUpperCase() !== "POST" || kind === undefined) {
+      return base(input, init);
+    }
+    const res = await send(url, init, kind);
+    if (res.status !== 400 || res.headers.get("content-type")?.includes("json") !== true) {
+      return res;
+    }
+    // A rotated keyset: attest again (fresh nonce) and resend once, encrypted to the new key.
+    const body = await res.clone().json().catch(() => null);
+    if (body?.error?.type !== "e2ee_model_key_mismatch") return res;
+    key = await attestE2eeKey(opts);
+    return await send(url, init, kind);
+  };
+  return Object.assign(e2eeFetch, { attestedKey: () => key });
+}
+
+/** Encrypt every prompt field of a plaintext request; also return the restored compact JSON. */
+function sealRequest(
+  kind: E2eeEndpoint,
+  plain: Record<string, unknown>,
+  ctx: AadContext,
+  serviceKey: string,
+  random: (n: number) => Uint8Array,
+  opts: E2eeClientOptions,
+): { wire: string; restored: Uint8Array } {
+  if (kind === "chat" && Array.isArray(plain["messages"])) {
+    for (const m of plain["messages"]) {
+      if (!isRecord(m)) continue;
+      const c = m["content"];
+      // A string that parses as a JSON array would be restored as structured content (§5):
+      // send it as one text part instead, which means the same to the model.
+      if (typeof c === "string" && looksLikeArray(c)) m["content"] = [{ type: "text", text: c }];
+      else if (Array.isArray(c) && (opts.contentArrays ?? "whole") === "whole") {
+        m["content"] = JSON.stringify(c);
+      }
+    }
+  }
+  const sealed = structuredClone(plain);
+  const slots = requestSlots(kind, sealed);
+  if (slots.length === 0) throw new Error("E2EE: the request has no field E2EE v2 can encrypt");
+  for (const s of slots) {
+    const text = s.get() as string;
+    s.set(
+      encryptField(ctx.algo, serviceKey, encoder.encode(text), requestAad(ctx, s.path), random),
+    );
+  }
+  // The gateway restores whole content that parses as an array to the array itself.
+  for (const s of requestSlots(kind, plain)) {
+    if (s.wholeContent && looksLikeArray(s.get() as string)) s.set(JSON.parse(s.get() as string));
+  }
+  return { wire: JSON.stringify(sealed), restored: encoder.encode(JSON.stringify(plain)) };
+}
+
+function looksLikeArray(s: string): boolean {
+  try {
+    return Array.isArray(JSON.parse(s));
+  } catch {
+    return false;
+  }
+}
+
+/** Decrypt the generated fields of a response object (or chunk) in place; throws on any failure. */
+export function openResponse(
+  kind: E2eeEndpoint,
+  body: Record<string, unknown>,
+  stream: boolean,
+  ctx: AadContext,
+  clientSecret: Uint8Array,
+): void {
+  if ("error" in body) return;
+  const id = responseIdFor(body);
+  for (const s of responseSlots(kind, body, stream)) {
+    const v = s.get();
+    const plain = typeof v === "string"
+      ? decryptField(ctx.algo, clientSecret, v, responseAad(ctx, id, s.path))
+      : null;
+    if (plain === null) throw new Error(`E2EE: response field ${s.path} did not authenticate`);
+    const text = decoder.decode(plain);
+    s.set(s.json ? JSON.parse(text) : text);
+  }
+}
+
+/**
+ * Decrypts each SSE event's JSON data; passes other events and framing
+ * through. The wire bytes are settled once the source ends, also when the
+ * reader stops early (the SDK stops at `[DONE]`): the rest is read then, so
+ * the exchange holds the whole stream its receipt covers.
+ */
+function sseDecryptor(
+  src: ReadableStream<Uint8Array>,
+  open: (o: Record<string, unknown>) => void,
+  settle: (wire: Uint8Array) => void,
+): ReadableStream<Uint8Array> {
+  const reader = src.getReader();
+  const wire: Uint8Array[] = [];
+  const text = new TextDecoder();
+  let buf = "";
+  const finish = () => {
+    const total = new Uint8Array(wire.reduce((n, c) => n + c.byteLength, 0));
+    let off = 0;
+    for (const c of wire) {
+      total.set(c, off);
+      off += c.byteLength;
+    }
+    settle(total);
+  };
+  const frame = (f: string): string => {
+    const lines = f.split(/\r?\n/);
+    const data = lines.filter((l) => l.startsWith("data:")).map((l) =>
+      l.slice(5).replace(/^ /, "")
+    );
+    if (data.length === 0) return f + "\n\n";
+    const payload = data.join("\n");
+    if (payload === "[DONE]") return f + "\n\n";
+    const obj = JSON.parse(payload);
+    if (isRecord(obj)) open(obj);
+    const other = lines.filter((l) => !l.startsWith("data:"));
+    return [...other, `data: ${JSON.stringify(obj)}`].join("\n") + "\n\n";
+  };
+  const drain = (final: boolean): string => {
+    let out = "";
+    for (;;) {
+      const m = /\r?\n\r?\n/.exec(buf);
+      if (!m) break;
+      out += frame(buf.slice(0, m.index));
+      buf = buf.slice(m.index + m[0].length);
+    }
+    if (final && buf.trim() !== "") {
+      out += frame(buf);
+      buf = "";
+    }
+    return out;
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(ctl) {
+      try {
+        for (;;) {
+          const r = await reader.read();
+          if (r.done) {
+            buf += text.decode();
+            const out = drain(true);
+            if (out) ctl.enqueue(encoder.encode(out));
+            finish();
+            ctl.close();
+            return;
+          }
+          wire.push(r.value);
+          buf += text.decode(r.value, { stream: true });
+          const out = drain(false);
+          if (out) return ctl.enqueue(encoder.encode(out));
+        }
+      } catch (e) {
+        finish();
+        reader.cancel().catch(() => {});
+        ctl.error(e);
+      }
+    },
+    async cancel() {
+      try {
+        for (;;) {
+          const r = await reader.read();
+          if (r.done) break;
+          wire.push(r.value);
+        }
+      } catch {
+        // the source failed: settle with what arrived
+      }
+      finish();
+    },
+  }, { highWaterMark: 0 });
+}
