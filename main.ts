@@ -15,12 +15,9 @@ import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "./src/sessions/verifiers.ts";
 import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
 import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
-import { caTrustingFetch } from "./src/upstream/ca_fetch.ts";
-import {
-  createUpstreamClient,
-  PROXY_VARIABLES,
-  socketConnector,
-} from "./src/upstream/upstream_client.ts";
+import tls from "node:tls";
+import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
+import { createUpstreamTransport } from "./src/upstream/transport.ts";
 import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
@@ -168,14 +165,13 @@ async function serve(args: string[]): Promise<void> {
   if (proxied && config.upstream.client === "http1") {
     console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
   }
-  const upstream = createUpstreamClient(proxied ? "fetch" : config.upstream.client, {
-    connect: socketConnector({ connect: Deno.connect, startTls: Deno.startTls }),
+  const upstream = createUpstreamTransport({
+    choice: proxied ? "fetch" : config.upstream.client,
+    net: { connect: Deno.connect, startTls: Deno.startTls },
+    tlsConnect: tls.connect,
     fetch: (url, init) => fetch(url, init),
     now: () => performance.now(),
   });
-  const caFetch = caTrustingFetch((input: string | URL | Request, init?: RequestInit) =>
-    fetch(input, init)
-  );
   const verifiers = productionVerifiers(config, {
     now: Date.now,
     collateral: await collateralSource(config),
@@ -196,7 +192,7 @@ async function serve(args: string[]): Promise<void> {
     env: (name) => Deno.env.get(name),
   }, {
     verifiers,
-    confidentialFetch: caFetch.fetchFor,
+    transport: upstream,
     tlsSpkiSha256s: await listenerSpkis(config),
   });
 
@@ -256,7 +252,6 @@ async function serve(args: string[]): Promise<void> {
     await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
     await gateway.close();
     for (const c of closers) await c().catch(() => {});
-    caFetch.close();
     upstream.close();
     kv.close();
     flushLog();

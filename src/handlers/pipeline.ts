@@ -157,6 +157,7 @@ export async function handleInference(
           verificationRequired: constraints.aciVerified,
           modelId: plan.modelId,
           receivedHash,
+          partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
           signal: req.signal,
           onAttempt: (a) => {
@@ -188,7 +189,7 @@ export async function handleInference(
       return streamResponse({
         ctx,
         rec,
-        upstream: result.response.body,
+        upstream: result.response,
         abortUpstream: result.abort,
         translator: e2ee
           ? e2ee.sealStream(plan.translator(result.candidate))
@@ -254,12 +255,7 @@ async function wholeResponse(
   info: RequestInfo,
   e2ee: E2eeSession | null,
 ): Promise<Response> {
-  let raw: Uint8Array;
-  try {
-    raw = new Uint8Array(await result.response.arrayBuffer());
-  } catch {
-    throw new GatewayError("upstream_error", "upstream response could not be read");
-  }
+  const raw = await result.readAll(); // bounded in size and time; aborted if the client leaves
   const receivedHash = sha256Prefixed(raw);
   rec.event({ type: "response.received", body_hash: receivedHash });
   let json: unknown;

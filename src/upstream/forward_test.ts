@@ -78,6 +78,7 @@ const deps = {
   fetchFor,
   credential: (p: string) => (p === "a" ? "sk-a" : undefined),
   now: Date.now,
+  bodyLimits: { maxBytes: 1 << 20, idleMs: 5_000, totalMs: 10_000 },
 };
 
 async function rejected(p: Promise<unknown>): Promise<GatewayError> {
@@ -244,6 +245,8 @@ Deno.test("forward: a TLS pin mismatch reports the channel and asks for re-verif
   );
   assert.equal(e.kind, "upstream_verification_failed");
   assert.deepEqual(mismatched, ["tee:m"]);
+  // The pin was checked before any byte was written: the prompt was never forwarded.
+  assert.ok(!rec.draft.events.some((ev) => ev.type === "request.forwarded"));
   assert.deepEqual(rec.draft.events.find((ev) => ev.type === "upstream.verified"), {
     type: "upstream.verified",
     model_id: "demo/m",

@@ -6,7 +6,8 @@
 import { randomBytes as nodeRandomBytes } from "node:crypto";
 import type { ProviderConfig } from "../../config/schema.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
-import { createPinnedFetch } from "../../upstream/pinned_fetch.ts";
+import tls from "node:tls";
+import { pinnedOneShotFetch } from "../../upstream/transport.ts";
 import { observeTls } from "../../upstream/tls_observe.ts";
 import { defaultGpuDeps, type GpuDeps } from "../nvidia/deps.ts";
 import { aciVerifier } from "./aci.ts";
@@ -65,7 +66,7 @@ export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
     randomBytes: o.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n))),
     observeTls: (origin, ca) => observeTls(origin, ca, { timeoutMs }),
     pinnedFetch: (spkiSha256, ca) =>
-      createPinnedFetch({ spkiSha256, ca, keepAlive: false, connectTimeoutMs: timeoutMs }),
+      pinnedOneShotFetch(tls.connect, { spkiSha256, ca, connectTimeoutMs: timeoutMs }),
     tdx: o.tdx,
     ...(o.sevSnp ? { sevSnp: o.sevSnp } : {}),
     gpu: o.gpu ?? defaultGpuDeps(),
