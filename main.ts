@@ -15,12 +15,9 @@ import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "./src/sessions/verifiers.ts";
 import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
 import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
-import { caTrustingFetch } from "./src/upstream/ca_fetch.ts";
-import {
-  createUpstreamClient,
-  PROXY_VARIABLES,
-  socketConnector,
-} from "./src/upstream/upstream_client.ts";
+import tls from "node:tls";
+import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
+import { createUpstreamTransport } from "./src/upstream/transport.ts";
 import { spkiSha256FromPem } from "./src/upstream/spki.ts";
 import type { CollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { runKeys } from "./src/cli/keys.ts";
@@ -35,6 +32,7 @@ import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/m
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { INTEL_PCS_BASE_URL, PcsCollateralSource } from "./src/verify/tdx/collateral_source.ts";
 import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
+import { type SnpTrust, snpTrustFromConfig } from "./src/verify/sev_snp/trust.ts";
 import type { GpuDeps } from "./src/verify/nvidia/deps.ts";
 import { gpuDepsFromConfig, type NvidiaTrust } from "./src/verify/nvidia/setup.ts";
 
@@ -170,20 +168,20 @@ async function serve(args: string[]): Promise<void> {
   if (proxied && config.upstream.client === "http1") {
     console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
   }
-  const upstream = createUpstreamClient(proxied ? "fetch" : config.upstream.client, {
-    connect: socketConnector({ connect: Deno.connect, startTls: Deno.startTls }),
+  const upstream = createUpstreamTransport({
+    choice: proxied ? "fetch" : config.upstream.client,
+    net: { connect: Deno.connect, startTls: Deno.startTls },
+    tlsConnect: tls.connect,
     fetch: (url, init) => fetch(url, init),
     now: () => performance.now(),
   });
-  const caFetch = caTrustingFetch((input: string | URL | Request, init?: RequestInit) =>
-    fetch(input, init)
-  );
   const verifiers = productionVerifiers(config, {
     now: Date.now,
     collateral: await collateralSource(config),
     rootCaDer: config.trust.intel_root_ca_pem
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
       : undefined,
+    sevSnp: await snpTrust(config),
     gpu: await gpuDeps(config.trust.nvidia ?? {}),
   });
   // A weak operator token stops start-up with a clear message (assembleGateway would throw).
@@ -203,7 +201,7 @@ async function serve(args: string[]): Promise<void> {
     env: (name) => Deno.env.get(name),
   }, {
     verifiers,
-    confidentialFetch: caFetch.fetchFor,
+    transport: upstream,
     tlsSpkiSha256s: await listenerSpkis(config),
     // Off only on request (the bench measures what metrics cost against it).
     metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
@@ -268,7 +266,6 @@ async function serve(args: string[]): Promise<void> {
     await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
     await gateway.close();
     for (const c of closers) await c().catch(() => {});
-    caFetch.close();
     upstream.close();
     kv.close();
     flushLog();
@@ -438,6 +435,31 @@ async function collateralSource(config: GatewayConfig): Promise<CollateralSource
       fetch(input, { ...init, signal: AbortSignal.timeout(15_000) }),
     now: Date.now,
   });
+}
+
+/** SEV-SNP trust from `trust.sev_snp`: the pinned AMD roots; VCEKs from a directory or the KDS. */
+async function snpTrust(config: GatewayConfig): Promise<SnpTrust | undefined> {
+  const c = config.trust.sev_snp;
+  if (!c) return undefined;
+  let vcekFiles: Uint8Array[] | undefined;
+  if (c.vcek_dir !== undefined) {
+    vcekFiles = [];
+    try {
+      for await (const e of Deno.readDir(c.vcek_dir)) {
+        if (e.isFile && e.name.endsWith(".der")) {
+          vcekFiles.push(await Deno.readFile(`${c.vcek_dir}/${e.name}`));
+        }
+      }
+    } catch (e) {
+      fail(`trust.sev_snp.vcek_dir: cannot read ${c.vcek_dir}: ${readFailure(e)}`);
+    }
+  }
+  const t = snpTrustFromConfig(c, {
+    vcekFiles,
+    fetch: (url) => fetch(url, { signal: AbortSignal.timeout(15_000) }),
+  });
+  if (!t.ok) fail(`trust.sev_snp.${t.reason}`);
+  return t.trust;
 }
 
 /** GPU evidence roots and collateral (`trust.nvidia`); `--collateral DIR` of `verify` overrides. */

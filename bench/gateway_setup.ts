@@ -12,9 +12,12 @@ import { type Server, spawnPinned } from "./processes.ts";
 /** Gateway model id for each mock upstream model. */
 export const gatewayModel = (upstreamModel: string) => `bench/${upstreamModel}`;
 
-function model(upstreamModel: string) {
+/** Gateway model id for each mock model on the verified confidential path. */
+export const verifiedModel = (upstreamModel: string) => `verified/${upstreamModel}`;
+
+function model(upstreamModel: string, id = gatewayModel(upstreamModel), provider = "mock") {
   return {
-    id: gatewayModel(upstreamModel),
+    id,
     name: `Bench ${upstreamModel}`,
     created: 1,
     context_length: 8192,
@@ -23,7 +26,7 @@ function model(upstreamModel: string) {
     output_modalities: ["text"],
     pricing: { prompt: 0.000001, completion: 0.000002 },
     supported_parameters: ["max_tokens", "temperature"],
-    routes: [{ provider: "mock", model: upstreamModel }],
+    routes: [{ provider, model: upstreamModel }],
   };
 }
 
@@ -40,6 +43,8 @@ export async function startGateway(
   upstreamUrl: string,
   cpu: number,
   denoFlags: string[] = [],
+  /** The TLS mock (mock_upstream_tls.ts): a confidential provider, its key operator-pinned. */
+  verified?: { url: string; caPem: string; spkiSha256: string },
   env: Record<string, string> = {},
 ): Promise<GatewayUnderTest> {
   const storePath = `${dir}/gateway.kv`;
@@ -48,8 +53,25 @@ export async function startGateway(
     store: { path: storePath },
     identity: { quote_provider: "dev", allow_dev_quotes: true },
     tiers: { free: UNLIMITED, pro: UNLIMITED, enterprise: UNLIMITED },
-    providers: [{ name: "mock", base_url: upstreamUrl, zdr: false }],
-    models: ["chat", "delay", "hold"].map(model),
+    providers: [
+      { name: "mock", base_url: upstreamUrl, zdr: false },
+      ...(verified
+        ? [{
+          name: "tee",
+          base_url: verified.url,
+          zdr: true,
+          confidential: {
+            verifier: "pinned",
+            spki_sha256: verified.spkiSha256,
+            tls_ca_pem: verified.caPem,
+          },
+        }]
+        : []),
+    ],
+    models: [
+      ...["chat", "delay", "hold"].map((m) => model(m)),
+      ...(verified ? ["chat", "delay", "hold"].map((m) => model(m, verifiedModel(m), "tee")) : []),
+    ],
   };
   const configPath = `${dir}/config.json`;
   await Deno.writeTextFile(configPath, JSON.stringify(config, null, 2));
@@ -76,7 +98,7 @@ export async function startGateway(
       configPath,
     ],
     /gateway base listening on (http:\/\/[^/\s]+)/,
-    env,
+    { env },
   );
   return { ...server, key, storePath };
 }

@@ -33,12 +33,15 @@ import {
   gatewayModel,
   type GatewayUnderTest,
   startGateway,
+  verifiedModel,
 } from "./gateway_setup.ts";
 import { profileGateway } from "./profile_run.ts";
 import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { metricsCostRow } from "./metrics_cost.ts";
+import { peerTarget, startPeer } from "./peer.ts";
+import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
 
 const CONCURRENCY = 32;
@@ -63,8 +66,10 @@ const THREAD_LABELS: Record<string, string> = {
   "tokio-runtime-w": "tokio workers",
 };
 
-type PathName = "direct" | "bare" | "floor" | "gateway";
-const PATHS: PathName[] = ["direct", "bare", "floor", "gateway"];
+type PathName = "direct" | "bare" | "floor" | "gateway" | "verified" | "peer";
+const PATHS: PathName[] = ["direct", "bare", "floor", "gateway", "verified", "peer"];
+/** Paths served by the gateway under test (whose receipts are counted). */
+const isGateway = (p: PathName) => p === "gateway" || p === "verified";
 
 function numFlag(name: string, def: number): number {
   const i = Deno.args.indexOf(`--${name}`);
@@ -94,6 +99,10 @@ interface RoundStats {
   gapP50: number[];
   gapP99: number[];
   serverTiming: number[];
+  /** Verified path: TLS handshakes the upstream accepted per request at c=32 (steady state). */
+  handshakes: number[];
+  /** …and over the other loads (c=1, c=128 beyond the 64-idle pool cap, open loop, streams). */
+  handshakesAll: number[];
 }
 const emptyStats = (): RoundStats => ({
   rps: [],
@@ -109,6 +118,8 @@ const emptyStats = (): RoundStats => ({
   gapP50: [],
   gapP99: [],
   serverTiming: [],
+  handshakes: [],
+  handshakesAll: [],
 });
 
 async function preflight(): Promise<void> {
@@ -122,6 +133,8 @@ async function preflight(): Promise<void> {
   }
 }
 
+type HeldPath = "bare" | "gateway" | "verified";
+
 interface HeldRss {
   idle: number;
   open: number;
@@ -134,12 +147,17 @@ interface HeldRss {
  * stream path): a heap already grown by earlier load would absorb the streams
  * and hide their cost.
  */
-async function measureHeld(t: Target, pid: number, mockUrl: string): Promise<HeldRss> {
+async function measureHeld(
+  t: Target,
+  pid: number,
+  mockUrl: string,
+  client?: Deno.HttpClient,
+): Promise<HeldRss> {
   const cycle = async (n: number, atPeak?: () => void) => {
     const h = await holdStreams(t, n);
     await sleep(500);
     atPeak?.();
-    const release = await fetch(`${mockUrl}/release`, { method: "POST" });
+    const release = await fetch(`${mockUrl}/release`, { method: "POST", client });
     await release.body?.cancel();
     const completed = await h.drain();
     h.close();
@@ -172,9 +190,10 @@ async function main(): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "gateway-bench-" });
   const kvCommit = await kvCommitLatency(dir);
   const servers: Server[] = [];
+  let tlsClientClose: (() => void) | undefined;
   let gatewayOk = 0;
   const countGw = (name: PathName, r: LoadResult) => {
-    if (name === "gateway") gatewayOk += r.ok;
+    if (isGateway(name)) gatewayOk += r.ok;
     return r;
   };
   try {
@@ -198,8 +217,30 @@ async function main(): Promise<void> {
       /floor listening on (\S+)/,
     );
     servers.push(floor);
-    const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU);
+    // The verified confidential path: the same mock behind TLS with a dev attestation,
+    // verified into a session by the gateway and reached over SPKI-pinned TLS.
+    const tlsMock = await spawnPinned(
+      LOAD_CPU,
+      ["run", "-A", "bench/mock_upstream_tls.ts", `${dir}/tee.json`],
+      /mock-tls listening on (\S+)/,
+    );
+    servers.push(tlsMock);
+    const tee = JSON.parse(await Deno.readTextFile(`${dir}/tee.json`));
+    const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU, [], {
+      url: tlsMock.url,
+      caPem: tee.caPem,
+      spkiSha256: tee.spkiSha256,
+    });
     servers.push(gw);
+    const peer = await startPeer(SERVER_CPU);
+    servers.push(peer);
+    const tlsClient = Deno.createHttpClient({ caCerts: [tee.caPem] });
+    tlsClientClose = () => tlsClient.close();
+    /** TLS connections (= full handshakes) the confidential mock has accepted so far. */
+    const tlsConnections = async () => {
+      const r = await fetch(`${tlsMock.url}/stats`, { client: tlsClient });
+      return ((await r.json()) as { connections: number }).connections - 1; // this probe's own
+    };
     log(
       `mock ${mock.url}, bare proxy ${bare.url}, receipt floor ${floor.url}, gateway ${gw.url}; ` +
         `stores on ${await fsType(dir)}`,
@@ -214,18 +255,27 @@ async function main(): Promise<void> {
         headers: { authorization: `Bearer ${gw.key}` },
         model: gatewayModel,
       },
+      verified: {
+        base: gw.url,
+        headers: { authorization: `Bearer ${gw.key}` },
+        model: verifiedModel,
+      },
+      peer: peerTarget(peer, mock.url),
     };
     const pid: Record<Exclude<PathName, "direct">, number> = {
       bare: bare.pid,
       floor: floor.pid,
       gateway: gw.pid,
+      verified: gw.pid,
+      peer: peer.pid,
     };
     const rssStart = rssBytes(gw.pid);
 
     log(`${HELD_STREAMS} held streams, ${HELD_SAMPLES} samples (fresh servers each)`);
-    const held: Record<"bare" | "gateway", HeldRss[]> = {
+    const held: Record<HeldPath, HeldRss[]> = {
       bare: [await measureHeld(targets.bare, bare.pid, mock.url)],
       gateway: [await measureHeld(targets.gateway, gw.pid, mock.url)],
+      verified: [],
     };
     gatewayOk += 50 + HELD_STREAMS;
     // Further samples on servers of their own (the gateway on its own store, so the
@@ -251,12 +301,35 @@ async function main(): Promise<void> {
         await g.stop();
       }
     }
+    // The verified path: every sample on a fresh gateway (pinned TLS connections, one per
+    // held stream, to the confidential mock).
+    for (let i = 0; i < HELD_SAMPLES; i++) {
+      const sub = `${dir}/held-verified-${i}`;
+      await Deno.mkdir(sub);
+      const g = await startGateway(sub, mock.url, SERVER_CPU, [], {
+        url: tlsMock.url,
+        caPem: tee.caPem,
+        spkiSha256: tee.spkiSha256,
+      });
+      try {
+        const t = {
+          ...targets.verified,
+          base: g.url,
+          headers: { authorization: `Bearer ${g.key}` },
+        };
+        held.verified.push(await measureHeld(t, g.pid, tlsMock.url, tlsClient));
+      } finally {
+        await g.stop();
+      }
+    }
 
     const stats: Record<PathName, RoundStats> = {
       direct: emptyStats(),
       bare: emptyStats(),
       floor: emptyStats(),
       gateway: emptyStats(),
+      verified: emptyStats(),
+      peer: emptyStats(),
     };
     const rssRounds: number[] = [];
     // Gateway CPU by thread over all c=32 runs, to split the per-request cost.
@@ -269,7 +342,16 @@ async function main(): Promise<void> {
       const s = into ?? emptyStats();
       const cpu0 = p === "direct" ? 0 : cpuMs(pid[p]);
       const threads0 = p === "gateway" && into ? threadCpuMs(gw.pid) : null;
+      // Verified path, steady state: the pinned pool filled by a short unrecorded load at the
+      // same concurrency (connections idle past 4 s were closed while other paths ran), then
+      // the TLS connections the upstream accepts during the measured c=32 load are counted.
+      if (p === "verified") {
+        countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds: 0.5 }));
+      }
+      const handshakes0 = p === "verified" ? await tlsConnections() : 0;
       const closed = countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds }));
+      if (p === "verified") s.handshakes.push((await tlsConnections() - handshakes0) / closed.ok);
+      const handshakesAll0 = p === "verified" ? await tlsConnections() : 0;
       s.rps.push(closed.ok / closed.seconds);
       if (p !== "direct") {
         const used = cpuMs(pid[p]) - cpu0;
@@ -298,7 +380,11 @@ async function main(): Promise<void> {
       );
       s.delayP50.push(median(delayed.latencies));
       const streams = await streamLoop(t, { concurrency: STREAM_CONCURRENCY, seconds });
-      if (p === "gateway") gatewayOk += streams.length;
+      if (isGateway(p)) gatewayOk += streams.length;
+      if (p === "verified") {
+        const requests = single.ok + high.ok + open.ok + delayed.ok + streams.length;
+        s.handshakesAll.push((await tlsConnections() - handshakesAll0) / requests);
+      }
       s.firstToken.push(median(streams.map((x) => x.firstToken)));
       const gaps = streams.flatMap((x) => x.gaps);
       s.gapP50.push(median(gaps));
@@ -345,18 +431,18 @@ async function main(): Promise<void> {
     const added = (p: PathName, k: keyof RoundStats) => med(p, k) - med("direct", k);
     const ratio = med("gateway", "rps") / med("bare", "rps");
     const floorRatio = med("floor", "rps") / med("bare", "rps");
-    const perStreamSamples = (p: "bare" | "gateway") =>
+    const perStreamSamples = (p: HeldPath) =>
       held[p].map((h) => (h.open - h.idle) / HELD_STREAMS / 1024);
-    const perStream = (p: "bare" | "gateway") => median(perStreamSamples(p));
+    const perStream = (p: HeldPath) => median(perStreamSamples(p));
     /** The sample whose per-stream figure is the median (an odd count: a real sample). */
-    const medianSample = (p: "bare" | "gateway"): HeldRss => {
+    const medianSample = (p: HeldPath): HeldRss => {
       const v = perStreamSamples(p);
       const order = v.map((_, i) => i).sort((a, b) => v[a] - v[b]);
       return held[p][order[Math.floor(order.length / 2)]];
     };
     const rssLine = (h: HeldRss) =>
       `${fmt(h.idle / MB, 1)} → ${fmt(h.open / MB, 1)} → ${fmt(h.after / MB, 1)}`;
-    const samples = (p: "bare" | "gateway") =>
+    const samples = (p: HeldPath) =>
       `${fmt(perStream(p), 1)} (samples ${perStreamSamples(p).map((v) => fmt(v, 1)).join(", ")})`;
     // A plateau wobbles by tens of MB as V8 resizes its heap; a leak makes the
     // last round the highest. So: last round against the highest earlier one.
@@ -477,13 +563,17 @@ async function main(): Promise<void> {
           `RSS of a fresh server: idle → ${HELD_STREAMS} open streams → 2 s after they close (MB; the median sample)`,
         bare: rssLine(medianSample("bare")),
         gateway: rssLine(medianSample("gateway")),
+        verified: rssLine(medianSample("verified")),
       },
       {
         metric: `RSS per open stream (KB; median of ${HELD_SAMPLES} fresh servers)`,
         bare: samples("bare"),
         gateway: samples("gateway"),
-        target: "≤ 100 KB",
-        verdict: atMost(perStream("gateway"), 100, "KB", 1),
+        verified: samples("verified"),
+        target: "≤ 100 KB (both paths)",
+        verdict: `plain: ${atMost(perStream("gateway"), 100, "KB", 1)}; verified: ${
+          atMost(perStream("verified"), 100, "KB", 1)
+        }`,
       },
       {
         metric:
@@ -508,13 +598,12 @@ async function main(): Promise<void> {
         verdict: receipts === gatewayOk ? "every response has its receipt" : "**MISMATCH**",
       },
     ];
+    rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
     rows.push(...e2ee.rows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }
-    // Metrics on vs off, on two fresh gateways (bench/metrics_cost.ts).
-    await gw.stop();
-    servers.splice(servers.indexOf(gw), 1);
+    // Metrics on vs off, on two fresh gateways (bench/metrics_cost.ts); gw is stopped by now.
     rows.push(
       await metricsCostRow({
         dir: `${dir}/metrics`,
@@ -543,6 +632,7 @@ async function main(): Promise<void> {
       log("bench/RESULTS.md updated");
     }
   } finally {
+    tlsClientClose?.();
     for (const s of servers.reverse()) await s.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }

@@ -27,12 +27,14 @@ export async function metricsCostRow(o: {
   log: (msg: string) => void;
 }): Promise<Row> {
   await Deno.mkdir(o.dir, { recursive: true });
-  const on = await startGateway(`${o.dir}`, o.mockUrl, o.serverCpu, [], {
+  const on = await startGateway(`${o.dir}`, o.mockUrl, o.serverCpu, [], undefined, {
     GATEWAY_ADMIN_TOKEN: TOKEN,
   });
   const offDir = `${o.dir}/metrics-off`;
   await Deno.mkdir(offDir, { recursive: true });
-  const off = await startGateway(offDir, o.mockUrl, o.serverCpu, [], { GATEWAY_METRICS: "off" });
+  const off = await startGateway(offDir, o.mockUrl, o.serverCpu, [], undefined, {
+    GATEWAY_METRICS: "off",
+  });
   const target = (g: typeof on): Target => ({
     base: g.url,
     headers: { authorization: `Bearer ${g.key}` },

@@ -12,21 +12,24 @@ export interface Server {
   stop(): Promise<void>;
 }
 
-/** Runs `deno <args>` on core `cpu`; resolves with the URL its stderr announces. */
+/**
+ * Runs `deno <args>` (or `opts.program <args>`) on core `cpu`; resolves with the URL its
+ * stderr announces.
+ */
 export async function spawnPinned(
   cpu: number,
   denoArgs: string[],
   ready: RegExp,
-  env: Record<string, string> = {},
+  opts: { program?: string; cwd?: string; env?: Record<string, string> } = {},
 ): Promise<Server> {
   const child = new Deno.Command("taskset", {
-    args: ["-c", String(cpu), Deno.execPath(), ...denoArgs],
-    cwd: ROOT,
+    args: ["-c", String(cpu), opts.program ?? Deno.execPath(), ...denoArgs],
+    cwd: opts.cwd ?? ROOT,
     stdin: "null",
     // The gateway logs one JSON line per request: discard rather than let a pipe fill.
     stdout: "null",
     stderr: "piped",
-    env: { NO_COLOR: "1", ...env },
+    env: { NO_COLOR: "1", ...opts.env },
   }).spawn();
   const stderr: string[] = [];
   const url = await new Promise<string>((resolve, reject) => {

@@ -13,6 +13,10 @@ export interface Row {
   /** The receipt floor: the bare proxy plus only the receipt's mandatory work. */
   floor?: string;
   gateway?: string;
+  /** The gateway on the verified confidential path (pinned TLS to a verified upstream). */
+  verified?: string;
+  /** The peer: Portkey's open-source gateway (bench/peer). */
+  peer?: string;
   target?: string;
   verdict?: string;
 }
@@ -38,14 +42,14 @@ export function atLeast(value: number, limit: number, unit: string, digits = 2):
 
 export function renderTable(rows: Row[]): string {
   const head =
-    "| Metric | Direct | Bare proxy | Receipt floor | Gateway | Target | Verdict |\n|---|---:|---:|---:|---:|---|---|";
+    "| Metric | Direct | Bare proxy | Receipt floor | Gateway | Gateway, verified path | Portkey | Target | Verdict |\n|---|---:|---:|---:|---:|---:|---:|---|---|";
   const cell = (s?: string) => (s ?? "–").replaceAll("|", "\\|");
   return [
     head,
     ...rows.map((r) =>
       `| ${cell(r.metric)} | ${cell(r.direct)} | ${cell(r.bare)} | ${cell(r.floor)} | ${
         cell(r.gateway)
-      } | ${cell(r.target)} | ${cell(r.verdict)} |`
+      } | ${cell(r.verified)} | ${cell(r.peer)} | ${cell(r.target)} | ${cell(r.verdict)} |`
     ),
   ].join("\n");
 }

@@ -189,6 +189,10 @@ Deno.test("a server with another TLS key at the verified origin never receives t
     assert.equal(gw.gateway.ctx.verification("tdx")?.verified, false);
     const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
     assert.ok(receipt.event_log.some((e: Json) => e.type === "upstream.attempt_failed"));
+    // #20 item 5: no request byte was written, so the receipt claims no forwarding.
+    const types = receipt.event_log.map((e: Json) => e.type);
+    assert.ok(!types.includes("request.forwarded"), types.join(","));
+    assert.ok(types.includes("request.refused"), types.join(","));
   } finally {
     await gw.close();
     await impostor?.close();

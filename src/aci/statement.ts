@@ -5,9 +5,7 @@
  * which for these three ASCII members is exactly the documented bytes.
  */
 
-import { badParam } from "../http/errors.ts";
 import { PREFIXED_DIGEST_RE, sha256 } from "./digest.ts";
-import { isLowerHex } from "./hex.ts";
 import { jcs } from "./jcs.ts";
 
 /** The statement's `purpose` member. */
@@ -19,7 +17,7 @@ const NONCE_RE = /^[0-9a-f]{64}$/;
  * The exact statement string, e.g.
  * `{"keyset_digest":"sha256:<hex>","nonce":"<64 hex>"|null,"purpose":"aci.report_data.v1"}`.
  * Throws on a malformed digest or nonce (callers validate client nonces with
- * {@link parseAciNonce} first).
+ * `parseAciNonce` in src/handlers/aci_nonce.ts first).
  */
 export function attestationStatement(keysetDigest: string, nonce: string | null): string {
   if (!PREFIXED_DIGEST_RE.test(keysetDigest)) throw new Error("malformed keyset digest");
@@ -38,22 +36,4 @@ export function reportDataSlot(rd32: Uint8Array): Uint8Array {
   const slot = new Uint8Array(64);
   slot.set(rd32);
   return slot;
-}
-
-/**
- * The `nonce` query parameter of `GET /v1/aci/attestation`: absent → null;
- * otherwise exactly 64 lowercase hex characters. A repeated parameter is
- * rejected rather than picking one, so the bound nonce is never ambiguous.
- */
-export function parseAciNonce(value: string | null | string[]): string | null {
-  if (value === null) return null;
-  if (Array.isArray(value)) {
-    if (value.length === 0) return null;
-    if (value.length > 1) throw badParam("nonce", "nonce must be given at most once");
-    return parseAciNonce(value[0]);
-  }
-  if (!isLowerHex(value, 32)) {
-    throw badParam("nonce", "nonce must be exactly 64 lowercase hex characters");
-  }
-  return value;
 }

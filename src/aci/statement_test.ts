@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { GatewayError } from "../http/errors.ts";
 import { bytesToHex } from "./hex.ts";
-import { attestationStatement, parseAciNonce, reportData, reportDataSlot } from "./statement.ts";
+import { attestationStatement, reportData, reportDataSlot } from "./statement.ts";
 
 const DIGEST = "sha256:53a5cd44b30dcc51999754c719f2628a041f174ecbf9662a6f8e898a10cd9371";
 const NONCE = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
@@ -40,27 +39,4 @@ Deno.test("statement: the 64-byte slot is report_data then 32 zero bytes", () =>
 Deno.test("statement: malformed digest or nonce is refused", () => {
   assert.throws(() => attestationStatement("sha256:XYZ", null));
   assert.throws(() => attestationStatement(DIGEST, NONCE.toUpperCase()));
-});
-
-Deno.test("statement: parseAciNonce accepts only exactly 64 lowercase hex, once", () => {
-  assert.equal(parseAciNonce(null), null);
-  assert.equal(parseAciNonce([]), null);
-  assert.equal(parseAciNonce(NONCE), NONCE);
-  assert.equal(parseAciNonce([NONCE]), NONCE);
-  const bad = [
-    NONCE.slice(1), // 63
-    NONCE + "0", // 65
-    NONCE.toUpperCase(),
-    "g" + NONCE.slice(1),
-    "",
-    [NONCE, NONCE], // repeated
-  ];
-  for (const value of bad) {
-    assert.throws(() => parseAciNonce(value), (e: unknown) => {
-      assert.ok(e instanceof GatewayError);
-      assert.equal(e.kind, "invalid_request");
-      assert.equal(e.param, "nonce");
-      return true;
-    });
-  }
 });

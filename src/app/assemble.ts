@@ -4,6 +4,7 @@
  * log sink, environment lookup). main.ts and the tests both call this, so
  * tests exercise exactly what production runs.
  */
+import { GatewayError } from "../http/errors.ts";
 import { StreamTicker, tickPeriodMs } from "../handlers/stream_ticker.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import { Catalog } from "../catalog/catalog.ts";
@@ -19,8 +20,8 @@ import type { GatewayContext, LogLine } from "./context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { UpstreamFetch } from "../upstream/forward.ts";
-import type { QuoteProvider } from "../../enclave/quote_provider.ts";
-import type { SourceProvenance } from "../../enclave/manifest.ts";
+import type { QuoteProvider } from "../attestation/quote_provider.ts";
+import type { SourceProvenance } from "../attestation/provenance.ts";
 import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
 import { recoverHolds } from "../accounts/holds.ts";
@@ -30,10 +31,10 @@ import { createVerificationManager, type VerificationManager } from "../sessions
 import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import type { Candidate } from "../routing/select.ts";
-import { createPinnedFetch, type PinnedFetch } from "../upstream/pinned_fetch.ts";
 import { keyAdmin } from "../accounts/key_admin.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
 import { createMetrics, type GatewayMetrics } from "../operator/metrics.ts";
+import type { UpstreamTransport } from "../upstream/transport.ts";
 import { createReplayGuard } from "../e2ee/replay.ts";
 import { hexToBytes } from "../aci/hex.ts";
 
@@ -105,6 +106,8 @@ export function assembleGateway(
     metrics?: GatewayMetrics;
     /** Add prom-client's process metrics (CPU, RSS, open fds, event-loop lag) to the default registry. */
     processMetrics?: boolean;
+    /** Pinned and private-CA upstream connections (main.ts: the one upstream transport). */
+    transport?: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
   } = {},
 ): Gateway {
   const { kv, now } = world;
@@ -214,31 +217,35 @@ export function assembleGateway(
     return manager?.state(name) ??
       { verified: false, reason: "no upstream verifier is configured" };
   };
-  // One pinned client per (upstream, SPKI): a verified upstream is only ever reached over its bound key.
-  const pinned = new Map<string, PinnedFetch>();
+  // A verified upstream is only ever reached over its bound key: pinned pools per
+  // (provider, SPKI), retired whenever the session they were opened under ends
+  // (invalidated, expired and re-verified, or another key).
+  const transport = opts.transport;
+  const pinnedSession = new Map<string, string>();
   const fetchFor = (c: Candidate): UpstreamFetch => {
     const v = c.verification;
+    const name = c.provider.name;
+    const session = v?.verified && v.spkiSha256 ? `${v.sessionId}:${v.spkiSha256}` : undefined;
+    if (transport && pinnedSession.has(name) && pinnedSession.get(name) !== session) {
+      pinnedSession.delete(name);
+      transport.dropPinned(name);
+    }
     if (v?.verified && v.spkiSha256) {
-      const key = `${c.provider.name}:${v.spkiSha256}`;
-      let f = pinned.get(key);
-      if (!f) {
-        f = createPinnedFetch({
-          // No connection reuse: a request aborted on a reused node:https socket was
-          // seen re-sent after failover (tests/faults_test.ts); one fresh,
-          // pin-checked connection per request delivers a prompt at most once.
-          keepAlive: false,
-          spkiSha256: v.spkiSha256,
-          ca: c.provider.confidential?.tls_ca_pem,
-          onMismatch: () =>
-            manager?.invalidate(c.provider.name, "upstream TLS key does not match its session"),
-        });
-        pinned.set(key, f);
-      }
-      return f as UpstreamFetch;
+      if (!transport) throw new GatewayError("unavailable", "no pinned upstream transport");
+      pinnedSession.set(name, session!);
+      return transport.pinned({
+        provider: name,
+        spkiSha256: v.spkiSha256,
+        ca: c.provider.confidential?.tls_ca_pem,
+        onMismatch: () => {
+          pinnedSession.delete(name);
+          transport.dropPinned(name);
+          manager?.invalidate(name, "upstream TLS key does not match its session");
+        },
+      });
     }
-    if (c.provider.confidential && opts.confidentialFetch) {
-      return opts.confidentialFetch(c.provider);
-    }
+    const pem = c.provider.confidential?.tls_ca_pem;
+    if (pem && transport) return transport.withCa(pem);
     return world.fetch;
   };
   for (const p of config.providers) {
@@ -295,6 +302,11 @@ export function assembleGateway(
       fetchFor,
       credential: (name) => credentials.get(name),
       now,
+      bodyLimits: {
+        maxBytes: config.limits.max_upstream_body_bytes,
+        idleMs: config.limits.upstream_read_idle_ms,
+        totalMs: config.limits.upstream_body_timeout_ms,
+      },
     },
     e2ee: {
       keyring: () => identity.current().e2ee,
@@ -358,7 +370,6 @@ export function assembleGateway(
     async close() {
       clearInterval(heartbeat);
       manager?.stop();
-      for (const f of pinned.values()) f.close();
       await ready.catch(() => {});
       await recovering;
       await ctx.admitter.close();

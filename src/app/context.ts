@@ -10,7 +10,7 @@ import type { GroupCommitter } from "../store/group_commit.ts";
 import type { ForwardDeps } from "../upstream/forward.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { ReceiptService } from "../receipts/service.ts";
-import type { RequestInfo } from "../handlers/pipeline.ts";
+import type { RequestInfo } from "../handlers/request_info.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";

@@ -3,7 +3,7 @@
  * with an expiry), so `all_attestations` can list every live replica's
  * nonce-less attestation. Nothing here assumes this process is the only one.
  */
-import type { AttestationEntry } from "./reports.ts";
+import type { AttestationEntry } from "./entry.ts";
 import { retryTransient } from "../store/transient.ts";
 
 export const REPLICA_PREFIX = "replicas";

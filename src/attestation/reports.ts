@@ -17,9 +17,10 @@ import {
 } from "../aci/legacy.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { Identity, IdentitySnapshot } from "./identity.ts";
-import type { Quote, QuoteProvider } from "../../enclave/quote_provider.ts";
-import type { SourceProvenance } from "../../enclave/manifest.ts";
+import type { Quote, QuoteProvider } from "./quote_provider.ts";
+import type { SourceProvenance } from "./provenance.ts";
 import type { ReplicaRegistry } from "./replicas.ts";
+import type { AttestationEntry } from "./entry.ts";
 import { retryTransient } from "../store/transient.ts";
 
 export const KEYSET_ARCHIVE = "keysets";
@@ -32,15 +33,8 @@ export interface CanonicalReport {
   all_attestations: AttestationEntry[];
 }
 
-export interface AttestationEntry {
-  tee_type: string;
-  workload_keyset: IdentitySnapshot["keyset"];
-  workload_keyset_digest: string;
-  report_data: string;
-  source_provenance: SourceProvenance | null;
-  evidence: { quote: string; provider: string; aux?: string; hardware: boolean };
-  replica_id?: string;
-}
+// Its own module so the replica registry can name it without importing this one.
+export type { AttestationEntry } from "./entry.ts";
 
 export interface ReportServiceOptions {
   identity: Identity;

@@ -62,6 +62,16 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Request-body bytes being read and parsed at once for one API key.",
 
   identity: "The gateway's own attested identity.",
+  "limits.max_upstream_body_bytes":
+    "A non-streamed upstream answer larger than this fails with 502 instead of being buffered (coded answers are refused: identity only).",
+  "limits.max_upstream_stream_bytes":
+    "A stream's total upstream bytes; beyond it the stream ends with an in-band upstream_error.",
+  "limits.max_sse_event_bytes":
+    "One upstream SSE event (a line that never ends is refused, not buffered).",
+  "limits.upstream_body_timeout_ms":
+    "Whole-body deadline after the response head, streamed or not (timeout_ms bounds the wait for the head).",
+  "limits.upstream_read_idle_ms":
+    "Longest silence while a non-streamed upstream body is read (streams use stream_idle_timeout_ms).",
   "identity.subject":
     "The gateway's public host name, listed with its TLS key in the keyset (null: none).",
   "identity.keyset_ttl_seconds":
@@ -105,6 +115,17 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "trust.nvidia.collateral_dir":
     "Offline collateral instead of the services: RIM files `NV_GPU_*.xml` and OCSP responses " +
     "(DER or base64), in the directory or one level below.",
+
+  "trust.sev_snp":
+    "AMD SEV-SNP trust for `sev-snp` upstreams: the pinned roots and where VCEKs come from.",
+  "trust.sev_snp.roots": "The pinned AMD roots, one entry per processor product.",
+  "trust.sev_snp.roots[].product": "The product the roots belong to (`Milan` or `Genoa`).",
+  "trust.sev_snp.roots[].ask_ark_pem":
+    "AMD's `ask_ark_<product>.pem`: the ASK then the ARK certificate (PEM). VCEKs must chain to it.",
+  "trust.sev_snp.vcek_dir":
+    "A directory of VCEK certificates (`*.der`) for offline operation; the one whose hwID and TCB " +
+    "match the report is used. Without it VCEKs are fetched from `kds_url` and cached.",
+  "trust.sev_snp.kds_url": "AMD KDS (or a mirror) base URL for VCEKs (default: AMD's KDS).",
 
   upstream: "How upstreams are reached.",
   "upstream.client":
@@ -155,7 +176,8 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].confidential":
     "Present for a confidential (TEE) upstream: verified before any prompt is sent to it.",
   "providers[].confidential.verifier":
-    "`dstack-tdx` (dstack TDX evidence), `aci` (an ACI gateway's report), `pinned` (operator-pinned " +
+    "`dstack-tdx` (dstack TDX evidence), `aci` (an ACI gateway's report), `sev-snp` (an AMD " +
+    "SEV-SNP report binding the TLS key), `pinned` (operator-pinned " +
     "TLS key, no hardware evidence), `dev` (development configuration only).",
   "providers[].confidential.spki_sha256": "Pinned SPKI SHA-256 (hex) for the `pinned` verifier.",
   "providers[].confidential.tls_ca_pem":
@@ -172,6 +194,16 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Development switch (dev verifier only): a dev session satisfies `aci_verified`, and its " +
     "claims say so.",
   "providers[].confidential.reverify_margin_seconds": "Re-verify this long before expiry.",
+  "providers[].confidential.sev_snp": "Policy of the `sev-snp` verifier.",
+  "providers[].confidential.sev_snp.allowed_measurements":
+    "SNP MEASUREMENT values (hex) that make `os_known_good` asserted.",
+  "providers[].confidential.sev_snp.min_tcb":
+    "Minimum REPORTED_TCB: `tcb_up_to_date` is asserted when every component is at least this, " +
+    "refuted otherwise (unknown when unset).",
+  "providers[].confidential.sev_snp.min_tcb.bootloader": "Minimum boot loader SPL.",
+  "providers[].confidential.sev_snp.min_tcb.tee": "Minimum PSP OS (TEE) SPL.",
+  "providers[].confidential.sev_snp.min_tcb.snp": "Minimum SNP firmware SPL.",
+  "providers[].confidential.sev_snp.min_tcb.microcode": "Minimum microcode SPL.",
   "providers[].confidential.require_gpu":
     "Fail verification unless the upstream's NVIDIA GPU evidence passes every check " +
     "(`gpu_attested` hardware_proven); no prompt reaches it otherwise, whatever `allow_unverified` says.",

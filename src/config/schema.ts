@@ -14,7 +14,7 @@ const providerName = z.string().regex(
 
 const confidential = z.strictObject({
   /** Which verifier checks this upstream before prompts are sent to it. */
-  verifier: z.enum(["dstack-tdx", "aci", "pinned", "dev"]),
+  verifier: z.enum(["dstack-tdx", "aci", "sev-snp", "pinned", "dev"]),
   /** Operator-pinned SPKI SHA-256 (hex) for the `pinned` verifier. */
   spki_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** PEM trust anchors for the upstream's TLS certificate (default: system roots). */
@@ -38,6 +38,16 @@ const confidential = z.strictObject({
    * so `task dev` demonstrates the flow; the session's claims say so.
    */
   dev_counts_for_aci_verified: z.boolean().optional(),
+  /** Policy for the `sev-snp` verifier (docs/decisions.md, "SEV-SNP upstreams"). */
+  sev_snp: z.strictObject({
+    allowed_measurements: z.array(z.string().regex(/^[0-9a-f]{96}$/)).default([]),
+    min_tcb: z.strictObject({
+      bootloader: z.number().int().min(0).max(255),
+      tee: z.number().int().min(0).max(255),
+      snp: z.number().int().min(0).max(255),
+      microcode: z.number().int().min(0).max(255),
+    }).optional(),
+  }).optional(),
 });
 
 const provider = z.strictObject({
@@ -60,6 +70,36 @@ const origin = z.string().regex(
   /^\*$|^https?:\/\/([A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\])(:\d{1,5})?$/,
   "an origin like https://app.example.com, or *",
 );
+/** Bounds on what an upstream may send back (issue #19): size and time, streamed or not. */
+const UPSTREAM_BODY_LIMIT_DEFAULTS = {
+  /** A non-streamed upstream answer larger than this fails (502) instead of being buffered. */
+  max_upstream_body_bytes: 32 * 1024 * 1024,
+  /** A stream's total upstream bytes. */
+  max_upstream_stream_bytes: 64 * 1024 * 1024,
+  /** One SSE event's bytes (a line never ends: the event is refused, not buffered). */
+  max_sse_event_bytes: 1024 * 1024,
+  /** Whole-body deadline after the response head, streamed or not. */
+  upstream_body_timeout_ms: 600_000,
+  /** Longest silence while a non-streamed body is read (streams: stream_idle_timeout_ms). */
+  upstream_read_idle_ms: 30_000,
+};
+const upstreamBodyLimits = {
+  max_upstream_body_bytes: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.max_upstream_body_bytes,
+  ),
+  max_upstream_stream_bytes: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.max_upstream_stream_bytes,
+  ),
+  max_sse_event_bytes: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.max_sse_event_bytes,
+  ),
+  upstream_body_timeout_ms: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.upstream_body_timeout_ms,
+  ),
+  upstream_read_idle_ms: z.number().int().positive().default(
+    UPSTREAM_BODY_LIMIT_DEFAULTS.upstream_read_idle_ms,
+  ),
+};
 
 const route = z.strictObject({ provider: providerName, model: z.string().min(1) });
 
@@ -158,6 +198,7 @@ export const configSchema = z.strictObject({
     body_timeout_ms: z.number().int().positive().default(60_000),
     body_bytes_in_flight: z.number().int().positive().default(32 * 1024 * 1024),
     body_bytes_in_flight_per_key: z.number().int().positive().default(4 * 1024 * 1024),
+    ...upstreamBodyLimits,
   }).default({
     max_body_bytes: 4 * 1024 * 1024,
     stream_idle_timeout_ms: 120_000,
@@ -169,6 +210,7 @@ export const configSchema = z.strictObject({
     body_timeout_ms: 60_000,
     body_bytes_in_flight: 32 * 1024 * 1024,
     body_bytes_in_flight_per_key: 4 * 1024 * 1024,
+    ...UPSTREAM_BODY_LIMIT_DEFAULTS,
   }),
   identity: z.strictObject({
     subject: z.string().nullable().default(null),
@@ -196,6 +238,15 @@ export const configSchema = z.strictObject({
     pcs_url: z.url().optional(),
     /** …or a directory of collateral files `<fmspc>.json` (dcap-qvl JSON shape) for offline operation. */
     collateral_dir: z.string().optional(),
+    /** AMD roots and VCEKs for `sev-snp` upstreams. */
+    sev_snp: z.strictObject({
+      roots: z.array(z.strictObject({
+        product: z.enum(["Milan", "Genoa"]),
+        ask_ark_pem: z.string().min(1),
+      })).min(1),
+      vcek_dir: z.string().optional(),
+      kds_url: z.url().optional(),
+    }).optional(),
     /** NVIDIA GPU evidence (#21): pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
     nvidia: z.strictObject({
       device_root_pem: z.string().optional(),
@@ -264,6 +315,13 @@ export const configSchema = z.strictObject({
         code: "custom",
         path: ["providers", i, "confidential", "dev_counts_for_aci_verified"],
         message: "only the dev verifier (development configuration) may count for aci_verified",
+      });
+    }
+    if (p.confidential?.verifier === "sev-snp" && !cfg.trust.sev_snp) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "verifier"],
+        message: "the sev-snp verifier needs trust.sev_snp (the pinned AMD roots)",
       });
     }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {

@@ -6,7 +6,7 @@
  */
 import type { GatewayError } from "../http/errors.ts";
 import { errorBody } from "../http/errors.ts";
-import type { TokenUsage, Translator } from "../handlers/plan.ts";
+import type { TokenUsage, Translator } from "./stream_translator.ts";
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);

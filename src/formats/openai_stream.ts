@@ -8,7 +8,7 @@
  */
 import { errorBody, type GatewayError } from "../http/errors.ts";
 import type { ChatUsage } from "./chat_types.ts";
-import type { TokenUsage, Translator } from "../handlers/plan.ts";
+import type { TokenUsage, Translator } from "./stream_translator.ts";
 
 interface OpenAiChunk {
   choices?: unknown[];

@@ -20,3 +20,23 @@ export interface StreamTranslator {
   /** Usage seen so far (prompt/completion tokens), for billing, even if the stream was cut. */
   usage(): { prompt_tokens: number; completion_tokens: number } | undefined;
 }
+
+/** Token counts as upstreams report them. */
+export interface TokenUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+/**
+ * The streaming contract as the pipeline sees it: {@link StreamTranslator} with the chunk input
+ * left untyped (pass-through translators take other chunk shapes).
+ */
+export interface Translator {
+  /** One upstream SSE event's parsed data (and its `event:` name, when it had one). */
+  chunk(c: never, event?: string): string;
+  end(): string;
+  fail(err: GatewayError): string;
+  usage(): TokenUsage | undefined;
+  /** A keep-alive frame for idle upstreams (formats that have a safe one). */
+  keepAlive?(): string;
+}

@@ -4,7 +4,7 @@
  * keyset's report) and the legacy `GET /v1/attestation/report`.
  */
 import type { GatewayContext } from "../app/context.ts";
-import { parseAciNonce } from "../aci/statement.ts";
+import { parseAciNonce } from "./aci_nonce.ts";
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { LegacySigningAlgo } from "../aci/legacy.ts";

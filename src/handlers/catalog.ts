@@ -3,7 +3,7 @@ import type { GatewayContext } from "../app/context.ts";
 import { jsonResponse } from "../http/json.ts";
 import { parseCatalogFilter } from "../catalog/catalog.ts";
 import { GatewayError } from "../http/errors.ts";
-import type { Params } from "../http/router.ts";
+import type { Params } from "../http/params.ts";
 
 export function listModels(req: Request, ctx: GatewayContext): Response {
   const f = parseCatalogFilter(new URL(req.url).searchParams);

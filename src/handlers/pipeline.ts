@@ -29,6 +29,7 @@ import type { KeyRecord } from "../accounts/keys.ts";
 import type { BodyTicket } from "../http/body_budget.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import { dailyUsageWrites } from "../accounts/usage_daily.ts";
+import type { RequestInfo } from "./request_info.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
@@ -38,34 +39,8 @@ export interface InferenceEndpoint {
 
 const encoder = new TextEncoder();
 
-/** Per-request facts the pipeline threads through (for the log line and headers). */
-export interface RequestInfo {
-  requestId: string;
-  traceId: string;
-  started: number;
-  model: string | null;
-  provider: string | null;
-  usage: TokenUsage | undefined;
-  metadata: unknown;
-  /** The matched route pattern (never the raw path, which may carry ids). */
-  route?: string;
-  /** Streams log when they end, not when the headers leave. */
-  deferLog?: boolean;
-  /** Milliseconds spent in each phase (the `Server-Timing` header). */
-  phases: Record<string, number>;
-  /** Credits the request was settled at (metrics). */
-  costNano?: bigint;
-  /** The error kind of a refused or failed inference request (metrics). */
-  refusal?: string;
-  /** For the log line: the authenticated key's public id, the receipt id, the error code. */
-  keyId?: string | null;
-  receiptId?: string | null;
-  errorCode?: string | null;
-  /** Every upstream attempt and how it ended (`served`, or why it failed). */
-  attempts?: { provider: string; outcome: string }[];
-  /** A bad `x-service-trace-id` / `x-service-metadata`: refused after authentication, with a receipt. */
-  headerError?: GatewayError;
-}
+// Defined in its own module so app/context.ts can name it without importing the pipeline.
+export type { RequestInfo } from "./request_info.ts";
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
 async function phase<T>(info: RequestInfo, name: string, f: () => Promise<T>): Promise<T> {
@@ -183,6 +158,7 @@ export async function handleInference(
           verificationRequired: constraints.aciVerified,
           modelId: plan.modelId,
           receivedHash,
+          partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
           signal: req.signal,
           onAttempt: (a) => {
@@ -214,7 +190,7 @@ export async function handleInference(
       return streamResponse({
         ctx,
         rec,
-        upstream: result.response.body,
+        upstream: result.response,
         abortUpstream: result.abort,
         translator: e2ee
           ? e2ee.sealStream(plan.translator(result.candidate))
@@ -281,12 +257,7 @@ async function wholeResponse(
   info: RequestInfo,
   e2ee: E2eeSession | null,
 ): Promise<Response> {
-  let raw: Uint8Array;
-  try {
-    raw = new Uint8Array(await result.response.arrayBuffer());
-  } catch {
-    throw new GatewayError("upstream_error", "upstream response could not be read");
-  }
+  const raw = await result.readAll(); // bounded in size and time; aborted if the client leaves
   const receivedHash = sha256Prefixed(raw);
   rec.event({ type: "response.received", body_hash: receivedHash });
   let json: unknown;

@@ -5,23 +5,10 @@
  * modules; the pipeline does everything else.
  */
 import type { Candidate } from "../routing/select.ts";
-import type { GatewayError } from "../http/errors.ts";
+import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 
-export interface TokenUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-}
-
-/** The streaming contract (same as formats/stream_translator.ts, chunk input left untyped). */
-export interface Translator {
-  /** One upstream SSE event's parsed data (and its `event:` name, when it had one). */
-  chunk(c: never, event?: string): string;
-  end(): string;
-  fail(err: GatewayError): string;
-  usage(): TokenUsage | undefined;
-  /** A keep-alive frame for idle upstreams (formats that have a safe one). */
-  keepAlive?(): string;
-}
+// The stream contract lives with the formats that implement it.
+export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 
 export interface InferencePlan {
   /** The model id the client asked for (echoed in responses and receipts). */

@@ -7,7 +7,7 @@
 import type { GatewayContext } from "../app/context.ts";
 import { badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
-import type { Params } from "../http/router.ts";
+import type { Params } from "../http/params.ts";
 import { credentialHeader } from "./pipeline.ts";
 
 /** Missing, bad, unknown or revoked key: 401 `invalid_api_key`, as on the inference surface. */

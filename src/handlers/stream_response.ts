@@ -12,16 +12,17 @@ import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
+import { bodySourceOf } from "../upstream/h1_client.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "../app/context.ts";
-import type { RequestInfo } from "./pipeline.ts";
+import type { RequestInfo } from "./request_info.ts";
 
 export interface StreamArgs {
   ctx: GatewayContext;
   rec: ReceiptRecorder;
-  /** The upstream's event stream. */
-  upstream: ReadableStream<Uint8Array> | null;
+  /** The upstream's answer (only its body is kept: not its headers, for the stream's life). */
+  upstream: Response;
   /** Aborts the upstream request (client gone, upstream failed or idle). */
   abortUpstream: (reason?: unknown) => void;
   translator: Translator;
@@ -40,11 +41,16 @@ type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 export function streamResponse(a: StreamArgs): Response {
   // Closures below use these, never `a`: a held stream keeps only what it needs.
   const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info } = a;
-  if (!a.upstream) throw new GatewayError("upstream_error", "upstream sent no stream body");
-  const reader = chunkReader(a.upstream);
+  if (!a.upstream.body) throw new GatewayError("upstream_error", "upstream sent no stream body");
+  const reader = chunkReader(a.upstream.body, undefined, bodySourceOf(a.upstream));
   const received = new BodyHasher();
   const returned = new BodyHasher();
-  const decoder = new SseDecoder();
+  const limits = ctx.config.limits;
+  // One event may not outgrow max_sse_event_bytes (a line that never ends is refused).
+  const decoder = new SseDecoder({ maxPendingChars: limits.max_sse_event_bytes });
+  const maxStreamBytes = limits.max_upstream_stream_bytes;
+  let streamBytes = 0;
+  const startedAt = performance.now();
   let contentChunks = 0;
   let done = false;
   // chat_id: the id the client sees in the stream, when the upstream gave one.
@@ -109,10 +115,15 @@ export function streamResponse(a: StreamArgs): Response {
   let beatSince = 0; // last keep-alive sent during this read
   let idleError: GatewayError | null = null;
   let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
+  const totalMs = limits.upstream_body_timeout_ms;
   const untick = ctx.streamTicker.add((now) => {
     if (readSince === 0 || done) return;
-    if (now - readSince >= idleMs) {
-      idleError ??= new GatewayError("upstream_timeout", "upstream stream went idle");
+    const late = now - startedAt >= totalMs;
+    if (late || now - readSince >= idleMs) {
+      idleError ??= new GatewayError(
+        "upstream_timeout",
+        late ? "upstream stream exceeded upstream_body_timeout_ms" : "upstream stream went idle",
+      );
       abortUpstream(idleError);
       reader.cancel(idleError).catch(() => {}); // settles the pending read
     } else if (keepAlive && ctrl && now - Math.max(readSince, beatSince) >= keepAliveMs) {
@@ -143,6 +154,13 @@ export function streamResponse(a: StreamArgs): Response {
             const { out } = translate(decoder.end());
             await finish(controller, out + translator.end(), "completed");
             return;
+          }
+          streamBytes += r.value.byteLength;
+          if (streamBytes > maxStreamBytes) {
+            throw new GatewayError(
+              "upstream_error",
+              "upstream stream exceeded max_upstream_stream_bytes",
+            );
           }
           received.update(r.value);
           const { out, finished } = translate(decoder.push(r.value));

@@ -50,7 +50,7 @@ function start(ctx: GatewayContext, upstream: ReadableStream<Uint8Array>) {
   const res = streamResponse({
     ctx,
     rec: new ReceiptRecorder("rcpt-test", "/v1/chat/completions", "POST"),
-    upstream,
+    upstream: new Response(upstream),
     abortUpstream: (r) => aborts.push(r),
     translator: createOpenAiStreamPassthrough({ model: "m", clientWantsUsage: false }),
     promptEstimate: 3,

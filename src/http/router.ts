@@ -4,8 +4,9 @@
  * 404 and known paths with another method 405, both as GatewayErrors.
  */
 import { GatewayError } from "./errors.ts";
+import type { Params } from "./params.ts";
 
-export type Params = Record<string, string>;
+export type { Params } from "./params.ts";
 export type Handler<C> = (req: Request, ctx: C, params: Params) => Promise<Response> | Response;
 
 interface Route<C> {

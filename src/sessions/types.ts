@@ -5,6 +5,7 @@
  * the id is not inside the document.
  */
 import type { ProviderConfig } from "../config/schema.ts";
+import type { TlsObservation } from "../upstream/tls_observe.ts";
 
 export type ClaimSource =
   | "hardware_proven"
@@ -64,11 +65,8 @@ export interface VerifyTarget {
   provider: ProviderConfig;
 }
 
-/** TLS observation of an origin: the server's SPKI digest and certificate, CA verification on. */
-export interface TlsObservation {
-  spkiSha256: string;
-  certDer: Uint8Array;
-}
+/** What a TLS observation reports (defined beside the code that makes it). */
+export type { TlsObservation } from "../upstream/tls_observe.ts";
 
 export interface VerifierDeps {
   now: () => number;
@@ -85,6 +83,8 @@ export interface VerifierDeps {
     collateral: import("../verify/tdx/collateral_source.ts").CollateralSource;
     rootCaDer?: Uint8Array;
   };
+  /** Pinned AMD roots and the VCEK source, when SEV-SNP upstreams are configured. */
+  sevSnp?: import("../verify/sev_snp/trust.ts").SnpTrust;
   /** NVIDIA GPU evidence: pinned roots, RIM/OCSP collateral and the verification clock per artefact. */
   gpu: import("../verify/nvidia/deps.ts").GpuDeps;
 }

@@ -18,6 +18,8 @@ export function productionVerifiers(
     now: () => number;
     collateral: CollateralSource;
     rootCaDer?: Uint8Array;
+    /** AMD roots and VCEK source (from `trust.sev_snp`), for `sev-snp` upstreams. */
+    sevSnp?: VerifierDeps["sevSnp"];
     /** GPU evidence roots and collateral; default built-in roots, no collateral. */
     gpu?: GpuDeps;
   },
@@ -38,6 +40,7 @@ export function productionVerifiers(
     deps: createVerifierDeps({
       now: opts.now,
       tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
+      sevSnp: opts.sevSnp,
       gpu: opts.gpu,
     }),
   };

@@ -4,11 +4,12 @@
  * fresh 64 KiB buffer for every read: a held stream pinned 64 KiB while it
  * waited for its next event, and every SSE event of a few hundred bytes left
  * 64 KiB of garbage. A BYOB reader over one buffer avoids both. A body from
- * the gateway's own HTTP/1.1 client is read from its source directly, with no
- * stream in between; other bodies that are not byte streams (decompressed
- * ones, test doubles) are read with their default reader.
+ * the gateway's own HTTP/1.1 client is read from its source directly (the
+ * caller passes `bodySourceOf(response)`), with no stream in between; other
+ * bodies that are not byte streams (test doubles) are read with their
+ * default reader.
  */
-import { h1BodySource } from "./h1_client.ts";
+import type { H1BodySource } from "./h1_client.ts";
 
 /**
  * One page: an SSE event is usually a few hundred bytes, and a larger burst
@@ -28,8 +29,8 @@ export interface ChunkReader {
 export function chunkReader(
   body: ReadableStream<Uint8Array>,
   bufferBytes = CHUNK_READER_BYTES,
+  source?: H1BodySource,
 ): ChunkReader {
-  const source = h1BodySource(body);
   if (source !== undefined) {
     // No async function here: a held stream would keep one more suspended frame alive.
     return {

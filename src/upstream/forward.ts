@@ -7,10 +7,18 @@ import { GatewayError } from "../http/errors.ts";
 import type { Candidate } from "../routing/select.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
+import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
+import { isPinMismatch } from "./pinned_tls.ts";
 
 export type UpstreamFetch = (
   url: string,
-  init: RequestInit & { signal: AbortSignal },
+  init: RequestInit & {
+    signal: AbortSignal;
+    /** Kept-alive connections are shared only within a partition (the API key's digest). */
+    partition?: string;
+    /** Called once request bytes were written to the upstream connection. */
+    onWritten?: () => void;
+  },
 ) => Promise<Response>;
 
 export interface ForwardDeps {
@@ -21,6 +29,8 @@ export interface ForwardDeps {
   now: () => number;
   /** Called when a verified upstream's channel no longer matches its session (re-verify). */
   onChannelMismatch?: (c: Candidate) => void;
+  /** Bounds on a non-streamed answer's body (size, silence, total time). */
+  bodyLimits: BodyReadLimits;
 }
 
 export interface ForwardPlan {
@@ -32,6 +42,8 @@ export interface ForwardPlan {
   verificationRequired: boolean;
   modelId: string;
   receivedHash: string;
+  /** Connection-pool partition: the API key's digest (h1_client.ts). */
+  partition?: string;
   signal: AbortSignal;
   /** Told of every attempt as it ends (the request log's providers and reasons; never content). */
   onAttempt?: (a: AttemptRecord) => void;
@@ -51,7 +63,15 @@ export interface ForwardResult {
   attempts: number;
   /** Aborts the upstream request (client disconnect, idle timeout). */
   abort: (reason?: unknown) => void;
+  /**
+   * The whole (non-streamed) body within `bodyLimits`; the upstream request is aborted if
+   * the client leaves meanwhile. Rejects with a GatewayError.
+   */
+  readAll: () => Promise<Uint8Array<ArrayBuffer>>;
 }
+
+/** Longest wait for an error answer's (bounded) body: failover must not wait on it. */
+const ERROR_BODY_MS = 2_000;
 
 export interface AttemptFailure {
   kind: "timeout" | "connect" | "status" | "channel";
@@ -73,15 +93,28 @@ export async function forward(
     const bytes = plan.body(c);
     const hash = sha256Prefixed(bytes);
     rec.event({ type: "route.selected", target_route_id: c.routeId, attempt: attempts });
-    rec.event({ type: "request.forwarded", body_hash: hash });
-    if (hash !== plan.receivedHash) rec.event({ type: "transparency.request_modified" });
     recordVerification(rec, c, plan, attempts);
+    // `request.forwarded` only once bytes reached the connection (ACI: absent when the
+    // prompt was never sent, e.g. a pin mismatch); a transport without the hook (fetch)
+    // proves it by answering.
+    let written = false;
+    const onWritten = () => {
+      if (written) return;
+      written = true;
+      rec.event({ type: "request.forwarded", body_hash: hash });
+      if (hash !== plan.receivedHash) rec.event({ type: "transparency.request_modified" });
+    };
 
     const ctl = new AbortController();
     const onClientAbort = () => ctl.abort(plan.signal.reason);
     plan.signal.addEventListener("abort", onClientAbort, { once: true });
-    const timer = setTimeout(() => ctl.abort(new TimeoutMarker()), c.provider.timeout_ms);
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "*/*" };
+    let timer = setTimeout(() => ctl.abort(new TimeoutMarker()), c.provider.timeout_ms);
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: "*/*",
+      // Never a coded answer: a small gzip body can inflate to gigabytes.
+      "accept-encoding": "identity",
+    };
     const cred = deps.credential(c.provider.name);
     if (cred) headers.authorization = `Bearer ${cred}`;
     try {
@@ -90,7 +123,10 @@ export async function forward(
         headers,
         body: bytes,
         signal: ctl.signal,
+        partition: plan.partition,
+        onWritten,
       });
+      onWritten();
       clearTimeout(timer);
       if (res.ok) {
         // The served attempt, named once: every other attempt in the log failed.
@@ -101,9 +137,13 @@ export async function forward(
           candidate: c,
           attempts,
           abort: abortOf(ctl),
+          readAll: wholeBodyOf(res, ctl, plan.signal, deps.bodyLimits),
         };
       }
+      // A stalled error body must not hold up failover: cut it (and its connection) short.
+      timer = setTimeout(() => ctl.abort(new TimeoutMarker()), ERROR_BODY_MS);
       const text = await readBounded(res, 4096);
+      clearTimeout(timer);
       last = { kind: "status", status: res.status, detail: sanitizeUpstreamError(text) };
       lastBody = last.detail;
       rec.event({
@@ -147,6 +187,16 @@ export async function forward(
   throw failureToError(last, lastBody, attempts);
 }
 
+/** Made outside `forward`, whose scope holds the plan (and its prompt). */
+function wholeBodyOf(
+  res: Response,
+  ctl: AbortController,
+  clientSignal: AbortSignal,
+  limits: BodyReadLimits,
+): () => Promise<Uint8Array<ArrayBuffer>> {
+  return () => readWholeBody(res.body, limits, (r) => ctl.abort(r), clientSignal);
+}
+
 /** Only the controller: a closure of `forward` would keep the plan (and its prompt) alive. */
 function abortOf(ctl: AbortController): (reason?: unknown) => void {
   return (reason) => ctl.abort(reason);
@@ -188,10 +238,6 @@ class TimeoutMarker extends Error {
   constructor() {
     super("upstream timeout");
   }
-}
-
-function isPinMismatch(e: unknown): boolean {
-  return e instanceof Error && e.name === "PinMismatchError";
 }
 
 function failureToError(

@@ -7,8 +7,13 @@
  */
 import tls from "node:tls";
 import { isIP } from "node:net";
-import type { TlsObservation } from "../sessions/types.ts";
 import { spkiSha256FromCertDer } from "./spki.ts";
+
+/** TLS observation of an origin: the server's SPKI digest and certificate, CA verification on. */
+export interface TlsObservation {
+  spkiSha256: string;
+  certDer: Uint8Array;
+}
 
 /** Default bound on TCP connect + TLS handshake. */
 export const DEFAULT_OBSERVE_TIMEOUT_MS = 10_000;

@@ -10,13 +10,12 @@ import type { DemoUpstream } from "../../src/demo/upstream.ts";
 import { startDevUpstreams } from "../../src/demo/dev_upstreams.ts";
 import { productionVerifiers } from "../../src/sessions/verifiers.ts";
 import { LocalCollateralSource } from "../../src/verify/tdx/collateral_source.ts";
-import { caTrustingFetch } from "../../src/upstream/ca_fetch.ts";
-import { createUpstreamClient, socketConnector } from "../../src/upstream/upstream_client.ts";
+import tls from "node:tls";
+import { createUpstreamTransport, type UpstreamTransport } from "../../src/upstream/transport.ts";
 import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
 import type { UpstreamVerifier, VerifierDeps } from "../../src/sessions/types.ts";
-import type { UpstreamFetch } from "../../src/upstream/forward.ts";
 import { createDevQuoteProvider } from "../../enclave/dev_quote.ts";
 import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 import { serveConnections } from "../../src/http/connections.ts";
@@ -46,7 +45,10 @@ export interface TestGatewayOptions {
   /** "off": no verifier at all (nothing is ever verified). Default: the configured verifiers. */
   verification?: "off";
   verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
-  confidentialFetch?: (p: ProviderConfig) => UpstreamFetch;
+  /** Replaces the transport's pinned / private-CA connections (e.g. to observe them). */
+  transport?: (t: UpstreamTransport) => Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
+  /** Counts TLS handshakes of pinned upstream connections. */
+  onPinnedHandshake?: () => void;
   credits?: number;
   quotes?: QuoteProvider;
   /** The gateway's environment (default: GATEWAY_ADMIN_TOKEN = TEST_ADMIN_TOKEN). */
@@ -65,16 +67,16 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   opts.configure?.(config);
   const kv = await Deno.openKv(opts.kvPath ?? ":memory:");
   const logs: Record<string, unknown>[] = [];
-  const caFetch = caTrustingFetch((url: string | URL | Request, init?: RequestInit) =>
-    fetch(url, init)
-  );
   const verifiers = opts.verification === "off" ? undefined : opts.verifiers ??
     productionVerifiers(config, { now, collateral: new LocalCollateralSource() });
-  // The upstream client main.ts uses (the HTTP/1.1 client unless configured otherwise).
-  const upstream = createUpstreamClient(config.upstream.client, {
-    connect: socketConnector({ connect: Deno.connect, startTls: Deno.startTls }),
+  // The upstream transport main.ts uses (the HTTP/1.1 client unless configured otherwise).
+  const upstream = createUpstreamTransport({
+    choice: config.upstream.client,
+    net: { connect: Deno.connect, startTls: Deno.startTls },
+    tlsConnect: tls.connect,
     fetch: (url, init) => fetch(url, init),
     now: () => performance.now(),
+    onPinnedHandshake: opts.onPinnedHandshake,
   });
   const gateway = assembleGateway(config, {
     kv,
@@ -85,7 +87,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     env: (name) => (opts.env ?? { GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN })[name],
     quotes: opts.quotes ?? createDevQuoteProvider(),
     provenance: null,
-  }, { verifiers, confidentialFetch: opts.confidentialFetch ?? caFetch.fetchFor });
+  }, { verifiers, transport: opts.transport?.(upstream) ?? upstream });
   await gateway.ready;
   // Served as main.ts serves it: the gateway's own accept loop and deadlines.
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -126,7 +128,6 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
       await server.shutdown();
       await gateway.close();
       await ups.close();
-      caFetch.close();
       upstream.close();
       kv.close();
     },

@@ -7,7 +7,7 @@
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
 import { ownBytes } from "../x509/bytes.ts";
-import { verifyCertChain } from "../x509/cert_chain.ts";
+import { parseCertificate, verifyCertChain } from "../x509/cert_chain.ts";
 import { decodeSmallUint, readTlv } from "../x509/der.ts";
 import { bytesEqual } from "../x509/hex.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
@@ -29,6 +29,8 @@ export interface SnpVerified {
   report: SnpReport;
   /** POLICY bit 19: the guest owner allowed debugging. Reported, not judged. */
   debugAllowed: boolean;
+  /** Earliest notAfter of VCEK, ASK and ARK, epoch ms. */
+  chainNotAfterMs: number;
 }
 
 const AMD_OID = "1.3.6.1.4.1.3704.1";
@@ -46,6 +48,16 @@ function extUint(cert: X509Certificate, oid: string): number | null {
   const v = new Uint8Array(e.value);
   const t = readTlv(v, 0);
   return t ? decodeSmallUint(v, t) : null;
+}
+
+/**
+ * Why this VCEK cannot have signed `r` (hwID ≠ CHIP_ID, or SPL extensions ≠
+ * REPORTED_TCB), or null when it matches. Lets a VCEK store pick the right
+ * certificate before any signature is checked.
+ */
+export function vcekMismatch(vcekDer: Uint8Array, r: SnpReport): string | null {
+  const p = parseCertificate(vcekDer, "VCEK");
+  return p.ok ? checkVcekMatchesReport(p.cert, r) : p.reason;
 }
 
 function checkVcekMatchesReport(vcek: X509Certificate, r: SnpReport): string | null {
@@ -131,7 +143,7 @@ export async function verifySnpReport(
       ownBytes(r.signedRegion),
     );
     if (!ok) return fail("SNP report signature invalid");
-    return { ok: true, report: r, debugAllowed: r.debugAllowed };
+    return { ok: true, report: r, debugAllowed: r.debugAllowed, chainNotAfterMs: chain.notAfterMs };
   } catch (e) {
     return fail(`internal SNP verifier error: ${errorText(e)}`);
   }

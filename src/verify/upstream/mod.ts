@@ -1,25 +1,26 @@
 /**
- * Upstream verifiers by configured name, the session id of a document they
- * produce, and the production wiring of their dependencies (real TLS
- * observation and pinned fetch; the clock and TDX collateral come from the
- * caller).
+ * Upstream verifiers by configured name and the production wiring of their
+ * dependencies (real TLS observation and pinned fetch; the clock and TDX
+ * collateral come from the caller). Session ids: `sessions/store.ts`.
  */
 import { randomBytes as nodeRandomBytes } from "node:crypto";
 import type { ProviderConfig } from "../../config/schema.ts";
-import { sessionIdOf } from "../../sessions/store.ts";
-import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
-import { createPinnedFetch } from "../../upstream/pinned_fetch.ts";
+import type { UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
+import tls from "node:tls";
+import { pinnedOneShotFetch } from "../../upstream/transport.ts";
 import { observeTls } from "../../upstream/tls_observe.ts";
 import { defaultGpuDeps, type GpuDeps } from "../nvidia/deps.ts";
 import { aciVerifier } from "./aci.ts";
 import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";
 import { pinnedVerifier } from "./pinned.ts";
+import { sevSnpVerifier } from "./sev_snp.ts";
 
 export { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
 export { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
 export { DSTACK_TDX_VERIFIER_ID, dstackTdxVerifier } from "./dstack_tdx.ts";
 export { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
+export { SEV_SNP_VERIFIER_ID, sevSnpVerifier } from "./sev_snp.ts";
 
 /** The names `provider.confidential.verifier` accepts. */
 export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];
@@ -27,6 +28,7 @@ export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier
 const VERIFIERS: Record<VerifierName, UpstreamVerifier> = {
   "dstack-tdx": dstackTdxVerifier,
   "aci": aciVerifier,
+  "sev-snp": sevSnpVerifier,
   "pinned": pinnedVerifier,
   "dev": devVerifier,
 };
@@ -38,16 +40,13 @@ export function verifierFor(name: VerifierName): UpstreamVerifier {
   return v;
 }
 
-/** `hex(sha256(JCS(doc)))`: the id of a session document (not inside it). */
-export function sessionId(doc: SessionDocument): string {
-  return sessionIdOf(doc);
-}
-
 /** Inputs of {@link createVerifierDeps}. */
 export interface VerifierDepsOptions {
   /** Epoch milliseconds. */
   now: () => number;
   tdx: VerifierDeps["tdx"];
+  /** AMD roots and VCEK source for `sev-snp` upstreams. */
+  sevSnp?: VerifierDeps["sevSnp"];
   /** Default: node:crypto randomBytes. */
   randomBytes?: (n: number) => Uint8Array;
   /** Bound on each TLS connect + handshake; default 10 000 ms. */
@@ -67,8 +66,9 @@ export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
     randomBytes: o.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n))),
     observeTls: (origin, ca) => observeTls(origin, ca, { timeoutMs }),
     pinnedFetch: (spkiSha256, ca) =>
-      createPinnedFetch({ spkiSha256, ca, keepAlive: false, connectTimeoutMs: timeoutMs }),
+      pinnedOneShotFetch(tls.connect, { spkiSha256, ca, connectTimeoutMs: timeoutMs }),
     tdx: o.tdx,
+    ...(o.sevSnp ? { sevSnp: o.sevSnp } : {}),
     gpu: o.gpu ?? defaultGpuDeps(),
   };
 }

@@ -38,10 +38,12 @@ export function targetFor(
 export function testDeps(
   nowMs: number,
   tdx: { collateral: CollateralSource; rootCaDer?: Uint8Array },
+  sevSnp?: VerifierDeps["sevSnp"],
 ): VerifierDeps {
   return createVerifierDeps({
     now: () => nowMs,
     tdx,
+    sevSnp,
     randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
     connectTimeoutMs: 5_000,
   });

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { createPinnedFetch, PinMismatchError, type PinnedFetch } from "./pinned_fetch.ts";
+import tls from "node:tls";
+import {
+  isPinMismatch,
+  PinMismatchError,
+  pinnedTlsConnector,
+  type PinnedTlsOptions,
+} from "./pinned_tls.ts";
+import { createH1Client } from "./h1_client.ts";
 import { GatewayError } from "../http/errors.ts";
 import {
   type CountingTlsServer,
@@ -18,6 +25,38 @@ const rogue = await issueServerCert(rogueCa);
 const localhostOnly = await issueServerCert(ca, { hosts: ["localhost"] });
 
 const dec = new TextDecoder();
+
+type PinnedFetch = ((url: string | URL, init?: RequestInit) => Promise<Response>) & {
+  close(): void;
+};
+
+/**
+ * The gateway's pinned path as a fetch: the one HTTP/1.1 client over the pinned
+ * connector (transport.ts wires the same two), pooled unless `keepAlive: false`.
+ */
+function createPinnedFetch(opts: PinnedTlsOptions & { keepAlive?: boolean }): PinnedFetch {
+  const client = createH1Client({
+    connect: pinnedTlsConnector(tls.connect, opts),
+    now: () => performance.now(),
+    maxIdlePerOrigin: opts.keepAlive === false ? 0 : undefined,
+  });
+  const f = (url: string | URL, init: RequestInit = {}) => {
+    const body = init.body;
+    if (body != null && !(body instanceof Uint8Array) && typeof body !== "string") {
+      return Promise.reject(new TypeError("pinned fetch bodies must be bytes or text"));
+    }
+    if (!String(url).startsWith("https:")) {
+      return Promise.reject(new TypeError("pinned fetch only accepts https: URLs"));
+    }
+    return client.fetch(String(url), {
+      method: init.method,
+      headers: init.headers,
+      body,
+      signal: init.signal ?? undefined,
+    });
+  };
+  return Object.assign(f, { close: () => client.close() });
+}
 
 function echo(req: TestRequest): TestResponse {
   return {
@@ -104,6 +143,7 @@ Deno.test("wrong key under the same CA: PinMismatchError and the server saw zero
       (e: unknown) => e,
     );
     assert.ok(err instanceof PinMismatchError);
+    assert.ok(isPinMismatch(new TypeError("wrapped", { cause: err })));
     assert.ok(err instanceof GatewayError);
     assert.equal(err.kind, "upstream_verification_failed");
     assert.equal(err.expected, good.spkiSha256);
@@ -327,7 +367,7 @@ Deno.test("an upstream that dies mid-body errors the stream", async () => {
     { spkiSha256: good.spkiSha256, ca: ca.certPem },
     async (_s, pf, base) => {
       const res = await pf(`${base}/`);
-      await assert.rejects(res.text(), GatewayError);
+      await assert.rejects(res.text(), TypeError);
     },
   );
 });
