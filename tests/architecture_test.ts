@@ -37,6 +37,7 @@ const LAYERS: Layer[] = [
       "src/attestation/",
       "src/catalog/",
       "src/e2ee/",
+      "src/operator/",
     ],
   },
   { rank: 2, name: "services", paths: ["src/upstream/", "src/store/", "src/verify/"] },

@@ -31,7 +31,7 @@ import { attestationHandlers } from "../handlers/attestation.ts";
 import { getSession, listSessions } from "../handlers/sessions.ts";
 import { getOwnKey, getOwnUsage } from "../handlers/key_info.ts";
 import { healthz } from "../handlers/health.ts";
-import { adminRoutes } from "../handlers/admin.ts";
+import { ADMIN_ROUTES } from "../handlers/admin.ts";
 import { openApiDocument } from "../operator/openapi.ts";
 import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
@@ -95,7 +95,7 @@ export function createApp(
         headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
       });
     });
-  adminRoutes(router);
+  for (const [method, pattern, handler] of ADMIN_ROUTES) router.on(method, pattern, handler);
   extra?.(router, inference);
   const cors = corsPolicy(ctx.config.cors.allowed_origins);
 

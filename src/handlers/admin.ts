@@ -8,35 +8,28 @@
  * The key operations are accounts/key_admin.ts, the same code `deno task
  * keys` runs.
  */
-import { z } from "zod";
-import type { GatewayContext } from "../app/context.ts";
-import type { Handler, Params, Router } from "../http/router.ts";
+import type { z } from "zod";
 import { asGatewayError, badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { parseWith } from "../formats/zod_error.ts";
 import { isKeyId } from "../accounts/keys.ts";
 import { KeyArgumentError } from "../accounts/key_admin.ts";
-import { healthDetail } from "./health.ts";
-import { rangeFromQuery } from "./key_info.ts";
+import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";
+import type { GatewayMetrics } from "../operator/metrics.ts";
+import { type HealthDeps, healthDetail } from "./health.ts";
+import { type KeyInfoDeps, rangeFromQuery } from "./key_info.ts";
 
 const MAX_ADMIN_BODY = 64 * 1024;
-const credits = z.string().regex(/^\d+(\.\d{1,9})?$/, "a decimal amount of credits");
-const limit = z.number().int().positive();
 
-export const CreateKeyBody = z.strictObject({
-  tier: z.enum(["free", "pro", "enterprise"]),
-  name: z.string().max(200).optional(),
-  credits: credits.optional(),
-  rpm: limit.optional(),
-  tpm: limit.optional(),
-});
-export const CreditBody = z.strictObject({ amount: credits });
-export const UpdateKeyBody = z.strictObject({
-  tier: z.enum(["free", "pro", "enterprise"]).optional(),
-  rpm: limit.nullable().optional(),
-  tpm: limit.nullable().optional(),
-});
+/** What the admin API needs (the gateway's context satisfies it). */
+export interface AdminDeps extends HealthDeps, KeyInfoDeps {
+  log(line: Record<string, unknown>): void;
+  metrics: GatewayMetrics;
+}
+
+type Params = Record<string, string>;
+type AdminHandler = (req: Request, deps: AdminDeps, params: Params) => Promise<Response> | Response;
 
 async function body<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
   requireJsonContentType(req);
@@ -49,7 +42,7 @@ function keyId(params: Params): string {
 }
 
 /** Authorises, runs and audits one admin action. */
-function guarded(action: string, h: Handler<GatewayContext>): Handler<GatewayContext> {
+function guarded(action: string, h: AdminHandler): AdminHandler {
   return async (req, ctx, params) => {
     if (ctx.operator === null) throw new GatewayError("not_found", "no such endpoint");
     const audit = (status: number, outcome: string) =>
@@ -77,91 +70,91 @@ function guarded(action: string, h: Handler<GatewayContext>): Handler<GatewayCon
   };
 }
 
-export function adminRoutes(router: Router<GatewayContext>): void {
-  router
-    .on(
-      "POST",
-      "/admin/v1/keys",
-      guarded("keys.create", async (req, ctx) => {
-        const b = await body(req, CreateKeyBody);
-        const { key, summary } = await ctx.keyAdmin.create(b);
-        // The key is in this one response only; it is never stored or logged.
-        return jsonResponse({ ...summary, key }, 201, { "cache-control": "no-store" });
-      }),
-    )
-    .on(
-      "GET",
-      "/admin/v1/keys",
-      guarded("keys.list", async (_req, ctx) => jsonResponse({ data: await ctx.keyAdmin.list() })),
-    )
-    .on(
-      "GET",
-      "/admin/v1/keys/:id",
-      guarded(
-        "keys.show",
-        async (_req, ctx, p) => jsonResponse(await ctx.keyAdmin.show(keyId(p))),
-      ),
-    )
-    .on(
-      "PATCH",
-      "/admin/v1/keys/:id",
-      guarded("keys.update", async (req, ctx, p) => {
-        const id = keyId(p);
-        const res = await ctx.keyAdmin.update(id, await body(req, UpdateKeyBody));
-        ctx.auth.invalidate(id); // the new limits apply at once on this replica
-        return jsonResponse(res);
-      }),
-    )
-    .on(
-      "POST",
-      "/admin/v1/keys/:id/credit",
-      guarded("keys.credit", async (req, ctx, p) => {
-        const { amount } = await body(req, CreditBody);
-        const r = await ctx.keyAdmin.credit(keyId(p), amount);
-        return jsonResponse({
-          ...r.summary,
-          ...(r.revoked ? { warning: "this key is revoked: its credits cannot be spent" } : {}),
-        });
-      }),
-    )
-    .on(
-      "POST",
-      "/admin/v1/keys/:id/revoke",
-      guarded("keys.revoke", async (_req, ctx, p) => {
-        const id = keyId(p);
-        const res = await ctx.keyAdmin.revoke(id);
-        ctx.auth.invalidate(id); // takes effect at once here, within the cache TTL elsewhere
-        return jsonResponse(res);
-      }),
-    )
-    .on(
-      "GET",
-      "/admin/v1/keys/:id/usage",
-      guarded("keys.usage", async (req, ctx, p) => {
-        const id = keyId(p);
-        return jsonResponse(await ctx.keyAdmin.usage(id, rangeFromQuery(req, ctx.now())));
-      }),
-    )
-    .on(
-      "GET",
-      "/admin/v1/usage",
-      guarded(
-        "usage",
-        async (req, ctx) =>
-          jsonResponse(await ctx.keyAdmin.usageByKey(rangeFromQuery(req, ctx.now()))),
-      ),
-    )
-    .on(
-      "GET",
-      "/admin/v1/health",
-      guarded("health", (_req, ctx) => jsonResponse(healthDetail(ctx))),
-    )
-    .on(
-      "GET",
-      "/admin/v1/metrics",
-      guarded("metrics", async (_req, ctx) =>
-        new Response(await ctx.metrics.render(), {
-          headers: { "content-type": ctx.metrics.contentType, "cache-control": "no-store" },
-        })),
-    );
-}
+/** The admin routes: method, pattern, handler (app.ts puts them in the route table). */
+export const ADMIN_ROUTES: [string, string, AdminHandler][] = [
+  [
+    "POST",
+    "/admin/v1/keys",
+    guarded("keys.create", async (req, ctx) => {
+      const b = await body(req, CreateKeyBody);
+      const { key, summary } = await ctx.keyAdmin.create(b);
+      // The key is in this one response only; it is never stored or logged.
+      return jsonResponse({ ...summary, key }, 201, { "cache-control": "no-store" });
+    }),
+  ],
+  [
+    "GET",
+    "/admin/v1/keys",
+    guarded("keys.list", async (_req, ctx) => jsonResponse({ data: await ctx.keyAdmin.list() })),
+  ],
+  [
+    "GET",
+    "/admin/v1/keys/:id",
+    guarded(
+      "keys.show",
+      async (_req, ctx, p) => jsonResponse(await ctx.keyAdmin.show(keyId(p))),
+    ),
+  ],
+  [
+    "PATCH",
+    "/admin/v1/keys/:id",
+    guarded("keys.update", async (req, ctx, p) => {
+      const id = keyId(p);
+      const res = await ctx.keyAdmin.update(id, await body(req, UpdateKeyBody));
+      ctx.auth.invalidate(id); // the new limits apply at once on this replica
+      return jsonResponse(res);
+    }),
+  ],
+  [
+    "POST",
+    "/admin/v1/keys/:id/credit",
+    guarded("keys.credit", async (req, ctx, p) => {
+      const { amount } = await body(req, CreditBody);
+      const r = await ctx.keyAdmin.credit(keyId(p), amount);
+      return jsonResponse({
+        ...r.summary,
+        ...(r.revoked ? { warning: "this key is revoked: its credits cannot be spent" } : {}),
+      });
+    }),
+  ],
+  [
+    "POST",
+    "/admin/v1/keys/:id/revoke",
+    guarded("keys.revoke", async (_req, ctx, p) => {
+      const id = keyId(p);
+      const res = await ctx.keyAdmin.revoke(id);
+      ctx.auth.invalidate(id); // takes effect at once here, within the cache TTL elsewhere
+      return jsonResponse(res);
+    }),
+  ],
+  [
+    "GET",
+    "/admin/v1/keys/:id/usage",
+    guarded("keys.usage", async (req, ctx, p) => {
+      const id = keyId(p);
+      return jsonResponse(await ctx.keyAdmin.usage(id, rangeFromQuery(req, ctx.now())));
+    }),
+  ],
+  [
+    "GET",
+    "/admin/v1/usage",
+    guarded(
+      "usage",
+      async (req, ctx) =>
+        jsonResponse(await ctx.keyAdmin.usageByKey(rangeFromQuery(req, ctx.now()))),
+    ),
+  ],
+  [
+    "GET",
+    "/admin/v1/health",
+    guarded("health", (_req, ctx) => jsonResponse(healthDetail(ctx))),
+  ],
+  [
+    "GET",
+    "/admin/v1/metrics",
+    guarded("metrics", async (_req, ctx) =>
+      new Response(await ctx.metrics.render(), {
+        headers: { "content-type": ctx.metrics.contentType, "cache-control": "no-store" },
+      })),
+  ],
+];

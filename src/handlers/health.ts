@@ -4,8 +4,18 @@
  * session ids, TLS key hashes, failure reasons) is for operators, shown with
  * the operator token on `/healthz` or at `GET /admin/v1/health`.
  */
-import type { GatewayContext } from "../app/context.ts";
 import { jsonResponse } from "../http/json.ts";
+import type { OperatorAuth } from "../operator/admin_token.ts";
+
+/** What health needs (the gateway's context satisfies it). */
+export interface HealthDeps {
+  config: { providers: readonly { name: string; confidential?: unknown }[] };
+  verification(provider: string): { verified: boolean } | null;
+  /** Operator view of every confidential upstream's verification. */
+  verificationSnapshot(): Record<string, unknown>;
+  /** null when no operator token is configured. */
+  operator: OperatorAuth | null;
+}
 
 export type HealthStatus = "ok" | "degraded" | "unavailable";
 
@@ -13,7 +23,7 @@ export type HealthStatus = "ok" | "degraded" | "unavailable";
  * ok: every confidential upstream verified; degraded: some are not;
  * unavailable: no provider can take a request (all confidential, none verified).
  */
-export function healthStatus(ctx: GatewayContext): HealthStatus {
+export function healthStatus(ctx: HealthDeps): HealthStatus {
   const providers = ctx.config.providers;
   const confidential = providers.filter((p) => p.confidential);
   const verified = confidential.filter((p) => ctx.verification(p.name)?.verified === true);
@@ -23,7 +33,7 @@ export function healthStatus(ctx: GatewayContext): HealthStatus {
 }
 
 /** The operator view: the status, the unverified confidential upstreams by name, and each one's state. */
-export function healthDetail(ctx: GatewayContext): Record<string, unknown> {
+export function healthDetail(ctx: HealthDeps): Record<string, unknown> {
   const failing = ctx.config.providers
     .filter((p) => p.confidential && ctx.verification(p.name)?.verified !== true)
     .map((p) => p.name);
@@ -34,7 +44,7 @@ export function healthDetail(ctx: GatewayContext): Record<string, unknown> {
   };
 }
 
-export function healthz(req: Request, ctx: GatewayContext): Response {
+export function healthz(req: Request, ctx: HealthDeps): Response {
   const status = healthStatus(ctx);
   const code = status === "unavailable" ? 503 : 200;
   const operator = ctx.operator?.check(req.headers.get("authorization")) ?? false;

@@ -4,14 +4,22 @@
  * window, like OpenRouter's key endpoint) and `GET /v1/usage?from&to` (per
  * UTC day and model). The figures are the admin API's (accounts/key_admin.ts).
  */
-import type { GatewayContext } from "../app/context.ts";
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { dayRange } from "../accounts/usage_daily.ts";
 import { credentialHeader } from "./pipeline.ts";
 import { WINDOW_MS } from "../accounts/rate_limit.ts";
+import type { Authenticator } from "../accounts/keys.ts";
+import type { KeyAdmin } from "../accounts/key_admin.ts";
 
-export async function getOwnKey(req: Request, ctx: GatewayContext): Promise<Response> {
+/** What the key holder's endpoints need (the gateway's context satisfies it). */
+export interface KeyInfoDeps {
+  auth: Authenticator;
+  keyAdmin: KeyAdmin;
+  now(): number;
+}
+
+export async function getOwnKey(req: Request, ctx: KeyInfoDeps): Promise<Response> {
   const key = await ctx.auth.authenticate(credentialHeader(req.headers));
   const d = await ctx.keyAdmin.detailOf(key);
   return jsonResponse({
@@ -50,7 +58,7 @@ export function rangeFromQuery(req: Request, now: number) {
   }
 }
 
-export async function getOwnUsage(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function getOwnUsage(req: Request, ctx: KeyInfoDeps): Promise<Response> {
   const key = await ctx.auth.authenticate(credentialHeader(req.headers));
   const range = rangeFromQuery(req, ctx.now());
   return jsonResponse(await ctx.keyAdmin.usage(key.key_id, range));

@@ -13,7 +13,7 @@ import { completionRequestSchema } from "../formats/completions.ts";
 import { embeddingRequestSchema } from "../formats/embeddings.ts";
 import { MessagesRequestSchema } from "../formats/messages/schema.ts";
 import { ResponsesRequestSchema } from "../formats/responses/schema.ts";
-import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../handlers/admin.ts";
+import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";
 import { EXPOSED_HEADERS } from "../http/cors.ts";
 
 type Json = Record<string, unknown>;
