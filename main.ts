@@ -174,6 +174,8 @@ async function serve(args: string[]): Promise<void> {
   });
   const verifiers = productionVerifiers(config, {
     now: Date.now,
+    randomBytes: bytes,
+    tlsConnect: tls.connect,
     collateral: await collateralSource(config),
     rootCaDer: config.trust.intel_root_ca_pem
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]

@@ -64,16 +64,16 @@ const KNOWN_UPWARD = new Set([
   "src/upstream/forward.ts -> src/routing/select.ts",
   // Upstream verifiers implement interfaces that live in sessions/: upstream verification moves
   // into sessions/ (verify/ keeps the offline evidence checks), sockets come in as parameters.
-  "src/verify/upstream/aci.ts -> src/sessions/types.ts",
-  "src/verify/upstream/claims.ts -> src/sessions/types.ts",
-  "src/verify/upstream/dev.ts -> src/sessions/types.ts",
-  "src/verify/upstream/dstack_tdx.ts -> src/sessions/types.ts",
-  "src/verify/upstream/endpoint.ts -> src/sessions/types.ts",
-  "src/verify/upstream/gpu.ts -> src/sessions/types.ts",
-  "src/verify/upstream/mod.ts -> src/sessions/types.ts",
-  "src/verify/upstream/outcome.ts -> src/sessions/types.ts",
-  "src/verify/upstream/pinned.ts -> src/sessions/types.ts",
-  "src/verify/upstream/sev_snp.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/aci.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/claims.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/dev.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/dstack_tdx.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/endpoint.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/gpu.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/mod.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/outcome.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/pinned.ts -> src/sessions/types.ts",
+  "src/sessions/upstream/sev_snp.ts -> src/sessions/types.ts",
 ]);
 
 /**
@@ -85,7 +85,7 @@ const KNOWN_ENVIRONMENT = new Set([
   // Upstream verification observes a TLS key with its own node:tls handshake.
   "src/upstream/tls_observe.ts",
   // The verifiers' pinned one-shot fetch gets node:tls `connect` here, not from main.ts.
-  "src/verify/upstream/mod.ts",
+  "src/sessions/upstream/mod.ts",
 ]);
 
 /** Sockets, files, processes, variables: what only the entry layer should reach. */

@@ -13,7 +13,7 @@ import {
   GatewayError,
 } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
-import type { GatewayContext } from "./context.ts";
+import type { GatewayContext } from "../handlers/context.ts";
 import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
 import { chatEndpoint } from "../handlers/chat.ts";
 import { completionsEndpoint } from "../handlers/completions.ts";

@@ -16,7 +16,7 @@ import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
 import { createApp, type ExtraRoutes } from "./app.ts";
-import type { GatewayContext, LogLine } from "./context.ts";
+import type { GatewayContext, LogLine } from "../handlers/context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { UpstreamFetch } from "../upstream/forward.ts";

@@ -23,7 +23,7 @@ import { forward, type ForwardResult } from "../upstream/forward.ts";
 import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import type { Admission } from "../accounts/admission.ts";
 import type { KeyRecord } from "../accounts/keys.ts";
 import type { BodyTicket } from "../http/body_budget.ts";
@@ -38,7 +38,7 @@ export interface InferenceEndpoint {
 
 const encoder = new TextEncoder();
 
-// Defined in its own module so app/context.ts can name it without importing the pipeline.
+// Defined in its own module so handlers/context.ts can name it without importing the pipeline.
 export type { RequestInfo } from "./request_info.ts";
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */

@@ -15,7 +15,7 @@ import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import { bodySourceOf } from "../upstream/h1_client.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { TokenUsage, Translator } from "./plan.ts";
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";
 
 export interface StreamArgs {

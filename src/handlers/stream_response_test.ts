@@ -3,7 +3,7 @@ import { streamResponse } from "./stream_response.ts";
 import { StreamTicker } from "./stream_ticker.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
-import type { GatewayContext, LogLine } from "../app/context.ts";
+import type { GatewayContext, LogLine } from "./context.ts";
 import type { RequestInfo } from "./pipeline.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 

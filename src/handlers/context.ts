@@ -1,6 +1,7 @@
 /**
- * Everything a request handler may use, assembled once by main.ts (or a
- * test) and passed down: no module below reaches for globals.
+ * Everything a request handler may use: defined here, beside the handlers
+ * that consume it, and composed once by `app/assemble.ts` from what main.ts
+ * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
@@ -10,11 +11,11 @@ import type { GroupCommitter } from "../store/group_commit.ts";
 import type { ForwardDeps } from "../upstream/forward.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { ReceiptService } from "../receipts/service.ts";
-import type { RequestInfo } from "../handlers/request_info.ts";
+import type { RequestInfo } from "./request_info.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";
-import type { StreamTicker } from "../handlers/stream_ticker.ts";
+import type { StreamTicker } from "./stream_ticker.ts";
 import type { PreAdmission } from "../accounts/pre_admission.ts";
 import type { BodyBudget } from "../http/body_budget.ts";
 import type { E2eeDeps } from "../e2ee/service.ts";
