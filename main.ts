@@ -188,8 +188,11 @@ async function serve(args: string[]): Promise<void> {
     provenance,
     kv,
     now: Date.now,
+    monotonic: () => performance.now(),
+    random: Math.random,
     fetch: upstream.fetch,
     randomBytes: bytes,
+    randomUUID: () => crypto.randomUUID(),
     log,
     env: (name) => Deno.env.get(name),
   }, {

@@ -8,7 +8,7 @@ import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
 import type { Admitter } from "../accounts/admission.ts";
 import type { GroupCommitter } from "../store/group_commit.ts";
-import type { ForwardDeps } from "../upstream/forward.ts";
+import type { ForwardDeps } from "../routing/failover.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { ReceiptService } from "../receipts/service.ts";
 import type { RequestInfo } from "./request_info.ts";
@@ -45,8 +45,13 @@ export interface GatewayContext {
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
+  /** The wall clock, epoch ms. */
   now: () => number;
+  /** A monotonic clock in ms (phase timings, stream deadlines); main.ts: `performance.now`. */
+  monotonic: () => number;
   randomBytes: (n: number) => Uint8Array;
+  /** Request and trace ids; main.ts: `crypto.randomUUID`. */
+  randomUUID: () => string;
   log: (line: LogLine) => void;
   /** The one JSON log line per request (never bodies, prompts, completions or keys). */
   logRequest: (info: RequestInfo, status: number, outcome?: string) => void;

@@ -29,6 +29,7 @@ function fakeContext(opts: { commit: (ops: KvWrite[]) => Promise<void>; idleMs?:
     committer: { write: opts.commit },
     receipts: { finalize: (): KvWrite[] => [] },
     streamTicker: ticker,
+    monotonic: () => performance.now(),
     log: (l: LogLine) => logs.push(l),
     logRequest: () => {},
   } as unknown as GatewayContext;

@@ -91,5 +91,8 @@ Deno.test("observeTls: bounded by its timeout when the server never handshakes",
 Deno.test("observeTls: rejects non-https origins and bad timeouts", async () => {
   await assert.rejects(observeTls(tls.connect, "http://127.0.0.1:1"), /must be https/);
   await assert.rejects(observeTls(tls.connect, "not a url"), /not a URL/);
-  await assert.rejects(observeTls(tls.connect, "https://127.0.0.1:1", undefined, { timeoutMs: 0 }), /timeoutMs/);
+  await assert.rejects(
+    observeTls(tls.connect, "https://127.0.0.1:1", undefined, { timeoutMs: 0 }),
+    /timeoutMs/,
+  );
 });

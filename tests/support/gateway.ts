@@ -81,8 +81,11 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const gateway = assembleGateway(config, {
     kv,
     now,
+    monotonic: () => performance.now(),
+    random: Math.random,
     fetch: upstream.fetch,
     randomBytes: random,
+    randomUUID: () => crypto.randomUUID(),
     log: (l) => logs.push(l),
     env: () => undefined,
     quotes: opts.quotes ?? createDevQuoteProvider(),

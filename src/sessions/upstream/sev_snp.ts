@@ -16,7 +16,12 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { parseSnpReport, type SnpReport, snpReportHex, type SnpTcb } from "../../verify/sev_snp/report.ts";
+import {
+  parseSnpReport,
+  type SnpReport,
+  snpReportHex,
+  type SnpTcb,
+} from "../../verify/sev_snp/report.ts";
 import type { SnpRoot } from "../../verify/sev_snp/trust.ts";
 import { type SnpVerified, verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
 import { bytesEqual, bytesToHex } from "../../verify/x509/hex.ts";
