@@ -75,7 +75,15 @@ export async function handleInference(
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
     info.keyId = key.key_id;
     account = key;
-    rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
+    // Signed by the receipt service, committed by the group committer (shared commits:
+    // receipts/recorder.ts, ReceiptCommit).
+    rec = new ReceiptRecorder(
+      newReceiptId(ctx.randomBytes, ctx.now()),
+      ep.endpoint,
+      "POST",
+      ctx.receipts,
+      ctx.committer,
+    );
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
     info.receiptId = rec.id;
@@ -231,13 +239,12 @@ export async function handleInference(
     if (rec && rec.started && !rec.closed) {
       try {
         // The admission is released in the same commit (no usage: nothing was served).
-        await rec.close({ kind: "refusal", reason: err.kind, returnedHash: sha256Prefixed(out) }, {
-          signer: ctx.receipts,
-          commit: ctx.committer,
-          alongside: admission
+        await rec.close(
+          { kind: "refusal", reason: err.kind, returnedHash: sha256Prefixed(out) },
+          admission
             ? admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n })
             : NONE,
-        });
+        );
         headers.set("x-receipt-id", rec.servedId);
       } catch {
         headers.delete("x-receipt-id");
@@ -281,11 +288,10 @@ async function wholeResponse(
     info,
     "commit",
     () =>
-      rec.close({ kind: "answer", receivedHash, returnedHash: sha256Prefixed(out), chatId }, {
-        signer: ctx.receipts,
-        commit: ctx.committer,
-        alongside: settle(plan.usage(json)),
-      }),
+      rec.close(
+        { kind: "answer", receivedHash, returnedHash: sha256Prefixed(out), chatId },
+        settle(plan.usage(json)),
+      ),
   );
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });

@@ -75,7 +75,7 @@ export function streamResponse(a: StreamArgs): Response {
       returnedHash: returned.digest(),
       cut: outcome === "completed" ? undefined : outcome,
       chatId: upstreamId === null ? null : clientId.id ?? upstreamId,
-    }, { signer: ctx.receipts, commit: ctx.committer, alongside: settle(usage()) });
+    }, settle(usage()));
     ctx.logRequest(info, 200, outcome);
   };
 

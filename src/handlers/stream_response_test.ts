@@ -50,7 +50,13 @@ function start(ctx: GatewayContext, upstream: ReadableStream<Uint8Array>) {
   };
   const res = streamResponse({
     ctx,
-    rec: new ReceiptRecorder("rcpt-test", "/v1/chat/completions", "POST"),
+    rec: new ReceiptRecorder(
+      "rcpt-test",
+      "/v1/chat/completions",
+      "POST",
+      ctx.receipts,
+      ctx.committer,
+    ),
     upstream: new Response(upstream),
     abortUpstream: (r) => aborts.push(r),
     translator: createOpenAiStreamPassthrough({ model: "m", clientWantsUsage: false }),

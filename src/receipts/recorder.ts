@@ -3,9 +3,10 @@
  * event log: the pipeline, failover (through `routing/failover.ts`'s
  * `AttemptLog`, which it implements) and the stream report what happened by
  * name, and only this class turns that into events — hashes and metadata,
- * never bodies. `close` is the single exit: it writes the closing events,
- * has the receipt service sign it and commits it together with the writes
- * the caller names (the usage settlement) in one group commit.
+ * never bodies. Whoever creates it names where it will be signed and
+ * committed; `close` is the single exit: it writes the closing events, has
+ * the receipt service sign it and commits it together with the writes the
+ * caller names (the usage settlement) in one group commit.
  */
 import type { Candidate } from "../routing/select.ts";
 import type { AttemptFailureKind, AttemptLog } from "../routing/failover.ts";
@@ -65,14 +66,6 @@ export type ReceiptEnd =
     returnedHash: string;
   };
 
-/** The arguments of `close` besides how it ended: whom to sign and commit with, and with what. */
-export interface ReceiptCloseWith {
-  signer: ReceiptSigner;
-  commit: ReceiptCommit;
-  /** Writes that must be durable with the receipt (the usage settlement), same commit. */
-  alongside: readonly KvWrite[];
-}
-
 export class ReceiptRecorder implements AttemptLog {
   readonly draft: ReceiptDraft;
   /** The received body's hash, which `forwarded` compares the sent bytes with. */
@@ -80,8 +73,22 @@ export class ReceiptRecorder implements AttemptLog {
   #forwarded = false;
   #closed = false;
   #servedId: string;
+  readonly #signer: ReceiptSigner | null;
+  readonly #commit: ReceiptCommit | null;
 
-  constructor(receiptId: string, endpoint: string, method: string) {
+  /**
+   * `signer` and `commit` are where `close` signs and commits; a receipt built
+   * without them (tests, the bench floor) can record events but not close.
+   */
+  constructor(
+    receiptId: string,
+    endpoint: string,
+    method: string,
+    signer: ReceiptSigner | null = null,
+    commit: ReceiptCommit | null = null,
+  ) {
+    this.#signer = signer;
+    this.#commit = commit;
     this.draft = {
       receiptId,
       endpoint,
@@ -204,10 +211,14 @@ export class ReceiptRecorder implements AttemptLog {
 
   /**
    * The single exit: appends the closing events, signs, and commits the receipt
-   * with `alongside` in one commit. Resolves once both are durable; rejects when
-   * the commit fails (then no receipt exists to promise).
+   * with `alongside` (writes that must be durable with it: the usage settlement)
+   * in one commit. Resolves once both are durable; rejects when the commit fails
+   * (then no receipt exists to promise).
    */
-  close(end: ReceiptEnd, w: ReceiptCloseWith): Promise<void> {
+  close(end: ReceiptEnd, alongside: readonly KvWrite[]): Promise<void> {
+    const signer = this.#signer;
+    const commit = this.#commit;
+    if (signer === null || commit === null) throw new Error("receipt has no signer or commit");
     if (this.#closed) throw new Error("receipt already closed");
     this.#closed = true;
     const events = this.draft.events;
@@ -223,20 +234,20 @@ export class ReceiptRecorder implements AttemptLog {
       if (typeof chatId === "string" && chatId.length > 0 && chatId.length <= 256) {
         this.draft.chatId = chatId;
       }
-      writes = w.signer.finalize(this.draft);
+      writes = signer.finalize(this.draft);
     } else {
       if (!this.#forwarded) events.push({ type: "request.refused", reason: end.reason });
       events.push({ type: "response.returned", body_hash: end.returnedHash });
       if (this.#forwarded) {
-        writes = w.signer.finalize(this.draft);
+        writes = signer.finalize(this.draft);
       } else {
         // Refusals cost the store a bounded amount per key (receipts/refusals.ts).
-        const refused = w.signer.finalizeRefusal(this.draft);
+        const refused = signer.finalizeRefusal(this.draft);
         this.#servedId = refused.receiptId;
         writes = refused.writes;
       }
     }
-    for (const op of w.alongside) writes.push(op);
-    return w.commit.write(writes);
+    for (const op of alongside) writes.push(op);
+    return commit.write(writes);
   }
 }

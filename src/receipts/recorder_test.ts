@@ -34,9 +34,9 @@ const candidate = {
 const settlement: KvWrite = { op: "sum", key: ["credits", "k"], value: 1n } as unknown as KvWrite;
 
 Deno.test("receipt: an answer closes once, its settlement in the same commit", async () => {
-  const rec = new ReceiptRecorder("r1", "/v1/chat/completions", "POST");
   const { s, signed } = signer();
   const c = committer();
+  const rec = new ReceiptRecorder("r1", "/v1/chat/completions", "POST", s, c);
   rec.received(H("a"));
   rec.admitted();
   rec.selected(candidate, 1, "demo/m", false);
@@ -45,7 +45,7 @@ Deno.test("receipt: an answer closes once, its settlement in the same commit", a
   assert.ok(rec.forwardedAny && !rec.closed);
   await rec.close(
     { kind: "answer", receivedHash: H("c"), returnedHash: H("c"), chatId: "chatcmpl-1" },
-    { signer: s, commit: c, alongside: [settlement] },
+    [settlement],
   );
   assert.deepEqual(signed, [{
     how: "own",
@@ -64,21 +64,20 @@ Deno.test("receipt: an answer closes once, its settlement in the same commit", a
   assert.deepEqual(c.commits, [[{ op: "set", key: ["receipts", "r1"], value: "r" }, settlement]]);
   assert.ok(rec.closed);
   assert.throws(
-    () =>
-      rec.close({ kind: "refusal", reason: "internal", returnedHash: H("d") }, {
-        signer: s,
-        commit: c,
-        alongside: [],
-      }),
+    () => rec.close({ kind: "refusal", reason: "internal", returnedHash: H("d") }, []),
     /already closed/,
   );
   assert.equal(c.commits.length, 1, "a second close commits nothing");
+  // Without a signer and a commit (tests, the bench floor) a receipt records but cannot close.
+  const bare = new ReceiptRecorder("r9", "/v1/chat/completions", "POST");
+  bare.received(H("a"));
+  assert.throws(() => bare.close({ kind: "refusal", reason: "x", returnedHash: H("b") }, []));
 });
 
 Deno.test("receipt: a cut stream and a refusal close with their own events", async () => {
   const { s, signed } = signer();
   const c = committer();
-  const cut = new ReceiptRecorder("r2", "/v1/messages", "POST");
+  const cut = new ReceiptRecorder("r2", "/v1/messages", "POST", s, c);
   cut.received(H("a"));
   await cut.close({
     kind: "answer",
@@ -86,7 +85,7 @@ Deno.test("receipt: a cut stream and a refusal close with their own events", asy
     returnedHash: H("c"),
     cut: "client_disconnected",
     chatId: null,
-  }, { signer: s, commit: c, alongside: [] });
+  }, []);
   assert.deepEqual(signed[0].events.slice(1), [
     "response.received",
     "stream.client_disconnected",
@@ -94,14 +93,12 @@ Deno.test("receipt: a cut stream and a refusal close with their own events", asy
     "response.returned",
   ]);
   // Nothing forwarded: a refusal, which may be counted in a shared receipt.
-  const refused = new ReceiptRecorder("r3", "/v1/messages", "POST");
+  const refused = new ReceiptRecorder("r3", "/v1/messages", "POST", s, c);
   refused.received(null);
   assert.equal(refused.draft.events[0].body_read, false);
-  await refused.close({ kind: "refusal", reason: "rate_limited", returnedHash: H("d") }, {
-    signer: s,
-    commit: c,
-    alongside: [settlement],
-  });
+  await refused.close({ kind: "refusal", reason: "rate_limited", returnedHash: H("d") }, [
+    settlement,
+  ]);
   assert.deepEqual(signed[1], {
     how: "refusal",
     events: ["request.received", "request.refused", "response.returned"],
