@@ -68,7 +68,12 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const kv = await Deno.openKv(opts.kvPath ?? ":memory:");
   const logs: Record<string, unknown>[] = [];
   const verifiers = opts.verification === "off" ? undefined : opts.verifiers ??
-    productionVerifiers(config, { now, collateral: new LocalCollateralSource() });
+    productionVerifiers(config, {
+      now,
+      randomBytes: random,
+      tlsConnect: tls.connect,
+      collateral: new LocalCollateralSource(),
+    });
   // The upstream transport main.ts uses (the HTTP/1.1 client unless configured otherwise).
   const upstream = createUpstreamTransport({
     choice: config.upstream.client,
@@ -81,8 +86,11 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const gateway = assembleGateway(config, {
     kv,
     now,
+    monotonic: () => performance.now(),
+    random: Math.random,
     fetch: upstream.fetch,
     randomBytes: random,
+    randomUUID: () => crypto.randomUUID(),
     log: (l) => logs.push(l),
     env: (name) => (opts.env ?? { GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN })[name],
     quotes: opts.quotes ?? createDevQuoteProvider(),
