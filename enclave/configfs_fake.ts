@@ -17,6 +17,7 @@
 
 import { createHash } from "node:crypto";
 import type { TsmFs } from "./configfs_tsm.ts";
+import { sleep } from "../src/store/transient.ts";
 
 /** The marker every imitation quote carries (TDX header user data, SNP HOST_DATA). */
 export const FAKE_QUOTE_MARKER = "FAKE-CONFIGFS-TSM";
@@ -68,10 +69,6 @@ interface EntryState {
   processed: number;
   fingerprint: string;
   error: string | null;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function hexBytes(hex: string): Uint8Array {

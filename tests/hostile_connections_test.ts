@@ -16,10 +16,10 @@ import { createKey } from "../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
 import { baseConfig, type GatewayProcess, spawnGateway, writeConfig } from "./support/process.ts";
 import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
+import { sleep } from "../src/store/transient.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 interface Closed {
   /** Everything the server sent before closing. */

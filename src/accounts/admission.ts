@@ -19,7 +19,7 @@
  */
 
 import { GatewayError } from "../http/errors.ts";
-import { backoffMs, isTransientKvError } from "../store/transient.ts";
+import { backoffMs, isTransientKvError, sleep as defaultSleep } from "../store/transient.ts";
 import type { KeyRecord } from "./keys.ts";
 import { AccountCache } from "./account_cache.ts";
 import { batchAtomic, commitInLane } from "./admission_commit.ts";
@@ -60,7 +60,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
   }
   const maxAttempts = opts.maxAttempts ?? 200;
   const random = opts.random ?? Math.random;
-  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const sleep = opts.sleep ?? defaultSleep;
   let queue: Pending[] = [];
   let running = false;
   const inst = opts.holdInstance;

@@ -16,7 +16,8 @@ import {
   type UsageMode,
 } from "./fake_render.ts";
 import { parseChatRequest, parseCompletionRequest, parseEmbeddingRequest } from "./fake_request.ts";
-import { pacedBody, type PacingOptions, sleep } from "./paced_body.ts";
+import { pacedBody, type PacingOptions } from "./paced_body.ts";
+import { sleep } from "../store/transient.ts";
 
 /** Model names served when none are configured. */
 export const DEFAULT_DEMO_MODELS: readonly string[] = ["demo-chat", "demo-reasoner", "demo-embed"];
