@@ -24,7 +24,7 @@ import { NANO_PER_CREDIT } from "./src/accounts/credits.ts";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
 import { selectQuoteProvider } from "./enclave/select_provider.ts";
-import { DEV_QUOTE_WARNING } from "./enclave/dev_quote.ts";
+import { DEV_QUOTE_WARNING } from "./enclave/dev_quote_provider.ts";
 import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/manifest.ts";
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
 import { parseOptions, takeOptions, UsageError } from "./src/cli/args.ts";

@@ -8,7 +8,7 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { ownBytes } from "../x509/bytes.ts";
+import { ownBytes } from "../../aci/bytes.ts";
 import { buildOcspRequest, certIdKey, certIdOf, responseCertIdKeys } from "./ocsp.ts";
 import { AsnConvert } from "@peculiar/asn1-schema";
 import { BasicOCSPResponse, OCSPResponse } from "@peculiar/asn1-ocsp";

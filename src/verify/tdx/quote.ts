@@ -4,7 +4,7 @@
  * the certification data by the declared lengths (quotes carry zero padding)
  * and leaves every trust decision to `dcap.ts`.
  */
-import { bytesToHex } from "../x509/hex.ts";
+import { bytesToHex } from "../../aci/hex.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 

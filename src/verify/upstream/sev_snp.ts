@@ -7,7 +7,6 @@
  * TCB and MEASUREMENT against the operator's policy. The binding is written
  * down in docs/decisions.md ("SEV-SNP upstreams (#18)").
  */
-import { hexToBytes } from "../../aci/hex.ts";
 import type {
   Claim,
   SessionDocument,
@@ -19,7 +18,7 @@ import type {
 import { parseSnpReport, type SnpReport, snpReportHex, type SnpTcb } from "../sev_snp/report.ts";
 import type { SnpRoot } from "../sev_snp/trust.ts";
 import { type SnpVerified, verifySnpReport } from "../sev_snp/verify_report.ts";
-import { bytesEqual, bytesToHex } from "../x509/hex.ts";
+import { bytesEqual, bytesToHex, hexToBytes } from "../../aci/hex.ts";
 import { allowListClaim, UNKNOWN } from "./claims.ts";
 import {
   confidentialOf,
