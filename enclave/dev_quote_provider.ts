@@ -5,11 +5,8 @@
  * nothing: anyone can make one, so they are worthless as evidence.
  */
 
-import { devQuote } from "../src/aci/dev_quote.ts";
+import { DEV_TEE_TYPE, devQuote } from "../src/aci/dev_quote.ts";
 import { assertReportData, type Quote, type QuoteProvider } from "./quote_provider.ts";
-
-/** The `tee_type` of dev quotes: plainly not a hardware type. */
-export const DEV_TEE_TYPE = "dev-insecure-no-tee";
 
 /** Printed by the gateway at start-up whenever the dev provider is in use. */
 export const DEV_QUOTE_WARNING =

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { DEV_QUOTE_LENGTH, DEV_QUOTE_MAGIC, parseDevQuote } from "../src/aci/dev_quote.ts";
-import { createDevQuoteProvider, DEV_QUOTE_WARNING, DEV_TEE_TYPE } from "./dev_quote_provider.ts";
+import {
+  DEV_QUOTE_LENGTH,
+  DEV_QUOTE_MAGIC,
+  DEV_TEE_TYPE,
+  parseDevQuote,
+} from "../src/aci/dev_quote.ts";
+import { createDevQuoteProvider, DEV_QUOTE_WARNING } from "./dev_quote_provider.ts";
 
 const rd = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
 
