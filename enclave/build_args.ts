@@ -77,7 +77,7 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
  * compiled binary. A capped young generation: V8 otherwise grows each
  * semi-space to 32 MiB under a burst of allocation (hundreds of streams
  * opening at once), which showed as ~20 KB more RSS per open stream; 8 MiB
- * keeps minor GCs cheap and rare enough (bench/RESULTS.md).
+ * keeps minor GCs cheap and rare enough (measured in bench/RESULTS.md's git history).
  */
 export const GATEWAY_V8_FLAGS = ["--max-semi-space-size=8"] as const;
 
