@@ -52,6 +52,7 @@ export type {
  * `maxKeysPerBatch` keys, each read (account_cache.ts), decided
  * (admission_decide.ts), given lease slices (lease_pool.ts) and committed
  * (admission_commit.ts) in one atomic, retried as the module doc says.
+ * Long only as a closure over the queue's state: each inner function is short.
  */
 export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter {
   const maxKeys = opts.maxKeysPerBatch ?? 20;
