@@ -114,6 +114,7 @@ function dirname(path: string): string {
 }
 
 /** Starts the imitation over the existing directory `dir`. */
+// Long as one closure over shared state; each inner function is short.
 export function startFakeConfigfsTsm(
   dir: string,
   options: FakeConfigfsTsmOptions,

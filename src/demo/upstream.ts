@@ -147,6 +147,7 @@ const ROUTES: Record<string, string> = {
 };
 
 /** Starts a demo upstream; resolves once it listens. */
+// Long as one closure over shared state; each inner function is short.
 // deno-lint-ignore require-await -- async so that bad options reject rather than throw.
 export async function startDemoUpstream(opts: DemoUpstreamOptions): Promise<DemoUpstream> {
   const models = [...(opts.models ?? DEFAULT_DEMO_MODELS)];

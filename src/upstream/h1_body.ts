@@ -235,6 +235,7 @@ export function bodySourceOf(res: Response): H1BodySource | undefined {
  * The response body: bytes are read from the socket only when the consumer asks
  * (highWaterMark 0), and each read hands out everything already buffered as one copy.
  */
+// Long as one closure over shared state; each inner function is short.
 export function bodyStream(
   c: Conn,
   ex: Exchange,

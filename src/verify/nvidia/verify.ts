@@ -148,6 +148,7 @@ export async function verifyGpuEvidence(input: GpuVerifyInput): Promise<GpuVerdi
   return { status: "pass", gpus };
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verifyOne(
   item: GpuEvidenceItem,
   input: GpuVerifyInput,

@@ -166,6 +166,7 @@ export async function verifyTdxQuote(
   }
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verifyInner(
   quoteBytes: Uint8Array,
   opts: TdxVerifyOptions,

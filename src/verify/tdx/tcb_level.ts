@@ -128,6 +128,7 @@ function maskedEqual(actual: Uint8Array, expectedHex: string, maskHex: string): 
 }
 
 /** Step 7: platform TCB level, TDX module identity, convergence with the QE TCB. */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function matchTdxTcb(
   tcbInfo: TcbInfo,
   pck: PckExtension,
