@@ -8,7 +8,7 @@ import { recoverHolds } from "../accounts/holds.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { ReplicaRegistry } from "../attestation/replicas.ts";
 import type { ReportService } from "../attestation/reports.ts";
-import type { LogLine } from "./context.ts";
+import type { LogLine } from "../handlers/context.ts";
 
 export interface ReplicaUpkeep {
   /** Announces this replica's current attestation. */

@@ -3,7 +3,7 @@
  * how each attempt ended, latency and token counts — never content.
  */
 import type { RequestInfo } from "../handlers/pipeline.ts";
-import type { LogLine } from "./context.ts";
+import type { LogLine } from "../handlers/context.ts";
 
 export function requestLogLine(
   info: RequestInfo,

@@ -14,10 +14,15 @@ import type {
   VerifierDeps,
   VerifyOutcome,
   VerifyTarget,
-} from "../../sessions/types.ts";
-import { parseSnpReport, type SnpReport, snpReportHex, type SnpTcb } from "../sev_snp/report.ts";
-import type { SnpRoot } from "../sev_snp/trust.ts";
-import { type SnpVerified, verifySnpReport } from "../sev_snp/verify_report.ts";
+} from "../types.ts";
+import {
+  parseSnpReport,
+  type SnpReport,
+  snpReportHex,
+  type SnpTcb,
+} from "../../verify/sev_snp/report.ts";
+import type { SnpRoot } from "../../verify/sev_snp/trust.ts";
+import { type SnpVerified, verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
 import { bytesEqual, bytesToHex, hexToBytes } from "../../aci/hex.ts";
 import { allowListClaim, UNKNOWN } from "./claims.ts";
 import {
