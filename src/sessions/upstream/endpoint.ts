@@ -6,6 +6,7 @@
  */
 import { sha256Prefixed } from "../../aci/digest.ts";
 import { bytesToHex } from "../../aci/hex.ts";
+import { concatBytes } from "../../aci/bytes.ts";
 import type { VerifierDeps, VerifyTarget } from "../types.ts";
 import { refuse } from "./outcome.ts";
 
@@ -81,13 +82,7 @@ export async function fetchEvidence(
     }
     parts.push(value);
   }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, total);
 }
 
 /** Parses evidence bytes as a JSON object. */
