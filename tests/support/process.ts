@@ -51,3 +51,21 @@ export async function spawnGateway(
     : ["bash", "-c", `ulimit -n ${opts.nofile} && exec "$@"`, "bash", ...deno, ...extraArgs];
   return await spawnListening(cmd, args, { env });
 }
+
+/**
+ * A loopback server certificate from a fresh CA, written to `dir` as the
+ * listener's `tls_cert_file`/`tls_key_file`: the CA (for clients), the
+ * certificate's SPKI digest, and the two config fields.
+ */
+export async function writeListenerCert(dir: string) {
+  const { makeCa, issueServerCert } = await import("../../src/demo/certs.ts");
+  const ca = await makeCa({ now: Date.now() });
+  const cert = await issueServerCert(ca, { now: Date.now(), hosts: ["127.0.0.1", "localhost"] });
+  await Deno.writeTextFile(`${dir}/tls.crt`, cert.certPem);
+  await Deno.writeTextFile(`${dir}/tls.key`, cert.keyPem);
+  return {
+    ca,
+    cert,
+    files: { tls_cert_file: `${dir}/tls.crt`, tls_key_file: `${dir}/tls.key` },
+  };
+}
