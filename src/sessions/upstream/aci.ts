@@ -37,6 +37,7 @@ function listedSpkis(keyset: Record<string, unknown>): string[] {
   );
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/aci/attestation",

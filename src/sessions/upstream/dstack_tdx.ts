@@ -28,6 +28,7 @@ import { refuse, runVerification } from "./outcome.ts";
 
 export const DSTACK_TDX_VERIFIER_ID = "dstack-tdx/1";
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",

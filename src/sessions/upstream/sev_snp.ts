@@ -89,6 +89,7 @@ async function verifyUnderRoots(
   refuse(`SNP report rejected: ${reasons.join("; ")}`);
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: SEV_SNP_REPORT_PATH,
