@@ -43,6 +43,7 @@ import { metricsCostRow } from "./metrics_cost.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
+import { sleep } from "../src/store/transient.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -80,7 +81,6 @@ function numFlag(name: string, def: number): number {
 }
 
 const log = (msg: string) => console.error(`[bench] ${msg}`);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const MB = 1024 * 1024;
 
 interface RoundStats {

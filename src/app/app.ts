@@ -53,6 +53,7 @@ export type AppHandler = ((req: Request) => Promise<Response>) & {
   routes(): { method: string; pattern: string }[];
 };
 
+// Long as one closure over shared state; each inner function is short.
 export function createApp(
   ctx: GatewayContext,
   extra?: ExtraRoutes,
