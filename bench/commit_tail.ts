@@ -44,6 +44,8 @@ export interface TailResult {
   /** Mean latency of the writes just before a WAL restart (inline: the checkpointing commit). */
   restartMean: number;
   cpuUsPerReceipt: number;
+  /** Checkpoint thread only: its runs and the longest WAL it saw (frames). */
+  thread?: { runs: number; maxWalFrames: number; maxMs: number };
 }
 
 export async function commitTail(
@@ -51,12 +53,14 @@ export async function commitTail(
   rate: number,
   seconds: number,
   withThread: boolean,
-  intervalMs = 25,
+  frames = 500,
 ): Promise<TailResult> {
   const path = `${dir}/tail_${withThread ? "thread" : "inline"}.kv`;
   const kv = await Deno.openKv(path);
   const cp = withThread
-    ? await startCheckpointer(new Worker(CHECKPOINT_WORKER_URL, { type: "module" }), path, intervalMs)
+    ? await startCheckpointer(new Worker(CHECKPOINT_WORKER_URL, { type: "module" }), path, {
+      frames,
+    })
     : null;
   const now = Date.now();
   const identity = createIdentity({ subject: null, ttlSeconds: 86_400, now: Date.now });
@@ -97,14 +101,17 @@ export async function commitTail(
   while (sent < total) {
     const due = Math.min(total, Math.floor((performance.now() - start) / interval) + 1);
     while (sent < due) inflight.push(one(now + sent++));
-    await new Promise((r) => setTimeout(r, Math.max(0, start + sent * interval - performance.now())));
+    await new Promise((r) =>
+      setTimeout(r, Math.max(0, start + sent * interval - performance.now()))
+    );
   }
   await Promise.all(inflight);
   const c1 = cpuUsage(c0);
+  const st = await cp?.stats();
   await cp?.stop();
   kv.close();
   return {
-    mode: withThread ? `checkpoint thread /${intervalMs} ms` : "auto-checkpoint in commits",
+    mode: withThread ? `checkpoint thread @${frames}` : "auto-checkpoint in commits",
     writes: lat.length,
     p50: percentile(lat, 50),
     p99: percentile(lat, 99),
@@ -115,6 +122,7 @@ export async function commitTail(
     walRestarts: restarts,
     restartMean: restartLat.reduce((a, b) => a + b, 0) / Math.max(1, restartLat.length),
     cpuUsPerReceipt: (c1.user + c1.system) / lat.length,
+    thread: st && { runs: st.runs, maxWalFrames: st.maxWalFrames, maxMs: st.maxMs },
   };
 }
 
@@ -123,14 +131,22 @@ if (import.meta.main) {
   const seconds = Number(Deno.args[1] ?? 10);
   const dir = await Deno.makeTempDir({ prefix: "commit_tail_" });
   try {
-    const interval = Number(Deno.args[2] ?? 25);
+    const frames = Number(Deno.args[2] ?? 500);
     for (const withThread of [false, true, false, true]) {
-      const r = await commitTail(dir, rate, seconds, withThread, interval);
+      const r = await commitTail(dir, rate, seconds, withThread, frames);
       const f = (x: number) => x.toFixed(3);
       console.log(
         `${r.mode.padEnd(28)} ${r.writes} writes at ${rate}/s: p50 ${f(r.p50)} p99 ${f(r.p99)} ` +
-          `p99.9 ${f(r.p999)} max ${f(r.max)} ms; >2 ms: ${r.over2ms}, >5 ms: ${r.over5ms}; WAL restarts ${r.walRestarts} ` +
-          `(their writes' mean ${f(r.restartMean)} ms); CPU ${r.cpuUsPerReceipt.toFixed(1)} µs/receipt`,
+          `p99.9 ${f(r.p999)} max ${
+            f(r.max)
+          } ms; >2 ms: ${r.over2ms}, >5 ms: ${r.over5ms}; WAL restarts ${r.walRestarts} ` +
+          `(their writes' mean ${f(r.restartMean)} ms); CPU ${
+            r.cpuUsPerReceipt.toFixed(1)
+          } µs/receipt` +
+          (r.thread
+            ? `; thread: ${r.thread.runs} checkpoints, longest ${f(r.thread.maxMs)} ms, ` +
+              `longest WAL ${r.thread.maxWalFrames} frames`
+            : ""),
       );
     }
   } finally {

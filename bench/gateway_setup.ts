@@ -45,6 +45,8 @@ export async function startGateway(
   denoFlags: string[] = [],
   /** The TLS mock (mock_upstream_tls.ts): a confidential provider, its key operator-pinned. */
   verified?: { url: string; caPem: string; spkiSha256: string },
+  /** A file for the gateway's stdout (its log lines, and `--trace-gc` output). */
+  stdoutTo?: string,
 ): Promise<GatewayUnderTest> {
   const storePath = `${dir}/gateway.kv`;
   const config = {
@@ -97,6 +99,7 @@ export async function startGateway(
       configPath,
     ],
     /gateway base listening on (http:\/\/[^/\s]+)/,
+    { stdoutTo },
   );
   return { ...server, key, storePath };
 }

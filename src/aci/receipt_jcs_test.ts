@@ -2,7 +2,12 @@ import assert from "node:assert/strict";
 import canonicalize from "canonicalize";
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { hexToBytes } from "./hex.ts";
-import { receiptSigningInput, signReceipt, signReceiptJcs, type UnsignedReceipt } from "./receipt.ts";
+import {
+  receiptSigningInput,
+  signReceipt,
+  signReceiptJcs,
+  type UnsignedReceipt,
+} from "./receipt.ts";
 import { receiptJcs, receiptJcsHalves } from "./receipt_jcs.ts";
 import { generateWorkloadKeys } from "./signer.ts";
 
@@ -21,9 +26,37 @@ function rng(seed: number): () => number {
 // Characters JCS treats specially: escapes, controls, non-ASCII, astral pairs, and
 // member names whose UTF-16 order differs from their code point order.
 const ALPHABET = [
-  "a", "z", "A", "_", ".", "-", "/", ":", " ", "0", "9", '"', "\\", "\n", "\r", "\t", "\b",
-  "\f", "\u0000", "\u001f", "\u007f", "é", "ß", "€", "\u2028", "\u2029", "😀", "\ud800\udc00",
-  "\uffff", "\ufb33", "中",
+  "a",
+  "z",
+  "A",
+  "_",
+  ".",
+  "-",
+  "/",
+  ":",
+  " ",
+  "0",
+  "9",
+  '"',
+  "\\",
+  "\n",
+  "\r",
+  "\t",
+  "\b",
+  "\f",
+  "\u0000",
+  "\u001f",
+  "\u007f",
+  "é",
+  "ß",
+  "€",
+  "\u2028",
+  "\u2029",
+  "😀",
+  "\ud800\udc00",
+  "\uffff",
+  "\ufb33",
+  "中",
 ];
 
 function randomString(r: () => number, max = 12): string {
@@ -63,7 +96,11 @@ function randomEvent(r: () => number): Record<string, unknown> {
     case 0:
       return { type: "request.forwarded", body_hash: hash };
     case 1:
-      return { type: "route.selected", target_route_id: randomString(r), attempt: 1 + (r() * 3 | 0) };
+      return {
+        type: "route.selected",
+        target_route_id: randomString(r),
+        attempt: 1 + (r() * 3 | 0),
+      };
     case 2:
       return {
         type: "upstream.verified",
@@ -148,7 +185,10 @@ Deno.test("receipt_jcs: the signed receipt's text is its JCS, and the signature 
     const { signature, ...rest } = receipt;
     const generic = new TextEncoder().encode(canonicalize(rest));
     assert.deepEqual(receiptSigningInput(rest), generic, `seed ${seed}`);
-    assert.ok(ed25519.verify(hexToBytes(signature), generic, keys.ed25519PublicKey), `seed ${seed}`);
+    assert.ok(
+      ed25519.verify(hexToBytes(signature), generic, keys.ed25519PublicKey),
+      `seed ${seed}`,
+    );
     assert.deepEqual(signReceipt(unsigned as unknown as UnsignedReceipt, keys), receipt);
   }
 });
@@ -166,7 +206,10 @@ Deno.test("receipt_jcs: shapes outside the known one take the generic form, erro
   assert.equal(receiptJcs(undefinedMember), canonicalize(undefinedMember));
   const numericId = { ...base, chat_id: 5 };
   assert.equal(receiptJcs(numericId), canonicalize(numericId));
-  const withHoles = { ...base, event_log: [base.event_log as unknown[]][0].concat([undefined, () => 1]) };
+  const withHoles = {
+    ...base,
+    event_log: [base.event_log as unknown[]][0].concat([undefined, () => 1]),
+  };
   assert.equal(receiptJcs(withHoles), canonicalize(withHoles));
   // What the generic form refuses, this refuses too.
   assert.throws(() => receiptJcs({ ...base, chat_id: "\ud800" }));

@@ -15,6 +15,11 @@ export interface CheckpointStats {
   errors: number;
   /** Longest single run, ms (on the checkpoint thread, not on a commit). */
   maxMs: number;
+  /**
+   * Longest WAL seen, frames. Below SQLite's auto-checkpoint threshold (1,000)
+   * no commit ran a checkpoint (as far as the polls saw).
+   */
+  maxWalFrames: number;
 }
 
 export interface Checkpointer {
@@ -35,18 +40,38 @@ export function isLocalStorePath(path: string | undefined): path is string {
     !/^[a-z][a-z0-9+.-]*:\/\//i.test(path);
 }
 
-/** Starts checkpointing `path` every `intervalMs` on `worker` (a fresh module Worker of {@link CHECKPOINT_WORKER_URL}). */
+/**
+ * Starts checkpointing `path` on `worker` (a fresh module Worker of
+ * {@link CHECKPOINT_WORKER_URL}): every `intervalMs` it reads the WAL's length
+ * and checkpoints once `frames` frames are waiting.
+ */
 export function startCheckpointer(
   worker: Worker,
   path: string,
-  intervalMs = 25,
+  opts: { intervalMs?: number; frames?: number } = {},
 ): Promise<Checkpointer> {
+  const intervalMs = opts.intervalMs ?? 5;
+  const frames = opts.frames ?? 500;
+  if (!(intervalMs > 0) || !Number.isInteger(frames) || frames < 1 || frames >= 1000) {
+    throw new RangeError("checkpointer: intervalMs > 0 and frames in 1..999");
+  }
   const next = () =>
     new Promise<unknown>((resolve) => {
       worker.addEventListener("message", (e) => resolve(e.data), { once: true });
     });
-  const started = next();
-  worker.postMessage({ path, intervalMs });
+  // A worker that fails to load reports an error event, never a message.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const started = Promise.race([
+    next(),
+    new Promise<unknown>((resolve) => {
+      worker.addEventListener("error", (e) => {
+        e.preventDefault();
+        resolve({ error: e.message });
+      }, { once: true });
+      timer = setTimeout(() => resolve({ error: "no answer in 10 s" }), 10_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  worker.postMessage({ path, intervalMs, frames });
   return started.then((m) => {
     if (m !== "started") {
       worker.terminate();
@@ -56,7 +81,9 @@ export function startCheckpointer(
     let stopped = false;
     return {
       async stats() {
-        if (stopped) return { runs: 0, framesCopied: 0, busy: 0, errors: 0, maxMs: 0 };
+        if (stopped) {
+          return { runs: 0, framesCopied: 0, busy: 0, errors: 0, maxMs: 0, maxWalFrames: 0 };
+        }
         const p = next();
         worker.postMessage("stats");
         return await p as CheckpointStats;
@@ -66,7 +93,7 @@ export function startCheckpointer(
         stopped = true;
         const p = next();
         worker.postMessage("stop");
-        let timer: number | undefined;
+        let timer: ReturnType<typeof setTimeout> | undefined;
         await Promise.race([p, new Promise((r) => (timer = setTimeout(r, 2000)))]);
         clearTimeout(timer);
         worker.terminate();
