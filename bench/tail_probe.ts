@@ -6,7 +6,8 @@
  * Pauses are counts and durations on the gateway's own thread, so they mean
  * something on a loaded machine where the latency percentiles do not.
  *
- * `deno run -A bench/tail_probe.ts [seconds] [rounds]`
+ * `deno run -A bench/tail_probe.ts [seconds] [rounds] [extra V8 flag,…]` (e.g. to try
+ * `--max-semi-space-size=16`, which then overrides the gateway's own value).
  */
 import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
@@ -47,6 +48,7 @@ function summary(xs: number[]): string {
 if (import.meta.main) {
   const seconds = Number(Deno.args[0] ?? 8);
   const rounds = Number(Deno.args[1] ?? 2);
+  const extra = Deno.args[2] ? Deno.args[2].split(",") : [];
   const dir = await Deno.makeTempDir({ prefix: "tail_probe_" });
   const mock = await spawnPinned(
     LOAD_CPU,
@@ -58,7 +60,7 @@ if (import.meta.main) {
     dir,
     mock.url,
     SERVER_CPU,
-    [`--v8-flags=${[...GATEWAY_V8_FLAGS, "--trace-gc"].join(",")}`],
+    [`--v8-flags=${[...GATEWAY_V8_FLAGS, ...extra, "--trace-gc"].join(",")}`],
     undefined,
     out,
   );
@@ -97,6 +99,9 @@ if (import.meta.main) {
         console.log(`  GC ${k}: ${summary(pauses.filter((p) => p.kind === k).map((p) => p.ms))}`);
       }
       if (kinds.length === 0) console.log("  GC: no pauses logged");
+      // Incremental marking also runs in steps on the main thread between pauses.
+      const steps = [...gcText.matchAll(/biggest step ([\d.]+) ms/g)].map((m) => Number(m[1]));
+      if (steps.length > 0) console.log(`  longest incremental marking step: ${Math.max(...steps)} ms`);
     }
   } finally {
     await gw.stop();

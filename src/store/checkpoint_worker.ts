@@ -8,7 +8,7 @@
  * waits for the checkpoint too (bench/RESULTS.md, "What sets the tail").
  * Deno KV has no setting for this. This worker opens the same file through
  * `node:sqlite`, reads the WAL's length every few milliseconds and runs a
- * PASSIVE checkpoint once it passes `frames` (below 1,000): a PASSIVE
+ * PASSIVE checkpoint while it is past `frames` (below 1,000) and not wholly copied: a PASSIVE
  * checkpoint never blocks a writer (SQLite lets commits append to the WAL
  * meanwhile), and the WAL then restarts before the auto-checkpoint threshold
  * is reached, so the copying and the database fsync happen on this thread.
@@ -47,28 +47,31 @@ const header = new Uint8Array(100);
 const view = new DataView(header.buffer);
 
 /**
- * Frames in the WAL not yet checkpointed, read from the WAL index (`-shm`):
- * `mxFrame` at byte 16 of its header, `nBackfill` at byte 96 (SQLite's
- * documented file format, native byte order). Reading it costs one pread and
- * takes no lock; a torn read only makes one poll early or late. Unknown
- * (no index yet) counts as due.
+ * Whether a checkpoint is due, from the WAL index (`-shm`): `mxFrame` (the
+ * WAL's length) at byte 16 of its header, `nBackfill` (frames already
+ * copied) at byte 96 (SQLite's documented file format, native byte order).
+ * Due once the WAL is `threshold` frames long and not wholly copied: the WAL
+ * only restarts from its start after a checkpoint that copied every frame,
+ * so a long WAL gets checkpointed again (a few new frames each time) until
+ * one catches up between commits. Reading costs one pread and takes no lock;
+ * a torn read only makes one poll early or late. No index yet counts as due.
  */
-function pendingFrames(): number {
-  if (shm === null) return Infinity;
+function due(): boolean {
+  if (shm === null) return true;
   try {
     shm.seekSync(0, Deno.SeekMode.Start);
-    if (shm.readSync(header) !== header.length) return 0;
+    if (shm.readSync(header) !== header.length) return false;
   } catch {
-    return Infinity;
+    return true;
   }
   const mxFrame = view.getUint32(16, true);
   const backfilled = view.getUint32(96, true);
   if (mxFrame > stats.maxWalFrames) stats.maxWalFrames = mxFrame;
-  return mxFrame >= backfilled ? mxFrame - backfilled : mxFrame;
+  return mxFrame >= threshold && backfilled < mxFrame;
 }
 
 function poll(): void {
-  if (pendingFrames() >= threshold) checkpoint();
+  if (due()) checkpoint();
 }
 const stats: CheckpointStats = {
   runs: 0,
