@@ -1,7 +1,12 @@
 /**
- * Entry point, and the only module that touches the environment: it reads
- * flags and variables, opens Deno KV, reads the clock, calls the global
- * fetch, and hands all of that to the gateway as parameters.
+ * Entry point. Of the gateway's modules (the entry layer of
+ * docs/architecture.md aside: enclave/, src/cli/, src/demo/) it is the only
+ * one that touches the environment: it reads flags, variables and files,
+ * opens Deno KV and the listeners, and passes down the sockets (`Deno.connect`,
+ * `node:tls` connect), the global fetch, the wall and monotonic clocks, ids
+ * (`randomUUID`), random bytes and jitter. Below it, only timers and the listed
+ * draws of key material and ids remain (docs/architecture.md, "What touches the
+ * environment"; enforced by tests/architecture_test.ts).
  *
  *   main.ts serve [--dev] [--config FILE] [--port N]   run the gateway
  *   main.ts keys <create|list|revoke|credit|show> …     manage API keys (the dashboard)
@@ -190,6 +195,8 @@ async function serve(args: string[]): Promise<void> {
   });
   const verifiers = productionVerifiers(config, {
     now: Date.now,
+    randomBytes: bytes,
+    tlsConnect: tls.connect,
     collateral: await collateralSource(config),
     rootCaDer: config.trust.intel_root_ca_pem
       ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
@@ -202,8 +209,11 @@ async function serve(args: string[]): Promise<void> {
     provenance,
     kv,
     now: Date.now,
+    monotonic: () => performance.now(),
+    random: Math.random,
     fetch: upstream.fetch,
     randomBytes: bytes,
+    randomUUID: () => crypto.randomUUID(),
     log,
     env: (name) => Deno.env.get(name),
   }, {

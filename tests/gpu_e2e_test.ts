@@ -6,6 +6,7 @@
  * `gpu_attested: hardware_proven`; with `require_gpu` a tampered payload
  * fails verification and no prompt reaches the upstream, constrained or not.
  */
+import tls from "node:tls";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
@@ -13,7 +14,7 @@ import { type DstackUpstream, startDstackUpstream } from "./support/dstack_upstr
 import { makeTestCa } from "./support/tls_servers.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
-import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
+import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
 import {
   collateralWith,
@@ -60,6 +61,7 @@ function gateway(up: DstackUpstream, forge: TdxForge, requireGpu: boolean): Prom
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),
       deps: createVerifierDeps({
+        tlsConnect: tls.connect,
         now: Date.now,
         tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
         // The nonce source, set to the recorded evidence's nonce (real GPUs answer any nonce).
@@ -255,6 +257,8 @@ Deno.test("without require_gpu a tampered payload refutes gpu_attested but the T
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),
       deps: createVerifierDeps({
+        tlsConnect: tls.connect,
+        randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,
         tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
         gpu: defaultGpuDeps({ collateral: collateralWith(FULL_RIMS), times: () => FULL_TIMES }),

@@ -5,6 +5,7 @@
  * receipt cites the session; a server with another key at the same origin gets
  * no prompt; verification failure refuses before any prompt is sent.
  */
+import tls from "node:tls";
 import assert from "node:assert/strict";
 import canonicalize from "canonicalize";
 import { createHash } from "node:crypto";
@@ -12,7 +13,7 @@ import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
-import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
+import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
 import type { GatewayConfig } from "../src/config/schema.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -54,6 +55,8 @@ function gatewayVerifying(
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),
       deps: createVerifierDeps({
+        tlsConnect: tls.connect,
+        randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,
         tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
       }),

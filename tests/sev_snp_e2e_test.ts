@@ -7,6 +7,7 @@
  * OpenAI SDK and the receipt cites the session. An upstream whose report
  * binds another key gets no prompt.
  */
+import tls from "node:tls";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
@@ -70,6 +71,8 @@ function gatewayVerifying(up: SnpUpstream, forge: SnpForge, kdsUrl: string): Pro
     configure: (c) => addSnpProvider(c, up),
     verifiers: productionVerifiers(file, {
       now: Date.now,
+      randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
+      tlsConnect: tls.connect,
       collateral: new LocalCollateralSource(),
       sevSnp: trust.trust,
     }),

@@ -4,13 +4,14 @@
  * over one pin-checked connection per API key, with no TLS handshake per
  * request; the pinned pool is dropped when the session is invalidated.
  */
+import tls from "node:tls";
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
-import { createVerifierDeps, verifierFor } from "../src/verify/upstream/mod.ts";
+import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
 
 Deno.test("verified path: one pinned handshake per key in steady state, a new one after invalidation", async () => {
   const forge = await forgeTdxEnvironment();
@@ -46,6 +47,8 @@ Deno.test("verified path: one pinned handshake per key in steady state, a new on
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),
       deps: createVerifierDeps({
+        tlsConnect: tls.connect,
+        randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,
         tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
       }),

@@ -13,7 +13,7 @@ import {
   GatewayError,
 } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
-import type { GatewayContext } from "./context.ts";
+import type { GatewayContext } from "../handlers/context.ts";
 import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
 import { chatEndpoint } from "../handlers/chat.ts";
 import { completionsEndpoint } from "../handlers/completions.ts";
@@ -73,11 +73,11 @@ export function createApp(
   extra?.(router, inference);
 
   return async (req: Request): Promise<Response> => {
-    const started = performance.now();
+    const started = ctx.monotonic();
     const url = new URL(req.url);
     const format: ErrorFormat = ANTHROPIC_PATHS.has(url.pathname) ? "anthropic" : "openai";
     const info: RequestInfo = {
-      requestId: crypto.randomUUID(),
+      requestId: ctx.randomUUID(),
       traceId: "",
       started: ctx.now(),
       model: null,
@@ -90,12 +90,12 @@ export function createApp(
     let pattern = "unmatched";
     try {
       try {
-        info.traceId = traceIdOf(req.headers);
+        info.traceId = traceIdOf(req.headers, ctx.randomUUID);
         info.metadata = metadataOf(req.headers);
       } catch (e) {
         // On an inference endpoint the refusal comes after authentication, with a receipt.
         if (!(req.method === "POST" && inferencePaths.has(url.pathname))) throw e;
-        if (!info.traceId) info.traceId = crypto.randomUUID();
+        if (!info.traceId) info.traceId = ctx.randomUUID();
         info.headerError = asGatewayError(e);
       }
       const m = router.match(req.method, url.pathname);
@@ -115,7 +115,7 @@ export function createApp(
     h.set("x-aci-version", "aci/1");
     h.set("x-aci-keyset-digest", ctx.identity.current().digest);
     // The gateway's own time, and its phases (admission, upstream wait, durable commit).
-    const timing = [`gw;dur=${(performance.now() - started).toFixed(2)}`];
+    const timing = [`gw;dur=${(ctx.monotonic() - started).toFixed(2)}`];
     for (const [name, ms] of Object.entries(info.phases)) {
       timing.push(`${name};dur=${ms.toFixed(2)}`);
     }
@@ -129,9 +129,9 @@ export function createApp(
 
 const TRACE_ID = /^[A-Za-z0-9._:\/-]{1,128}$/;
 
-function traceIdOf(h: Headers): string {
+function traceIdOf(h: Headers, randomUUID: () => string): string {
   const v = h.get("x-service-trace-id");
-  if (v === null) return crypto.randomUUID();
+  if (v === null) return randomUUID();
   if (!TRACE_ID.test(v)) {
     throw new GatewayError(
       "invalid_request",

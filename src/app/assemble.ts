@@ -16,7 +16,7 @@ import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
 import { createApp, type ExtraRoutes } from "./app.ts";
-import type { GatewayContext, LogLine } from "./context.ts";
+import type { GatewayContext, LogLine } from "../handlers/context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { UpstreamFetch } from "../upstream/forward.ts";
@@ -38,8 +38,14 @@ import { hexToBytes } from "../aci/hex.ts";
 export interface OutsideWorld {
   kv: Deno.Kv;
   now: () => number;
+  /** Monotonic ms (`performance.now`): phase timings, stream deadlines, admission leases. */
+  monotonic: () => number;
+  /** Retry and lease jitter in [0, 1) (`Math.random`). */
+  random: () => number;
   fetch: UpstreamFetch;
   randomBytes: (n: number) => Uint8Array;
+  /** Request and trace ids (`crypto.randomUUID`). */
+  randomUUID: () => string;
   log: (line: LogLine) => void;
   /** Environment lookup for upstream credentials (`api_key_env`). */
   env: (name: string) => string | undefined;
@@ -110,6 +116,7 @@ export function assembleGateway(
     e2eeSeed: e2eeSeed(config, world.env),
   });
   const committer = new GroupCommitter(kv, {
+    random: world.random,
     onError: (e) => world.log({ level: "error", msg: "durable write failed", error: String(e) }),
   });
   const replicaTtlMs = config.store.replica_ttl_seconds * 1000;
@@ -243,6 +250,8 @@ export function assembleGateway(
       tiers: config.tiers,
       now,
       piggyback: committer,
+      monotonic: world.monotonic,
+      random: world.random,
       soleReplica: config.store.quota_leases ? soleReplica : undefined,
       holdInstance: replicas.id,
       leaseMaxRequests: config.store.lease_max_requests,
@@ -288,13 +297,15 @@ export function assembleGateway(
     },
     streamTicker: new StreamTicker(
       tickPeriodMs(config.limits.stream_idle_timeout_ms, config.limits.sse_keepalive_ms),
-      () => performance.now(),
+      world.monotonic,
       (e) => world.log({ level: "error", error: `stream deadline check failed: ${String(e)}` }),
     ),
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
     now,
+    monotonic: world.monotonic,
     randomBytes: world.randomBytes,
+    randomUUID: world.randomUUID,
     log: world.log,
     logRequest: (info: RequestInfo, status: number, outcome?: string) =>
       world.log({

@@ -3,7 +3,7 @@
  * report; `nonce` = 64 lowercase hex; `workload_keyset_digest` = an archived
  * keyset's report) and the legacy `GET /v1/attestation/report`.
  */
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import { parseAciNonce } from "./aci_nonce.ts";
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";

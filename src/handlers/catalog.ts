@@ -1,5 +1,5 @@
 /** The public catalog endpoints: chat models, embedding models, the legacy vendor listing. */
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import { jsonResponse } from "../http/json.ts";
 import { parseCatalogFilter } from "../catalog/catalog.ts";
 import { GatewayError } from "../http/errors.ts";

@@ -4,7 +4,7 @@
  * uses for its limits and reservations (src/tokens/). Authenticated; nothing
  * is sent upstream and nothing is stored, so no receipt.
  */
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";

@@ -19,11 +19,11 @@ import { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
-import { forward, type ForwardResult } from "../upstream/forward.ts";
+import { forward, type ForwardResult } from "../routing/failover.ts";
 import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import type { Admission } from "../accounts/admission.ts";
 import type { KeyRecord } from "../accounts/keys.ts";
 import type { BodyTicket } from "../http/body_budget.ts";
@@ -37,17 +37,23 @@ export interface InferenceEndpoint {
 }
 
 const encoder = new TextEncoder();
+const NONE: readonly KvWrite[] = [];
 
-// Defined in its own module so app/context.ts can name it without importing the pipeline.
+// Defined in its own module so handlers/context.ts can name it without importing the pipeline.
 export type { RequestInfo } from "./request_info.ts";
 
 /** Time one phase of a request into `info.phases` (monotonic clock; not the wall clock). */
-async function phase<T>(info: RequestInfo, name: string, f: () => Promise<T>): Promise<T> {
-  const t0 = performance.now();
+async function phase<T>(
+  ctx: GatewayContext,
+  info: RequestInfo,
+  name: string,
+  f: () => Promise<T>,
+): Promise<T> {
+  const t0 = ctx.monotonic();
   try {
     return await f();
   } finally {
-    info.phases[name] = (info.phases[name] ?? 0) + performance.now() - t0;
+    info.phases[name] = (info.phases[name] ?? 0) + ctx.monotonic() - t0;
   }
 }
 
@@ -69,7 +75,15 @@ export async function handleInference(
     const key = await ctx.auth.authenticate(credentialHeader(req.headers));
     info.keyId = key.key_id;
     account = key;
-    rec = new ReceiptRecorder(newReceiptId(ctx.randomBytes, ctx.now()), ep.endpoint, "POST");
+    // Signed by the receipt service, committed by the group committer (shared commits:
+    // receipts/recorder.ts, ReceiptCommit).
+    rec = new ReceiptRecorder(
+      newReceiptId(ctx.randomBytes, ctx.now()),
+      ep.endpoint,
+      "POST",
+      ctx.receipts,
+      ctx.committer,
+    );
     rec.setOwner(key.digest);
     headers.set("x-receipt-id", rec.id);
     info.receiptId = rec.id;
@@ -85,7 +99,7 @@ export async function handleInference(
       });
     } catch (e) {
       // Refused unread (413, unreadable): the receipt says so instead of binding a hash.
-      rec.event({ type: "request.received", body_hash: null, body_read: false });
+      rec.received(null);
       throw e;
     }
     let opened: OpenedRequest | null;
@@ -93,16 +107,21 @@ export async function handleInference(
       if (info.headerError) throw info.headerError;
       requireJsonContentType(req);
       // E2EE v2: decrypt and restore before anything reads the body.
-      opened = await phase(info, "e2ee", () => openE2ee(ctx.e2ee, req.headers, ep.endpoint, wire));
+      opened = await phase(
+        ctx,
+        info,
+        "e2ee",
+        () => openE2ee(ctx.e2ee, req.headers, ep.endpoint, wire),
+      );
     } catch (e) {
       // A refusal before or of the decryption binds the bytes as received.
-      rec.event({ type: "request.received", body_hash: sha256Prefixed(wire) });
+      rec.received(sha256Prefixed(wire));
       throw e;
     }
     const bytes = opened?.restored ?? wire;
     await largeBodyTurn(bytes);
     const receivedHash = sha256Prefixed(bytes);
-    rec.event({ type: "request.received", body_hash: receivedHash });
+    rec.received(receivedHash);
     await largeBodyTurn(bytes);
     const body = opened ? opened.body : parseJsonBody(bytes);
     if (
@@ -121,7 +140,7 @@ export async function handleInference(
       modelId: plan.modelId,
     });
     const estTokens = plan.estimate.promptTokens + plan.estimate.outputTokens;
-    admission = await phase(info, "admit", () =>
+    admission = await phase(ctx, info, "admit", () =>
       ctx.admitter.admit(key, {
         tokens: estTokens,
         costNano: costNano(
@@ -135,13 +154,13 @@ export async function handleInference(
       }));
     bodyTicket.release(); // admitted: the body's bytes no longer count as being read
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
-    rec.event({ type: "middleware.forwarded", body_hash: receivedHash });
+    rec.admitted();
 
     const attempts: { provider: string; outcome: string }[] = [];
     info.attempts = attempts;
     const bodies = new Map<string, Uint8Array<ArrayBuffer>>();
     const recorder = rec;
-    const result = await phase(info, "upstream", () =>
+    const result = await phase(ctx, info, "upstream", () =>
       forward(
         {
           candidates,
@@ -156,7 +175,6 @@ export async function handleInference(
           },
           verificationRequired: constraints.aciVerified,
           modelId: plan.modelId,
-          receivedHash,
           partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
           signal: req.signal,
@@ -218,21 +236,16 @@ export async function handleInference(
     // A refusal after authentication still gets a signed, durable receipt, once the
     // body was received (a body refused unread, e.g. 413, has nothing to bind) and
     // unless the failure was the final commit itself (then no receipt can be promised).
-    const finalized = rec?.draft.events.some((e) => e.type === "response.returned") ?? false;
-    if (rec && rec.draft.events.length > 0 && !finalized) {
-      if (!rec.forwarded) rec.event({ type: "request.refused", reason: err.kind });
-      rec.event({ type: "response.returned", body_hash: sha256Prefixed(out) });
-      // Refusals cost the store a bounded amount per key (receipts/refusals.ts).
-      const refused = rec.forwarded ? null : ctx.receipts.finalizeRefusal(rec.draft);
-      const writes = refused?.writes ?? ctx.receipts.finalize(rec.draft);
-      if (refused) headers.set("x-receipt-id", refused.receiptId);
-      if (admission) {
-        writes.push(
-          ...admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n }),
-        );
-      }
+    if (rec && rec.started && !rec.closed) {
       try {
-        await ctx.committer.write(writes);
+        // The admission is released in the same commit (no usage: nothing was served).
+        await rec.close(
+          { kind: "refusal", reason: err.kind, returnedHash: sha256Prefixed(out) },
+          admission
+            ? admission.settlement({ promptTokens: 0, completionTokens: 0, costNano: 0n })
+            : NONE,
+        );
+        headers.set("x-receipt-id", rec.servedId);
       } catch {
         headers.delete("x-receipt-id");
         info.receiptId = null;
@@ -257,7 +270,6 @@ async function wholeResponse(
 ): Promise<Response> {
   const raw = await result.readAll(); // bounded in size and time; aborted if the client leaves
   const receivedHash = sha256Prefixed(raw);
-  rec.event({ type: "response.received", body_hash: receivedHash });
   let json: unknown;
   try {
     json = JSON.parse(new TextDecoder().decode(raw));
@@ -267,16 +279,20 @@ async function wholeResponse(
   const answer = plan.respond(json, result.candidate);
   e2ee?.sealWhole(answer);
   const out = encoder.encode(JSON.stringify(answer));
-  const returnedHash = sha256Prefixed(out);
-  if (returnedHash !== receivedHash) rec.event({ type: "transparency.response_modified" });
-  rec.event({ type: "response.returned", body_hash: returnedHash });
   // chat_id is the id the client holds (translated formats mint their own from the upstream's).
   const upstreamId = plan.chatId(json);
-  rec.setChatId(upstreamId === null ? null : responseIdOf(answer) ?? upstreamId);
-  const writes = ctx.receipts.finalize(rec.draft);
-  writes.push(...settle(plan.usage(json)));
-  // Released only once the receipt (and the debit) are durable.
-  await phase(info, "commit", () => ctx.committer.write(writes));
+  const chatId = upstreamId === null ? null : responseIdOf(answer) ?? upstreamId;
+  // Released only once the receipt and the debit are durable, in one commit.
+  await phase(
+    ctx,
+    info,
+    "commit",
+    () =>
+      rec.close(
+        { kind: "answer", receivedHash, returnedHash: sha256Prefixed(out), chatId },
+        settle(plan.usage(json)),
+      ),
+  );
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });
 }

@@ -1,5 +1,5 @@
 /** `GET /v1/aci/receipts/{id}`: the bare canonical receipt, served only to the key that made it. */
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { Params } from "../http/params.ts";
 import { jsonResponse } from "../http/json.ts";

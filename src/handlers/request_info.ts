@@ -1,6 +1,6 @@
 /**
  * The per-request facts the pipeline threads through a request (for the log
- * line and headers). Its own module so that the context (`app/context.ts`)
+ * line and headers). Its own module so that the context (`handlers/context.ts`)
  * and the stream writer can name it without importing the pipeline.
  */
 import type { GatewayError } from "../http/errors.ts";

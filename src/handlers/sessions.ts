@@ -4,7 +4,7 @@
  * (current sessions, entries with `session_id` and without `evidence.data`).
  * Bearer authentication, as the spec asks of attested-session requests.
  */
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import { badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { Params } from "../http/params.ts";

@@ -15,7 +15,7 @@ import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import { bodySourceOf } from "../upstream/h1_client.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { TokenUsage, Translator } from "./plan.ts";
-import type { GatewayContext } from "../app/context.ts";
+import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";
 
 export interface StreamArgs {
@@ -50,7 +50,7 @@ export function streamResponse(a: StreamArgs): Response {
   const decoder = new SseDecoder({ maxPendingChars: limits.max_sse_event_bytes });
   const maxStreamBytes = limits.max_upstream_stream_bytes;
   let streamBytes = 0;
-  const startedAt = performance.now();
+  const startedAt = ctx.monotonic();
   let contentChunks = 0;
   let done = false;
   // chat_id: the id the client sees in the stream, when the upstream gave one.
@@ -68,16 +68,14 @@ export function streamResponse(a: StreamArgs): Response {
 
   const finalize = async (outcome: Outcome): Promise<void> => {
     untick();
-    rec.setChatId(upstreamId === null ? null : clientId.id ?? upstreamId);
-    rec.event({ type: "response.received", body_hash: received.digest() });
-    if (outcome === "upstream_failed") rec.event({ type: "stream.upstream_failed" });
-    if (outcome === "client_disconnected") rec.event({ type: "stream.client_disconnected" });
-    const returnedHash = returned.digest();
-    if (returnedHash !== received.digest()) rec.event({ type: "transparency.response_modified" });
-    rec.event({ type: "response.returned", body_hash: returnedHash });
-    const writes = ctx.receipts.finalize(rec.draft);
-    writes.push(...settle(usage()));
-    await ctx.committer.write(writes);
+    // The receipt and the debit, durable in one commit before the stream ends.
+    await rec.close({
+      kind: "answer",
+      receivedHash: received.digest(),
+      returnedHash: returned.digest(),
+      cut: outcome === "completed" ? undefined : outcome,
+      chatId: upstreamId === null ? null : clientId.id ?? upstreamId,
+    }, settle(usage()));
     ctx.logRequest(info, 200, outcome);
   };
 
@@ -141,7 +139,7 @@ export function streamResponse(a: StreamArgs): Response {
       try {
         while (true) {
           // Awaited right here (no helper): a held stream waits in one suspended function.
-          readSince = performance.now();
+          readSince = ctx.monotonic();
           beatSince = 0;
           let r: ReadableStreamReadResult<Uint8Array>;
           try {

@@ -3,7 +3,7 @@ import { streamResponse } from "./stream_response.ts";
 import { StreamTicker } from "./stream_ticker.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
-import type { GatewayContext, LogLine } from "../app/context.ts";
+import type { GatewayContext, LogLine } from "./context.ts";
 import type { RequestInfo } from "./pipeline.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 
@@ -29,6 +29,7 @@ function fakeContext(opts: { commit: (ops: KvWrite[]) => Promise<void>; idleMs?:
     committer: { write: opts.commit },
     receipts: { finalize: (): KvWrite[] => [] },
     streamTicker: ticker,
+    monotonic: () => performance.now(),
     log: (l: LogLine) => logs.push(l),
     logRequest: () => {},
   } as unknown as GatewayContext;
@@ -49,7 +50,13 @@ function start(ctx: GatewayContext, upstream: ReadableStream<Uint8Array>) {
   };
   const res = streamResponse({
     ctx,
-    rec: new ReceiptRecorder("rcpt-test", "/v1/chat/completions", "POST"),
+    rec: new ReceiptRecorder(
+      "rcpt-test",
+      "/v1/chat/completions",
+      "POST",
+      ctx.receipts,
+      ctx.committer,
+    ),
     upstream: new Response(upstream),
     abortUpstream: (r) => aborts.push(r),
     translator: createOpenAiStreamPassthrough({ model: "m", clientWantsUsage: false }),

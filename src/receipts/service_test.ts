@@ -34,7 +34,7 @@ async function setup() {
     const rec = new ReceiptRecorder(id, "/v1/chat/completions", "POST");
     rec.event({ type: "request.received", body_hash: HASH });
     rec.setModel("demo/echo");
-    rec.setChatId(chatId);
+    rec.draft.chatId = chatId;
     if (owner) rec.setOwner(owner);
     return rec.draft;
   };

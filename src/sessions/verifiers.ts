@@ -7,15 +7,19 @@
  */
 import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
 import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
-import { createVerifierDeps, verifierFor } from "../verify/upstream/mod.ts";
+import { createVerifierDeps, verifierFor } from "./upstream/mod.ts";
 import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
 import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { GatewayError } from "../http/errors.ts";
+import type { TlsConnect } from "../upstream/pinned_tls.ts";
 
 export function productionVerifiers(
   config: GatewayConfig,
   opts: {
     now: () => number;
+    /** The nonce source and node:tls `connect`, from main.ts. */
+    randomBytes: (n: number) => Uint8Array;
+    tlsConnect: TlsConnect;
     collateral: CollateralSource;
     rootCaDer?: Uint8Array;
     /** AMD roots and VCEK source (from `trust.sev_snp`), for `sev-snp` upstreams. */
@@ -42,6 +46,8 @@ export function productionVerifiers(
       tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
       sevSnp: opts.sevSnp,
       gpu: opts.gpu,
+      randomBytes: opts.randomBytes,
+      tlsConnect: opts.tlsConnect,
     }),
   };
 }

@@ -1,12 +1,9 @@
 /**
- * Sending a request upstream with failover. Walks only the candidate list the
- * router produced (so every constraint holds through failover), moving on for
- * connection errors, timeouts, 5xx and 429; any other answer is final.
+ * One upstream attempt: the request's bytes to one URL under its deadline,
+ * then either the answer (the whole body read within its limits on demand)
+ * or why it failed. Which candidate to try next is failover's decision
+ * (`routing/failover.ts`); this module knows nothing of candidates or receipts.
  */
-import { GatewayError } from "../http/errors.ts";
-import type { Candidate } from "../routing/select.ts";
-import type { ReceiptRecorder } from "../receipts/recorder.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
 import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
 import { isPinMismatch } from "./pinned_tls.ts";
 
@@ -21,46 +18,28 @@ export type UpstreamFetch = (
   },
 ) => Promise<Response>;
 
-export interface ForwardDeps {
-  /** The fetch to use for a candidate (a TLS-pinned one for verified upstreams). */
-  fetchFor: (c: Candidate) => UpstreamFetch;
-  /** Upstream credential for a provider (from the environment, resolved by main.ts). */
-  credential: (provider: string) => string | undefined;
-  now: () => number;
-  /** Called when a verified upstream's channel no longer matches its session (re-verify). */
-  onChannelMismatch?: (c: Candidate) => void;
+/** One attempt's request. */
+export interface AttemptRequest {
+  fetch: UpstreamFetch;
+  url: string;
+  /** Upstream credential (sent as a bearer token), if any. */
+  credential: string | undefined;
+  body: Uint8Array<ArrayBuffer>;
+  /** Deadline for the answer's head. */
+  timeoutMs: number;
+  /** Connection-pool partition: the API key's digest (h1_client.ts). */
+  partition?: string;
+  /** The client's signal: the attempt is aborted when the client leaves. */
+  signal: AbortSignal;
+  /** Called once request bytes were written (at the latest when an answer came). */
+  onWritten: () => void;
   /** Bounds on a non-streamed answer's body (size, silence, total time). */
   bodyLimits: BodyReadLimits;
 }
 
-export interface ForwardPlan {
-  candidates: Candidate[];
-  path: (c: Candidate) => string;
-  /** Builds the exact bytes sent to this candidate. */
-  body: (c: Candidate) => Uint8Array<ArrayBuffer>;
-  /** Whether the client demanded verified serving (for the receipt's `upstream.verified.required`). */
-  verificationRequired: boolean;
-  modelId: string;
-  receivedHash: string;
-  /** Connection-pool partition: the API key's digest (h1_client.ts). */
-  partition?: string;
-  signal: AbortSignal;
-  /** Told of every attempt as it ends (the request log's providers and reasons; never content). */
-  onAttempt?: (a: AttemptRecord) => void;
-}
-
-/** One upstream attempt, for the request log. */
-export interface AttemptRecord {
-  attempt: number;
-  provider: string;
-  /** `served`, or why the attempt failed: `status_<code>`, `timeout`, `connect`, `channel`. */
-  outcome: string;
-}
-
-export interface ForwardResult {
+/** An attempt's successful (2xx) answer. */
+export interface AttemptAnswer {
   response: Response;
-  candidate: Candidate;
-  attempts: number;
   /** Aborts the upstream request (client disconnect, idle timeout). */
   abort: (reason?: unknown) => void;
   /**
@@ -73,121 +52,66 @@ export interface ForwardResult {
 /** Longest wait for an error answer's (bounded) body: failover must not wait on it. */
 const ERROR_BODY_MS = 2_000;
 
+/** Why an attempt failed (`aborted`: the client left; nothing more to try). */
 export interface AttemptFailure {
-  kind: "timeout" | "connect" | "status" | "channel";
+  kind: "timeout" | "connect" | "status" | "channel" | "aborted";
   status?: number;
   detail: string;
 }
 
-export async function forward(
-  plan: ForwardPlan,
-  deps: ForwardDeps,
-  rec: ReceiptRecorder,
-): Promise<ForwardResult> {
-  let last: AttemptFailure | null = null;
-  let lastBody = "";
-  let attempts = 0;
-  for (const c of plan.candidates) {
-    if (plan.signal.aborted) break;
-    attempts++;
-    const bytes = plan.body(c);
-    const hash = sha256Prefixed(bytes);
-    rec.event({ type: "route.selected", target_route_id: c.routeId, attempt: attempts });
-    recordVerification(rec, c, plan, attempts);
-    // `request.forwarded` only once bytes reached the connection (ACI: absent when the
-    // prompt was never sent, e.g. a pin mismatch); a transport without the hook (fetch)
-    // proves it by answering.
-    let written = false;
-    const onWritten = () => {
-      if (written) return;
-      written = true;
-      rec.event({ type: "request.forwarded", body_hash: hash });
-      if (hash !== plan.receivedHash) rec.event({ type: "transparency.request_modified" });
-    };
-
-    const ctl = new AbortController();
-    const onClientAbort = () => ctl.abort(plan.signal.reason);
-    plan.signal.addEventListener("abort", onClientAbort, { once: true });
-    let timer = setTimeout(() => ctl.abort(new TimeoutMarker()), c.provider.timeout_ms);
-    const headers: Record<string, string> = {
-      "content-type": "application/json",
-      accept: "*/*",
-      // Never a coded answer: a small gzip body can inflate to gigabytes.
-      "accept-encoding": "identity",
-    };
-    const cred = deps.credential(c.provider.name);
-    if (cred) headers.authorization = `Bearer ${cred}`;
-    try {
-      const res = await deps.fetchFor(c)(joinUrl(c.provider.base_url, plan.path(c)), {
-        method: "POST",
-        headers,
-        body: bytes,
-        signal: ctl.signal,
-        partition: plan.partition,
-        onWritten,
-      });
-      onWritten();
-      clearTimeout(timer);
-      if (res.ok) {
-        // The served attempt, named once: every other attempt in the log failed.
-        rec.event({ type: "route.served", target_route_id: c.routeId, attempt: attempts });
-        plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: "served" });
-        return {
-          response: res,
-          candidate: c,
-          attempts,
-          abort: abortOf(ctl),
-          readAll: wholeBodyOf(res, ctl, plan.signal, deps.bodyLimits),
-        };
-      }
-      // A stalled error body must not hold up failover: cut it (and its connection) short.
-      timer = setTimeout(() => ctl.abort(new TimeoutMarker()), ERROR_BODY_MS);
-      const text = await readBounded(res, 4096);
-      clearTimeout(timer);
-      last = { kind: "status", status: res.status, detail: sanitizeUpstreamError(text) };
-      lastBody = last.detail;
-      rec.event({
-        type: "upstream.attempt_failed",
-        target_route_id: c.routeId,
-        attempt: attempts,
-        status: res.status,
-      });
-      plan.onAttempt?.({
-        attempt: attempts,
-        provider: c.provider.name,
-        outcome: `status_${res.status}`,
-      });
-      if (!(res.status >= 500 || res.status === 429)) break;
-    } catch (e) {
-      clearTimeout(timer);
-      if (plan.signal.aborted) break;
-      const timedOut = ctl.signal.reason instanceof TimeoutMarker;
-      const channel = isPinMismatch(e);
-      if (channel) deps.onChannelMismatch?.(c);
-      last = {
-        kind: timedOut ? "timeout" : channel ? "channel" : "connect",
-        detail: timedOut
-          ? `no response within ${c.provider.timeout_ms} ms`
-          : channel
-          ? "upstream TLS key does not match its attested session"
-          : "connection failed",
+/** Sends one attempt; resolves to the answer or the failure, never rejects. */
+export async function sendAttempt(r: AttemptRequest): Promise<AttemptAnswer | AttemptFailure> {
+  const signal = r.signal;
+  if (signal.aborted) return { kind: "aborted", detail: "client closed the request" };
+  const ctl = new AbortController();
+  const onClientAbort = () => ctl.abort(signal.reason);
+  signal.addEventListener("abort", onClientAbort, { once: true });
+  let timer = setTimeout(() => ctl.abort(new TimeoutMarker()), r.timeoutMs);
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "*/*",
+    // Never a coded answer: a small gzip body can inflate to gigabytes.
+    "accept-encoding": "identity",
+  };
+  if (r.credential) headers.authorization = `Bearer ${r.credential}`;
+  try {
+    const res = await r.fetch(r.url, {
+      method: "POST",
+      headers,
+      body: r.body,
+      signal: ctl.signal,
+      partition: r.partition,
+      onWritten: r.onWritten,
+    });
+    r.onWritten();
+    clearTimeout(timer);
+    if (res.ok) {
+      return {
+        response: res,
+        abort: abortOf(ctl),
+        readAll: wholeBodyOf(res, ctl, signal, r.bodyLimits),
       };
-      rec.event({
-        type: "upstream.attempt_failed",
-        target_route_id: c.routeId,
-        attempt: attempts,
-        reason: last.kind,
-      });
-      plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: last.kind });
-    } finally {
-      plan.signal.removeEventListener("abort", onClientAbort);
     }
+    // A stalled error body must not hold up failover: cut it (and its connection) short.
+    timer = setTimeout(() => ctl.abort(new TimeoutMarker()), ERROR_BODY_MS);
+    const text = await readBounded(res, 4096);
+    clearTimeout(timer);
+    return { kind: "status", status: res.status, detail: sanitizeUpstreamError(text) };
+  } catch (e) {
+    clearTimeout(timer);
+    if (signal.aborted) return { kind: "aborted", detail: "client closed the request" };
+    const timedOut = ctl.signal.reason instanceof TimeoutMarker;
+    if (timedOut) return { kind: "timeout", detail: `no response within ${r.timeoutMs} ms` };
+    if (isPinMismatch(e)) {
+      return { kind: "channel", detail: "upstream TLS key does not match its attested session" };
+    }
+    return { kind: "connect", detail: "connection failed" };
+  } finally {
+    signal.removeEventListener("abort", onClientAbort);
   }
-  if (plan.signal.aborted) throw new GatewayError("invalid_request", "client closed the request");
-  throw failureToError(last, lastBody, attempts);
 }
 
-/** Made outside `forward`, whose scope holds the plan (and its prompt). */
+/** Made outside `sendAttempt`, whose scope holds the request (and its prompt). */
 function wholeBodyOf(
   res: Response,
   ctl: AbortController,
@@ -197,75 +121,14 @@ function wholeBodyOf(
   return () => readWholeBody(res.body, limits, (r) => ctl.abort(r), clientSignal);
 }
 
-/** Only the controller: a closure of `forward` would keep the plan (and its prompt) alive. */
+/** Only the controller: a closure of `sendAttempt` would keep the request (and its prompt) alive. */
 function abortOf(ctl: AbortController): (reason?: unknown) => void {
   return (reason) => ctl.abort(reason);
-}
-
-/** The `upstream.verified` event of one attempt (`attempt` ties it to its `route.selected`). */
-function recordVerification(
-  rec: ReceiptRecorder,
-  c: Candidate,
-  plan: ForwardPlan,
-  attempt: number,
-): void {
-  const v = c.verification;
-  if (!v) return;
-  if (v.verified) {
-    rec.event({
-      type: "upstream.verified",
-      model_id: plan.modelId,
-      result: "verified",
-      required: plan.verificationRequired,
-      session_id: v.sessionId,
-      tee_attested: v.teeAttested,
-      attempt,
-    });
-  } else {
-    rec.event({
-      type: "upstream.verified",
-      model_id: plan.modelId,
-      result: "failed",
-      required: plan.verificationRequired,
-      reason: v.reason,
-      upstream_name: c.provider.name,
-      attempt,
-    });
-  }
 }
 
 class TimeoutMarker extends Error {
   constructor() {
     super("upstream timeout");
-  }
-}
-
-function failureToError(
-  last: AttemptFailure | null,
-  detail: string,
-  attempts: number,
-): GatewayError {
-  const tried = `${attempts} upstream attempt${attempts === 1 ? "" : "s"}`;
-  if (!last) return new GatewayError("unavailable", "no upstream could be tried");
-  switch (last.kind) {
-    case "timeout":
-      return new GatewayError("upstream_timeout", `upstream timed out (${tried}): ${last.detail}`);
-    case "channel":
-      return new GatewayError(
-        "upstream_verification_failed",
-        `upstream channel check failed (${tried})`,
-      );
-    case "connect":
-      return new GatewayError("upstream_error", `upstream unreachable (${tried})`);
-    case "status": {
-      const s = last.status ?? 502;
-      const msg = `upstream answered ${s}${detail ? `: ${detail}` : ""}`;
-      if (s === 429 || s === 503) return new GatewayError("unavailable", `${msg} (${tried})`);
-      if (s >= 500 || s === 401 || s === 403) {
-        return new GatewayError("upstream_error", `${msg} (${tried})`);
-      }
-      return new GatewayError("invalid_request", `upstream rejected the request: ${msg}`);
-    }
   }
 }
 

@@ -5,9 +5,9 @@
  * before a single application byte is written. Verifiers use it to learn
  * which key to pin and to check attestation bindings against it.
  */
-import tls from "node:tls";
 import { isIP } from "node:net";
 import { spkiSha256FromCertDer } from "./spki.ts";
+import type { TlsConnect } from "./pinned_tls.ts";
 
 /** TLS observation of an origin: the server's SPKI digest and certificate, CA verification on. */
 export interface TlsObservation {
@@ -49,6 +49,8 @@ function target(origin: string): { host: string; port: number } {
  * chain or host name does not verify, the handshake fails or times out.
  */
 export function observeTls(
+  /** node:tls `connect`, passed in by main.ts (the only module that opens sockets). */
+  tlsConnect: TlsConnect,
   origin: string,
   ca?: string,
   opts: ObserveTlsOptions = {},
@@ -64,7 +66,7 @@ export function observeTls(
     return Promise.reject(e);
   }
   return new Promise<TlsObservation>((resolve, reject) => {
-    const socket = tls.connect({
+    const socket = tlsConnect({
       host: t.host,
       port: t.port,
       // SNI only carries DNS names; the certificate is still checked against the IP.

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
+import tls from "node:tls";
 import {
   issueServerCert,
   makeTestCa,
@@ -16,7 +17,7 @@ const localhostOnly = await issueServerCert(ca, { hosts: ["localhost"] });
 Deno.test("observeTls: reports the SPKI pin and certificate, writes no application byte", async () => {
   const server = startCountingTlsServer({ certPem: cert.certPem, keyPem: cert.keyPem });
   try {
-    const obs = await observeTls(`https://127.0.0.1:${server.port}`, ca.certPem);
+    const obs = await observeTls(tls.connect, `https://127.0.0.1:${server.port}`, ca.certPem);
     assert.equal(obs.spkiSha256, cert.spkiSha256);
     assert.equal(obs.spkiSha256, spkiSha256FromPem(cert.certPem));
     assert.equal(
@@ -24,7 +25,7 @@ Deno.test("observeTls: reports the SPKI pin and certificate, writes no applicati
       new X509Certificate(cert.certPem).toString(),
     );
     // Also by DNS name (SNI) and with a path on the origin.
-    const byName = await observeTls(`https://localhost:${server.port}/v1`, ca.certPem);
+    const byName = await observeTls(tls.connect, `https://localhost:${server.port}/v1`, ca.certPem);
     assert.equal(byName.spkiSha256, cert.spkiSha256);
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(server.bytesReceived(), 0);
@@ -39,11 +40,11 @@ Deno.test("observeTls: an untrusted CA fails", async () => {
   const server = startCountingTlsServer({ certPem: rogue.certPem, keyPem: rogue.keyPem });
   try {
     await assert.rejects(
-      observeTls(`https://127.0.0.1:${server.port}`, ca.certPem),
+      observeTls(tls.connect, `https://127.0.0.1:${server.port}`, ca.certPem),
       /TLS handshake with https:\/\/127\.0\.0\.1:\d+ failed|not trusted/,
     );
     // Without a custom CA the system roots do not know the test CA either.
-    await assert.rejects(observeTls(`https://127.0.0.1:${server.port}`));
+    await assert.rejects(observeTls(tls.connect, `https://127.0.0.1:${server.port}`));
     assert.equal(server.bytesReceived(), 0);
   } finally {
     await server.close();
@@ -56,7 +57,7 @@ Deno.test("observeTls: a certificate for another host fails", async () => {
     keyPem: localhostOnly.keyPem,
   });
   try {
-    await assert.rejects(observeTls(`https://127.0.0.1:${server.port}`, ca.certPem));
+    await assert.rejects(observeTls(tls.connect, `https://127.0.0.1:${server.port}`, ca.certPem));
   } finally {
     await server.close();
   }
@@ -76,7 +77,7 @@ Deno.test("observeTls: bounded by its timeout when the server never handshakes",
     const port = (listener.addr as Deno.NetAddr).port;
     const started = performance.now();
     await assert.rejects(
-      observeTls(`https://127.0.0.1:${port}`, ca.certPem, { timeoutMs: 200 }),
+      observeTls(tls.connect, `https://127.0.0.1:${port}`, ca.certPem, { timeoutMs: 200 }),
       /timed out after 200 ms/,
     );
     assert.ok(performance.now() - started < 3000);
@@ -88,7 +89,10 @@ Deno.test("observeTls: bounded by its timeout when the server never handshakes",
 });
 
 Deno.test("observeTls: rejects non-https origins and bad timeouts", async () => {
-  await assert.rejects(observeTls("http://127.0.0.1:1"), /must be https/);
-  await assert.rejects(observeTls("not a url"), /not a URL/);
-  await assert.rejects(observeTls("https://127.0.0.1:1", undefined, { timeoutMs: 0 }), /timeoutMs/);
+  await assert.rejects(observeTls(tls.connect, "http://127.0.0.1:1"), /must be https/);
+  await assert.rejects(observeTls(tls.connect, "not a url"), /not a URL/);
+  await assert.rejects(
+    observeTls(tls.connect, "https://127.0.0.1:1", undefined, { timeoutMs: 0 }),
+    /timeoutMs/,
+  );
 });

@@ -63,7 +63,12 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const kv = await Deno.openKv(opts.kvPath ?? ":memory:");
   const logs: Record<string, unknown>[] = [];
   const verifiers = opts.verification === "off" ? undefined : opts.verifiers ??
-    productionVerifiers(config, { now, collateral: new LocalCollateralSource() });
+    productionVerifiers(config, {
+      now,
+      randomBytes: random,
+      tlsConnect: tls.connect,
+      collateral: new LocalCollateralSource(),
+    });
   // The upstream transport main.ts uses (the HTTP/1.1 client unless configured otherwise).
   const upstream = createUpstreamTransport({
     choice: config.upstream.client,
@@ -76,8 +81,11 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const gateway = assembleGateway(config, {
     kv,
     now,
+    monotonic: () => performance.now(),
+    random: Math.random,
     fetch: upstream.fetch,
     randomBytes: random,
+    randomUUID: () => crypto.randomUUID(),
     log: (l) => logs.push(l),
     env: () => undefined,
     quotes: opts.quotes ?? createDevQuoteProvider(),

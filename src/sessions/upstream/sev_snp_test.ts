@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { sha256Prefixed } from "../../aci/digest.ts";
-import type { SessionDocument, VerifyOutcome } from "../../sessions/types.ts";
+import type { SessionDocument, VerifyOutcome } from "../types.ts";
 import { forgeSnpEnvironment } from "../../../tests/support/snp_forge.ts";
 import { startFakeKds, startSnpUpstream } from "../../../tests/support/snp_upstream.ts";
 import { makeTestCa } from "../../../tests/support/tls_servers.ts";
-import { LocalCollateralSource } from "../tdx/collateral_source.ts";
-import { kdsVcekSource, localVcekSource } from "../sev_snp/vcek_source.ts";
-import type { SnpTrust } from "../sev_snp/trust.ts";
-import { splitAskArkPem } from "../sev_snp/verify_report.ts";
+import { LocalCollateralSource } from "../../verify/tdx/collateral_source.ts";
+import { kdsVcekSource, localVcekSource } from "../../verify/sev_snp/vcek_source.ts";
+import type { SnpTrust } from "../../verify/sev_snp/trust.ts";
+import { splitAskArkPem } from "../../verify/sev_snp/verify_report.ts";
 import { SEV_SNP_VERIFIER_ID, sevSnpVerifier, snpReportData } from "./sev_snp.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 

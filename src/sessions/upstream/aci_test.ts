@@ -1,3 +1,4 @@
+import tls from "node:tls";
 import assert from "node:assert/strict";
 import { sha256Prefixed } from "../../aci/digest.ts";
 import { devQuote } from "../../aci/dev_quote.ts";
@@ -6,13 +7,13 @@ import { keysetDigest } from "../../aci/keyset.ts";
 import { buildKeyset, generateWorkloadKeys } from "../../aci/signer.ts";
 import { reportData, reportDataSlot } from "../../aci/statement.ts";
 import { startDemoUpstream } from "../../demo/upstream.ts";
-import type { SessionDocument, VerifyOutcome } from "../../sessions/types.ts";
+import type { SessionDocument, VerifyOutcome } from "../types.ts";
 import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { issueServerCert, makeTestCa } from "../../../tests/support/tls_servers.ts";
 import { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 import { createVerifierDeps } from "./mod.ts";
-import { defaultGpuDeps } from "../nvidia/deps.ts";
+import { defaultGpuDeps } from "../../verify/nvidia/deps.ts";
 import {
   collateralWith,
   FULL_RIMS,
@@ -174,6 +175,7 @@ Deno.test("aci: a stale nonce, a DEV quote or another root fail", async () => {
 Deno.test("aci: GPU evidence in the report is verified with the same nonce; require_gpu refuses without it", async () => {
   const full = vector("hopper-550.90.07-FULL");
   const gpuDeps = createVerifierDeps({
+    tlsConnect: tls.connect,
     now: () => NOW,
     tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
     // The round's nonce is the recorded evidence's nonce (a real GPU answers any nonce).

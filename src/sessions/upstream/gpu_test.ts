@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { defaultGpuDeps } from "../nvidia/deps.ts";
+import { defaultGpuDeps } from "../../verify/nvidia/deps.ts";
 import { fullNrasPayload, hexToBytes, vector } from "../../../tests/support/nvidia_fixtures.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 

@@ -7,7 +7,7 @@ import { startDemoUpstream } from "../../demo/upstream.ts";
 import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { issueServerCert, makeTestCa } from "../../../tests/support/tls_servers.ts";
 import { startDstackUpstream } from "../../../tests/support/dstack_upstream.ts";
-import { LocalCollateralSource } from "../tdx/collateral_source.ts";
+import { LocalCollateralSource } from "../../verify/tdx/collateral_source.ts";
 import { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 

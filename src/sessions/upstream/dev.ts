@@ -14,8 +14,8 @@ import type {
   VerifierDeps,
   VerifyOutcome,
   VerifyTarget,
-} from "../../sessions/types.ts";
-import { checkReportData } from "../dstack/report_data.ts";
+} from "../types.ts";
+import { checkReportData } from "../../verify/dstack/report_data.ts";
 import { UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import {

@@ -6,7 +6,7 @@
  */
 import { sha256Prefixed } from "../../aci/digest.ts";
 import { bytesToHex } from "../../aci/hex.ts";
-import type { VerifierDeps, VerifyTarget } from "../../sessions/types.ts";
+import type { VerifierDeps, VerifyTarget } from "../types.ts";
 import { refuse } from "./outcome.ts";
 
 /** Evidence documents are small; anything larger is refused rather than buffered. */

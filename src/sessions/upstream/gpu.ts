@@ -6,10 +6,10 @@
  * payload or collateral is missing. `extra.gpu_evidence` names the failing
  * check and each GPU's architecture, versions and OCSP status.
  */
-import type { Claim } from "../../sessions/types.ts";
-import type { GpuDeps } from "../nvidia/deps.ts";
-import { parseGpuPayload } from "../nvidia/payload.ts";
-import { verifyGpuEvidence } from "../nvidia/verify.ts";
+import type { Claim } from "../types.ts";
+import type { GpuDeps } from "../../verify/nvidia/deps.ts";
+import { parseGpuPayload } from "../../verify/nvidia/payload.ts";
+import { verifyGpuEvidence } from "../../verify/nvidia/verify.ts";
 import { UNKNOWN } from "./claims.ts";
 
 export interface GpuClaim {

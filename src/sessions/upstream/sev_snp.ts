@@ -15,11 +15,16 @@ import type {
   VerifierDeps,
   VerifyOutcome,
   VerifyTarget,
-} from "../../sessions/types.ts";
-import { parseSnpReport, type SnpReport, snpReportHex, type SnpTcb } from "../sev_snp/report.ts";
-import type { SnpRoot } from "../sev_snp/trust.ts";
-import { type SnpVerified, verifySnpReport } from "../sev_snp/verify_report.ts";
-import { bytesEqual, bytesToHex } from "../x509/hex.ts";
+} from "../types.ts";
+import {
+  parseSnpReport,
+  type SnpReport,
+  snpReportHex,
+  type SnpTcb,
+} from "../../verify/sev_snp/report.ts";
+import type { SnpRoot } from "../../verify/sev_snp/trust.ts";
+import { type SnpVerified, verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
+import { bytesEqual, bytesToHex } from "../../verify/x509/hex.ts";
 import { allowListClaim, UNKNOWN } from "./claims.ts";
 import {
   confidentialOf,

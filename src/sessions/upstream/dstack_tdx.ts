@@ -16,10 +16,10 @@ import type {
   VerifierDeps,
   VerifyOutcome,
   VerifyTarget,
-} from "../../sessions/types.ts";
-import { verifyEventLog } from "../dstack/event_log.ts";
-import { checkReportData } from "../dstack/report_data.ts";
-import { verifyTdxQuoteWithSource } from "../tdx/collateral_source.ts";
+} from "../types.ts";
+import { verifyEventLog } from "../../verify/dstack/event_log.ts";
+import { checkReportData } from "../../verify/dstack/report_data.ts";
+import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";

@@ -1,20 +1,21 @@
 /**
- * Everything a request handler may use, assembled once by main.ts (or a
- * test) and passed down: no module below reaches for globals.
+ * Everything a request handler may use: defined here, beside the handlers
+ * that consume it, and composed once by `app/assemble.ts` from what main.ts
+ * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
 import type { Admitter } from "../accounts/admission.ts";
 import type { GroupCommitter } from "../store/group_commit.ts";
-import type { ForwardDeps } from "../upstream/forward.ts";
+import type { ForwardDeps } from "../routing/failover.ts";
 import type { VerificationState } from "../routing/select.ts";
 import type { ReceiptService } from "../receipts/service.ts";
-import type { RequestInfo } from "../handlers/request_info.ts";
+import type { RequestInfo } from "./request_info.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { ReportService } from "../attestation/reports.ts";
 import type { SessionStore } from "../sessions/store.ts";
-import type { StreamTicker } from "../handlers/stream_ticker.ts";
+import type { StreamTicker } from "./stream_ticker.ts";
 import type { PreAdmission } from "../accounts/pre_admission.ts";
 import type { BodyBudget } from "../http/body_budget.ts";
 import type { E2eeDeps } from "../e2ee/service.ts";
@@ -44,8 +45,13 @@ export interface GatewayContext {
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
+  /** The wall clock, epoch ms. */
   now: () => number;
+  /** A monotonic clock in ms (phase timings, stream deadlines); main.ts: `performance.now`. */
+  monotonic: () => number;
   randomBytes: (n: number) => Uint8Array;
+  /** Request and trace ids; main.ts: `crypto.randomUUID`. */
+  randomUUID: () => string;
   log: (line: LogLine) => void;
   /** The one JSON log line per request (never bodies, prompts, completions or keys). */
   logRequest: (info: RequestInfo, status: number, outcome?: string) => void;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { sha256Prefixed } from "../../aci/digest.ts";
-import type { SessionDocument, VerifyOutcome } from "../../sessions/types.ts";
+import type { SessionDocument, VerifyOutcome } from "../types.ts";
 import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { makeTestCa } from "../../../tests/support/tls_servers.ts";
 import {

@@ -11,7 +11,7 @@ import type {
   VerifierDeps,
   VerifyOutcome,
   VerifyTarget,
-} from "../../sessions/types.ts";
+} from "../types.ts";
 import { UNKNOWN } from "./claims.ts";
 import { confidentialOf, sessionEvidence, unixSeconds, upstreamOrigin } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";

@@ -3,7 +3,7 @@
  * the same facts the same way: allow-list policies (asserted / refuted /
  * unknown when no policy is configured) and the TDX TCB status.
  */
-import type { Claim } from "../../sessions/types.ts";
+import type { Claim } from "../types.ts";
 
 /** The claim nothing was checked for. */
 export const UNKNOWN: Claim = { status: "unknown" };

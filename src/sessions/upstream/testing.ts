@@ -3,9 +3,10 @@
  * confidential block, verifier dependencies over real loopback sockets with
  * a fixed clock, and decoding of a session's `data:` evidence. Test-only.
  */
+import tls from "node:tls";
 import type { ProviderConfig } from "../../config/schema.ts";
-import type { SessionDocument, VerifierDeps, VerifyTarget } from "../../sessions/types.ts";
-import type { CollateralSource } from "../tdx/collateral_source.ts";
+import type { SessionDocument, VerifierDeps, VerifyTarget } from "../types.ts";
+import type { CollateralSource } from "../../verify/tdx/collateral_source.ts";
 import { createVerifierDeps } from "./mod.ts";
 
 type Confidential = NonNullable<ProviderConfig["confidential"]>;
@@ -45,6 +46,7 @@ export function testDeps(
     tdx,
     sevSnp,
     randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
+    tlsConnect: tls.connect,
     connectTimeoutMs: 5_000,
   });
 }

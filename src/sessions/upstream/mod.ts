@@ -1,15 +1,14 @@
 /**
  * Upstream verifiers by configured name and the production wiring of their
- * dependencies (real TLS observation and pinned fetch; the clock and TDX
- * collateral come from the caller). Session ids: `sessions/store.ts`.
+ * dependencies (TLS observation and pinned fetch over the `connect` main.ts
+ * passes in; the clock, nonce source and TDX collateral come from the caller). Session ids: `sessions/store.ts`.
  */
-import { randomBytes as nodeRandomBytes } from "node:crypto";
 import type { ProviderConfig } from "../../config/schema.ts";
-import type { UpstreamVerifier, VerifierDeps } from "../../sessions/types.ts";
-import tls from "node:tls";
+import type { UpstreamVerifier, VerifierDeps } from "../types.ts";
 import { pinnedOneShotFetch } from "../../upstream/transport.ts";
+import type { TlsConnect } from "../../upstream/pinned_tls.ts";
 import { observeTls } from "../../upstream/tls_observe.ts";
-import { defaultGpuDeps, type GpuDeps } from "../nvidia/deps.ts";
+import { defaultGpuDeps, type GpuDeps } from "../../verify/nvidia/deps.ts";
 import { aciVerifier } from "./aci.ts";
 import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";
@@ -47,8 +46,10 @@ export interface VerifierDepsOptions {
   tdx: VerifierDeps["tdx"];
   /** AMD roots and VCEK source for `sev-snp` upstreams. */
   sevSnp?: VerifierDeps["sevSnp"];
-  /** Default: node:crypto randomBytes. */
-  randomBytes?: (n: number) => Uint8Array;
+  /** The nonce source (main.ts passes the system's). */
+  randomBytes: (n: number) => Uint8Array;
+  /** node:tls `connect` (main.ts passes it: nothing below opens sockets itself). */
+  tlsConnect: TlsConnect;
   /** Bound on each TLS connect + handshake; default 10 000 ms. */
   connectTimeoutMs?: number;
   /** GPU evidence roots, collateral and times; default built-in roots and no collateral. */
@@ -63,10 +64,10 @@ export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
   const timeoutMs = o.connectTimeoutMs ?? 10_000;
   return {
     now: o.now,
-    randomBytes: o.randomBytes ?? ((n) => new Uint8Array(nodeRandomBytes(n))),
-    observeTls: (origin, ca) => observeTls(origin, ca, { timeoutMs }),
+    randomBytes: o.randomBytes,
+    observeTls: (origin, ca) => observeTls(o.tlsConnect, origin, ca, { timeoutMs }),
     pinnedFetch: (spkiSha256, ca) =>
-      pinnedOneShotFetch(tls.connect, { spkiSha256, ca, connectTimeoutMs: timeoutMs }),
+      pinnedOneShotFetch(o.tlsConnect, { spkiSha256, ca, connectTimeoutMs: timeoutMs }),
     tdx: o.tdx,
     ...(o.sevSnp ? { sevSnp: o.sevSnp } : {}),
     gpu: o.gpu ?? defaultGpuDeps(),

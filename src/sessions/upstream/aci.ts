@@ -13,14 +13,14 @@ import type {
   VerifierDeps,
   VerifyOutcome,
   VerifyTarget,
-} from "../../sessions/types.ts";
-import { allPassed } from "../checks.ts";
-import { evidenceQuote } from "../evidence.ts";
-import { isRecord, recordField } from "../json_shape.ts";
-import { servedKeysetDigest, verifyReport } from "../report.ts";
-import { verifyTdxQuoteWithSource } from "../tdx/collateral_source.ts";
-import { tdxQuoteCheck } from "../tdx_quote_check.ts";
-import { verifyEventLog } from "../dstack/event_log.ts";
+} from "../types.ts";
+import { allPassed } from "../../verify/checks.ts";
+import { evidenceQuote } from "../../verify/evidence.ts";
+import { isRecord, recordField } from "../../verify/json_shape.ts";
+import { servedKeysetDigest, verifyReport } from "../../verify/report.ts";
+import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
+import { tdxQuoteCheck } from "../../verify/tdx_quote_check.ts";
+import { verifyEventLog } from "../../verify/dstack/event_log.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import {
   confidentialOf,

@@ -9,7 +9,7 @@ import {
 } from "../../../tests/support/tls_servers.ts";
 import { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
-import { LocalCollateralSource } from "../tdx/collateral_source.ts";
+import { LocalCollateralSource } from "../../verify/tdx/collateral_source.ts";
 
 const NOW = Date.now();
 const ca = await makeTestCa();

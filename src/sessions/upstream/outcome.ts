@@ -4,7 +4,7 @@
  * that (and anything else thrown) into `{ ok: false, reason }`, so the
  * `UpstreamVerifier` contract "never throws" holds in one place.
  */
-import type { VerifyOutcome } from "../../sessions/types.ts";
+import type { VerifyOutcome } from "../types.ts";
 
 /** A verification step failed; `message` is the reason (no evidence bytes, no secrets). */
 export class VerificationFailure extends Error {

@@ -1,0 +1,168 @@
+/**
+ * Failover over the router's candidates: walks only the list `select.ts`
+ * produced (so every constraint holds through failover), one attempt at a
+ * time (`upstream/forward.ts`), moving on after connection errors, timeouts,
+ * 5xx and 429; any other answer is final. Each attempt is reported as it
+ * happens to an `AttemptLog` (the receipt implements it) and to `onAttempt`
+ * (the request log).
+ */
+import { GatewayError } from "../http/errors.ts";
+import { sha256Prefixed } from "../aci/digest.ts";
+import type { BodyReadLimits } from "../upstream/body_read.ts";
+import {
+  type AttemptAnswer,
+  type AttemptFailure,
+  joinUrl,
+  sendAttempt,
+  type UpstreamFetch,
+} from "../upstream/forward.ts";
+import type { Candidate } from "./select.ts";
+
+export interface ForwardDeps {
+  /** The fetch to use for a candidate (a TLS-pinned one for verified upstreams). */
+  fetchFor: (c: Candidate) => UpstreamFetch;
+  /** Upstream credential for a provider (from the environment, resolved by main.ts). */
+  credential: (provider: string) => string | undefined;
+  now: () => number;
+  /** Called when a verified upstream's channel no longer matches its session (re-verify). */
+  onChannelMismatch?: (c: Candidate) => void;
+  /** Bounds on a non-streamed answer's body (size, silence, total time). */
+  bodyLimits: BodyReadLimits;
+}
+
+export interface ForwardPlan {
+  candidates: Candidate[];
+  path: (c: Candidate) => string;
+  /** Builds the exact bytes sent to this candidate. */
+  body: (c: Candidate) => Uint8Array<ArrayBuffer>;
+  /** Whether the client demanded verified serving (for the receipt's `upstream.verified.required`). */
+  verificationRequired: boolean;
+  modelId: string;
+  /** Connection-pool partition: the API key's digest (h1_client.ts). */
+  partition?: string;
+  signal: AbortSignal;
+  /** Told of every attempt as it ends (the request log's providers and reasons; never content). */
+  onAttempt?: (a: AttemptRecord) => void;
+}
+
+/** Why an attempt failed, as the receipt's `upstream.attempt_failed.reason` says it. */
+export type AttemptFailureKind = "timeout" | "connect" | "channel";
+
+/**
+ * What failover reports of each attempt, in order, as it happens. Defined here,
+ * beside the code that reports; the receipt (`receipts/recorder.ts`) implements it.
+ */
+export interface AttemptLog {
+  /** A candidate is about to be tried. */
+  selected(c: Candidate, attempt: number, modelId: string, required: boolean): void;
+  /** The attempt's bytes reached the upstream connection (`bodyHash` of what was sent). */
+  forwarded(bodyHash: string): void;
+  /** The attempt answered 2xx: it serves the request. */
+  served(c: Candidate, attempt: number): void;
+  /** The attempt failed: with an HTTP status (a number), or why without one. */
+  failed(c: Candidate, attempt: number, why: number | AttemptFailureKind): void;
+}
+
+/** One upstream attempt, for the request log. */
+export interface AttemptRecord {
+  attempt: number;
+  provider: string;
+  /** `served`, or why the attempt failed: `status_<code>`, `timeout`, `connect`, `channel`. */
+  outcome: string;
+}
+
+export interface ForwardResult extends AttemptAnswer {
+  candidate: Candidate;
+  attempts: number;
+}
+
+export async function forward(
+  plan: ForwardPlan,
+  deps: ForwardDeps,
+  log: AttemptLog,
+): Promise<ForwardResult> {
+  let last: AttemptFailure | null = null;
+  let attempts = 0;
+  for (const c of plan.candidates) {
+    if (plan.signal.aborted) break;
+    attempts++;
+    const bytes = plan.body(c);
+    const hash = sha256Prefixed(bytes);
+    log.selected(c, attempts, plan.modelId, plan.verificationRequired);
+    // Forwarded only once bytes reached the connection (ACI: absent when the prompt was
+    // never sent, e.g. a pin mismatch); a transport without the hook (fetch) proves it by
+    // answering.
+    let written = false;
+    const out = await sendAttempt({
+      fetch: deps.fetchFor(c),
+      url: joinUrl(c.provider.base_url, plan.path(c)),
+      credential: deps.credential(c.provider.name),
+      body: bytes,
+      timeoutMs: c.provider.timeout_ms,
+      partition: plan.partition,
+      signal: plan.signal,
+      onWritten: () => {
+        if (written) return;
+        written = true;
+        log.forwarded(hash);
+      },
+      bodyLimits: deps.bodyLimits,
+    });
+    if ("response" in out) {
+      // The served attempt, named once: every other attempt in the log failed.
+      log.served(c, attempts);
+      plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: "served" });
+      return {
+        response: out.response,
+        abort: out.abort,
+        readAll: out.readAll,
+        candidate: c,
+        attempts,
+      };
+    }
+    if (out.kind === "aborted") break;
+    last = out;
+    if (out.kind === "status") {
+      log.failed(c, attempts, out.status!);
+      plan.onAttempt?.({
+        attempt: attempts,
+        provider: c.provider.name,
+        outcome: `status_${out.status}`,
+      });
+      if (!(out.status! >= 500 || out.status === 429)) break;
+      continue;
+    }
+    if (out.kind === "channel") deps.onChannelMismatch?.(c);
+    log.failed(c, attempts, out.kind);
+    plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: out.kind });
+  }
+  if (plan.signal.aborted) throw new GatewayError("invalid_request", "client closed the request");
+  throw failureToError(last, attempts);
+}
+
+function failureToError(last: AttemptFailure | null, attempts: number): GatewayError {
+  const tried = `${attempts} upstream attempt${attempts === 1 ? "" : "s"}`;
+  if (!last) return new GatewayError("unavailable", "no upstream could be tried");
+  switch (last.kind) {
+    case "timeout":
+      return new GatewayError("upstream_timeout", `upstream timed out (${tried}): ${last.detail}`);
+    case "channel":
+      return new GatewayError(
+        "upstream_verification_failed",
+        `upstream channel check failed (${tried})`,
+      );
+    case "connect":
+    case "aborted":
+      return new GatewayError("upstream_error", `upstream unreachable (${tried})`);
+    case "status": {
+      const s = last.status ?? 502;
+      const detail = last.detail;
+      const msg = `upstream answered ${s}${detail ? `: ${detail}` : ""}`;
+      if (s === 429 || s === 503) return new GatewayError("unavailable", `${msg} (${tried})`);
+      if (s >= 500 || s === 401 || s === 403) {
+        return new GatewayError("upstream_error", `${msg} (${tried})`);
+      }
+      return new GatewayError("invalid_request", `upstream rejected the request: ${msg}`);
+    }
+  }
+}
