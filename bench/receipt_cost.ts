@@ -10,7 +10,7 @@
 import process from "node:process";
 import { newReceiptId } from "../src/aci/receipt.ts";
 import { createIdentity } from "../src/attestation/identity.ts";
-import { ReceiptRecorder } from "../src/receipts/recorder.ts";
+import type { ReceiptDraft } from "../src/receipts/recorder.ts";
 import { createReceiptService } from "../src/receipts/service.ts";
 import { GroupCommitter, type KvWrite } from "../src/store/group_commit.ts";
 
@@ -19,20 +19,28 @@ const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 const hash = (i: number) => "sha256:" + ((i >>> 0).toString(16).padStart(8, "0")).repeat(8);
 
 /** A draft like a gateway's non-streamed chat completion (one route, no translation). */
-export function gatewayLikeDraft(i: number, nowMs: number): ReceiptRecorder {
-  const rec = new ReceiptRecorder(newReceiptId(random, nowMs), "/v1/chat/completions", "POST");
-  rec.setModel("bench/chat");
-  rec.setChatId(`chatcmpl-${i}`);
-  rec.setOwner("d".repeat(64));
-  rec.event({ type: "request.received", body_hash: hash(i) });
-  rec.event({ type: "middleware.forwarded", body_hash: hash(i) });
-  rec.event({ type: "route.selected", target_route_id: "mock:chat", attempt: 1 });
-  rec.event({ type: "request.forwarded", body_hash: hash(i + 1) });
-  rec.event({ type: "transparency.request_modified" });
-  rec.event({ type: "route.served", target_route_id: "mock:chat", attempt: 1 });
-  rec.event({ type: "response.received", body_hash: hash(i + 2) });
-  rec.event({ type: "response.returned", body_hash: hash(i + 2) });
-  return rec;
+export function gatewayLikeDraft(i: number, nowMs: number): { draft: ReceiptDraft } {
+  const h = hash(i);
+  return {
+    draft: {
+      receiptId: newReceiptId(random, nowMs),
+      endpoint: "/v1/chat/completions",
+      method: "POST",
+      model: "bench/chat",
+      chatId: `chatcmpl-${i}`,
+      ownerDigest: "d".repeat(64),
+      events: [
+        { type: "request.received", body_hash: h },
+        { type: "middleware.forwarded", body_hash: h },
+        { type: "route.selected", target_route_id: "mock:chat", attempt: 1 },
+        { type: "request.forwarded", body_hash: hash(i + 1) },
+        { type: "transparency.request_modified" },
+        { type: "route.served", target_route_id: "mock:chat", attempt: 1 },
+        { type: "response.received", body_hash: hash(i + 2) },
+        { type: "response.returned", body_hash: hash(i + 2) },
+      ],
+    },
+  };
 }
 
 function cpuUs(): number {

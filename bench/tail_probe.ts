@@ -101,7 +101,9 @@ if (import.meta.main) {
       if (kinds.length === 0) console.log("  GC: no pauses logged");
       // Incremental marking also runs in steps on the main thread between pauses.
       const steps = [...gcText.matchAll(/biggest step ([\d.]+) ms/g)].map((m) => Number(m[1]));
-      if (steps.length > 0) console.log(`  longest incremental marking step: ${Math.max(...steps)} ms`);
+      if (steps.length > 0) {
+        console.log(`  longest incremental marking step: ${Math.max(...steps)} ms`);
+      }
     }
   } finally {
     await gw.stop();
