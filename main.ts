@@ -39,11 +39,6 @@ import { collateralFromDcapQvlJson } from "./src/verify/tdx/collateral.ts";
 import { type SnpTrust, snpTrustFromConfig } from "./src/verify/sev_snp/trust.ts";
 import type { GpuDeps } from "./src/verify/nvidia/deps.ts";
 import { gpuDepsFromConfig, type NvidiaTrust } from "./src/verify/nvidia/setup.ts";
-import {
-  CHECKPOINT_WORKER_URL,
-  isLocalStorePath,
-  startCheckpointer,
-} from "./src/store/checkpointer.ts";
 
 const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
@@ -170,17 +165,6 @@ async function serve(args: string[]): Promise<void> {
     fail(
       `${configPath ?? "config"}: store.path: cannot open ${config.store.path}: ${readFailure(e)}`,
     );
-  }
-  // SQLite's WAL checkpoints on their own thread, not inside commits
-  // (src/store/checkpoint_worker.ts); without it they stay inside commits.
-  if (isLocalStorePath(config.store.path)) {
-    try {
-      const worker = new Worker(CHECKPOINT_WORKER_URL, { type: "module" });
-      const checkpointer = await startCheckpointer(worker, config.store.path);
-      closers.push(() => checkpointer.stop());
-    } catch (e) {
-      console.error(`WAL checkpoints stay inside commits: ${readFailure(e)}`);
-    }
   }
   const proxied = PROXY_VARIABLES.some((v) => Deno.env.get(v));
   if (proxied && config.upstream.client === "http1") {

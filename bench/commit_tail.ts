@@ -10,7 +10,7 @@
  * writer restarts the WAL after a complete checkpoint, so reading it after
  * each commit counts the checkpoints that completed.
  *
- * `deno run -A bench/commit_tail.ts [rate] [seconds]`
+ * `deno run -A bench/commit_tail.ts [rate] [seconds] [thread's frames] [pairs]`
  */
 import { createIdentity } from "../src/attestation/identity.ts";
 import { createReceiptService } from "../src/receipts/service.ts";
@@ -132,7 +132,8 @@ if (import.meta.main) {
   const dir = await Deno.makeTempDir({ prefix: "commit_tail_" });
   try {
     const frames = Number(Deno.args[2] ?? 500);
-    for (const withThread of [false, true, false, true]) {
+    const pairs = Number(Deno.args[3] ?? 2);
+    for (const withThread of Array.from({ length: 2 * pairs }, (_, i) => i % 2 === 1)) {
       const r = await commitTail(dir, rate, seconds, withThread, frames);
       const f = (x: number) => x.toFixed(3);
       console.log(

@@ -7,8 +7,7 @@
  *     and signed with Ed25519 by the gateway's receipt service (`finalize`),
  *   - the receipt durably stored through the gateway's `GroupCommitter`
  *     (a commit starts at once when none is in flight), before the response
- *     is released (a stream's end is held until its receipt is durable), with
- *     the gateway's WAL checkpoint thread.
+ *     is released (a stream's end is held until its receipt is durable).
  * No auth, validation, routing, rate limits, credits, translation or logs.
  * Whatever the gateway spends beyond this path is its own overhead; what
  * this path spends beyond the bare proxy is the price of the receipt rule.
@@ -22,7 +21,6 @@ import { createIdentity } from "../src/attestation/identity.ts";
 import { ReceiptRecorder } from "../src/receipts/recorder.ts";
 import { createReceiptService } from "../src/receipts/service.ts";
 import { GroupCommitter } from "../src/store/group_commit.ts";
-import { CHECKPOINT_WORKER_URL, startCheckpointer } from "../src/store/checkpointer.ts";
 
 export function createReceiptFloor(
   upstream: string,
@@ -89,8 +87,6 @@ if (import.meta.main) {
     Deno.exit(2);
   }
   const kv = await Deno.openKv(path);
-  // As the gateway's main.ts does: WAL checkpoints on their own thread, not inside commits.
-  await startCheckpointer(new Worker(CHECKPOINT_WORKER_URL, { type: "module" }), path);
   Deno.serve({
     hostname: "127.0.0.1",
     port: 0,

@@ -81,7 +81,6 @@ const KNOWN_TIMERS = new Set([
   "src/http/connections.ts",
   "src/receipts/refusals.ts",
   "src/sessions/manager.ts",
-  "src/store/checkpointer.ts",
   "src/store/group_commit.ts",
   "src/store/transient.ts",
   "src/upstream/body_read.ts",

@@ -8,14 +8,17 @@
  * waits for the checkpoint too (bench/RESULTS.md, "What sets the tail").
  * Deno KV has no setting for this. This worker opens the same file through
  * `node:sqlite`, reads the WAL's length every few milliseconds and runs a
- * PASSIVE checkpoint while it is past `frames` (below 1,000) and not wholly copied: a PASSIVE
- * checkpoint never blocks a writer (SQLite lets commits append to the WAL
- * meanwhile), and the WAL then restarts before the auto-checkpoint threshold
- * is reached, so the copying and the database fsync happen on this thread.
- * As many database fsyncs as before (one per ~`frames` frames), none inside
- * a commit.
- * Nothing is read or written here but the checkpoint; the connection holds
- * no transaction between checkpoints (so the WAL can restart from its start).
+ * PASSIVE checkpoint while it is past `frames` (below 1,000) and not wholly
+ * copied: a PASSIVE checkpoint never blocks a writer (SQLite lets commits
+ * append to the WAL meanwhile), and the WAL then restarts before the
+ * auto-checkpoint threshold is reached, so the copying and the database
+ * fsync happen on this thread. Nothing is read or written here but the
+ * checkpoint; the connection holds no transaction between checkpoints (so
+ * the WAL can restart from its start).
+ *
+ * Not started by the gateway yet: it runs more, smaller checkpoints than
+ * SQLite would, and whether that wins on the p99 is not settled
+ * (docs/decisions.md, "Receipt cost and the tail"; `bench/commit_tail.ts`).
  *
  * Protocol: the parent posts `{ path, intervalMs, frames }` once; then `"stats"`
  * answers {@link CheckpointStats}; `"stop"` closes the database and answers
@@ -43,6 +46,10 @@ let db: DatabaseSync | null = null;
 let shm: Deno.FsFile | null = null;
 let threshold = 500;
 let timer: ReturnType<typeof setInterval> | undefined;
+/** New frames worth another checkpoint of a long WAL. */
+const CATCH_UP_FRAMES = 64;
+/** Past this the next commits would reach SQLite's own checkpoint (1,000): checkpoint anyway. */
+const URGENT_FRAMES = 900;
 const header = new Uint8Array(100);
 const view = new DataView(header.buffer);
 
@@ -52,8 +59,8 @@ const view = new DataView(header.buffer);
  * copied) at byte 96 (SQLite's documented file format, native byte order).
  * Due once the WAL is `threshold` frames long and not wholly copied: the WAL
  * only restarts from its start after a checkpoint that copied every frame,
- * so a long WAL gets checkpointed again (a few new frames each time) until
- * one catches up between commits. Reading costs one pread and takes no lock;
+ * so a long WAL gets checkpointed again (each time once 64 new frames are
+ * waiting, or at once past 900) until one catches up between commits. Reading costs one pread and takes no lock;
  * a torn read only makes one poll early or late. No index yet counts as due.
  */
 function due(): boolean {
@@ -67,7 +74,10 @@ function due(): boolean {
   const mxFrame = view.getUint32(16, true);
   const backfilled = view.getUint32(96, true);
   if (mxFrame > stats.maxWalFrames) stats.maxWalFrames = mxFrame;
-  return mxFrame >= threshold && backfilled < mxFrame;
+  if (mxFrame < threshold || backfilled >= mxFrame) return false;
+  // Catching up a few frames at a time costs a database fsync each: wait for a
+  // batch of new frames, unless the WAL nears the auto-checkpoint mark.
+  return mxFrame - backfilled >= CATCH_UP_FRAMES || mxFrame >= URGENT_FRAMES;
 }
 
 function poll(): void {
