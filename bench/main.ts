@@ -42,6 +42,7 @@ import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
+import { sleep } from "../src/store/transient.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -79,7 +80,6 @@ function numFlag(name: string, def: number): number {
 }
 
 const log = (msg: string) => console.error(`[bench] ${msg}`);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const MB = 1024 * 1024;
 
 interface RoundStats {

@@ -13,6 +13,7 @@
  * Run as a process: `deno run -A bench/mock_upstream.ts`; prints
  * `mock listening on http://HOST:PORT` on stderr.
  */
+import { sleep } from "../src/store/transient.ts";
 
 export const DELAY_MS = 20;
 export const STREAM_CHUNKS = 20;
@@ -67,7 +68,6 @@ const TAIL = enc.encode(
 
 const JSON_HEADERS = { "content-type": "application/json" };
 const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" };
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** The mock's handler; `held` streams end when `/release` is called. */
 export function createMockHandler(): (req: Request) => Promise<Response> {

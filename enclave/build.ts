@@ -161,6 +161,7 @@ async function runtimeIncludes(root: string, files: SourceFile[]): Promise<strin
   return [...includes].sort();
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function main(args: string[]): Promise<number> {
   let opts: BuildOptions;
   try {

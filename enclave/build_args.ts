@@ -3,6 +3,7 @@
  * `deno compile` arguments (the permissions baked into the binary), and the
  * scan for files the gateway loads at run time, which must be `--include`d.
  */
+import { parseOptions } from "../src/cli/args.ts";
 
 /**
  * The gateway's permissions, in `deno task start`, the compiled binary and
@@ -37,67 +38,38 @@ const IMAGE_DIGEST = /^(sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{
 
 /** Parses `build.ts` arguments (`--flag value` or `--flag=value`); throws on anything unknown. */
 export function parseBuildArgs(args: readonly string[]): BuildOptions {
-  const opts: BuildOptions = {
-    entry: "main.ts",
-    outDir: "dist",
-    repoUrl: null,
-    imageDigest: null,
-    imageProvenanceUrl: null,
-    artifact: "auto",
-    includes: [],
-    target: null,
-  };
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    const eq = arg.indexOf("=");
-    const flag = eq > 0 ? arg.slice(0, eq) : arg;
-    let value: string;
-    if (eq > 0) {
-      value = arg.slice(eq + 1);
-    } else {
-      const next = args[i + 1];
-      if (next === undefined || next.startsWith("--")) throw new Error(`${flag} needs a value`);
-      value = next;
-      i++;
-    }
-    if (value === "") throw new Error(`${flag} needs a non-empty value`);
-    switch (flag) {
-      case "--repo-url":
-        if (/\s/.test(value)) throw new Error("--repo-url must not contain whitespace");
-        opts.repoUrl = value;
-        break;
-      case "--image-digest":
-        if (!IMAGE_DIGEST.test(value)) {
-          throw new Error("--image-digest must be an OCI digest such as sha256:<64 lowercase hex>");
-        }
-        opts.imageDigest = value;
-        break;
-      case "--image-provenance":
-        opts.imageProvenanceUrl = value;
-        break;
-      case "--artifact":
-        if (value !== "auto" && value !== "binary" && value !== "bundle") {
-          throw new Error("--artifact must be auto, binary or bundle");
-        }
-        opts.artifact = value;
-        break;
-      case "--include":
-        opts.includes.push(value);
-        break;
-      case "--target":
-        opts.target = value;
-        break;
-      case "--entry":
-        opts.entry = value;
-        break;
-      case "--out-dir":
-        opts.outDir = value;
-        break;
-      default:
-        throw new Error(`unknown option ${flag}`);
-    }
+  const { values: v, lists } = parseOptions(args, {
+    strings: [
+      "repo-url",
+      "image-digest",
+      "image-provenance",
+      "artifact",
+      "target",
+      "entry",
+      "out-dir",
+    ],
+    multiple: ["include"],
+  });
+  if (v["repo-url"] !== undefined && /\s/.test(v["repo-url"])) {
+    throw new Error("--repo-url must not contain whitespace");
   }
-  return opts;
+  if (v["image-digest"] !== undefined && !IMAGE_DIGEST.test(v["image-digest"])) {
+    throw new Error("--image-digest must be an OCI digest such as sha256:<64 lowercase hex>");
+  }
+  const artifact = v.artifact ?? "auto";
+  if (artifact !== "auto" && artifact !== "binary" && artifact !== "bundle") {
+    throw new Error("--artifact must be auto, binary or bundle");
+  }
+  return {
+    entry: v.entry ?? "main.ts",
+    outDir: v["out-dir"] ?? "dist",
+    repoUrl: v["repo-url"] ?? null,
+    imageDigest: v["image-digest"] ?? null,
+    imageProvenanceUrl: v["image-provenance"] ?? null,
+    artifact,
+    includes: lists.include,
+    target: v.target ?? null,
+  };
 }
 
 /**
@@ -105,7 +77,7 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
  * compiled binary. A capped young generation: V8 otherwise grows each
  * semi-space to 32 MiB under a burst of allocation (hundreds of streams
  * opening at once), which showed as ~20 KB more RSS per open stream; 8 MiB
- * keeps minor GCs cheap and rare enough (bench/RESULTS.md).
+ * keeps minor GCs cheap and rare enough (measured in bench/RESULTS.md's git history).
  */
 export const GATEWAY_V8_FLAGS = ["--max-semi-space-size=8"] as const;
 

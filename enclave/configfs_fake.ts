@@ -17,6 +17,7 @@
 
 import { createHash } from "node:crypto";
 import type { TsmFs } from "./configfs_tsm.ts";
+import { sleep } from "../src/store/transient.ts";
 
 /** The marker every imitation quote carries (TDX header user data, SNP HOST_DATA). */
 export const FAKE_QUOTE_MARKER = "FAKE-CONFIGFS-TSM";
@@ -70,10 +71,6 @@ interface EntryState {
   error: string | null;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 function hexBytes(hex: string): Uint8Array {
   return Uint8Array.from(hex.match(/../g) ?? [], (b) => parseInt(b, 16));
 }
@@ -117,6 +114,7 @@ function dirname(path: string): string {
 }
 
 /** Starts the imitation over the existing directory `dir`. */
+// Long as one closure over shared state; each inner function is short.
 export function startFakeConfigfsTsm(
   dir: string,
   options: FakeConfigfsTsmOptions,

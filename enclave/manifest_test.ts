@@ -41,11 +41,11 @@ function input(overrides: Partial<ManifestInput> = {}): ManifestInput {
   return { run: built ? ["./gateway"] : null, ...base };
 }
 
-// Captured from `deno task compile` on this offline machine (Deno 2.9.6).
+// Captured from `deno task compile` on an offline machine (Deno 2.9.6; checkout path replaced).
 const OFFLINE_STDERR = `Check main.ts
 Compile main.ts to gateway
 Download https://dl.deno.land/release/v2.9.6/denort-x86_64-unknown-linux-gnu.zip
-error: Writing deno compile executable to temporary file '/work/main/dist/gateway.tmp-d71907b8c9db9db7'
+error: Writing deno compile executable to temporary file '/src/gateway/dist/gateway.tmp-d71907b8c9db9db7'
 
 Caused by:
     0: Setting up base binary.
@@ -68,7 +68,7 @@ Caused by:
 
 const TYPE_ERROR_STDERR = `TS7006 [ERROR]: Parameter 'p' implicitly has an 'any' type.
     readFile: (p) => Deno.readFile(p),
-    at file:///work/main/main.ts:149:16
+    at file:///src/gateway/main.ts:149:16
 
 error: Type checking failed.
 `;
@@ -229,7 +229,7 @@ Deno.test("a missing DENORT_BIN is recognised, even with ANSI colours", () => {
 Deno.test("other compile failures are not mistaken for denort failures", () => {
   assert.equal(detectDenortFailure(TYPE_ERROR_STDERR), null);
   assert.equal(
-    detectDenortFailure('error: Module not found "file:///work/main/main.ts".'),
+    detectDenortFailure('error: Module not found "file:///src/gateway/main.ts".'),
     null,
   );
   assert.equal(detectDenortFailure(""), null);

@@ -13,7 +13,7 @@ import {
   probeConfigfsTsm,
   type TsmFs,
 } from "./configfs_tsm.ts";
-import { createDevQuoteProvider } from "./dev_quote.ts";
+import { createDevQuoteProvider } from "./dev_quote_provider.ts";
 import type { QuoteProvider } from "./quote_provider.ts";
 
 export type QuoteMode = "configfs" | "dev" | "auto";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { startFakeConfigfsTsm } from "./configfs_fake.ts";
-import { DEV_TEE_TYPE } from "./dev_quote.ts";
+import { DEV_TEE_TYPE } from "../src/aci/dev_quote.ts";
 import { denoTsmFs, type TsmFs } from "./configfs_tsm.ts";
 import { type QuoteMode, selectQuoteProvider } from "./select_provider.ts";
 

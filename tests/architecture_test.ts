@@ -73,9 +73,9 @@ const KNOWN_CLOCK_RANDOM = new Map([
  * the configuration; each new one is listed here and in the doc.
  */
 const KNOWN_TIMERS = new Set([
-  "src/accounts/admission.ts",
   "src/accounts/credits.ts",
-  "src/app/assemble.ts",
+  "src/accounts/lease_pool.ts",
+  "src/app/replica_upkeep.ts",
   "src/handlers/stream_ticker.ts",
   "src/http/body.ts",
   "src/http/connections.ts",

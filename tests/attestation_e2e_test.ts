@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
 import { keccak_256 } from "@noble/hashes/sha3.js";
 import { startTestGateway } from "./support/gateway.ts";
-import { decodeDevQuote } from "../enclave/dev_quote.ts";
+import { parseDevQuote } from "../src/aci/dev_quote.ts";
 import { startFakeConfigfsTsm, TDX_V4_REPORT_DATA_OFFSET } from "../enclave/configfs_fake.ts";
 import { createConfigfsTsmProvider } from "../enclave/configfs_tsm.ts";
 
@@ -50,7 +50,7 @@ Deno.test("canonical report binds keyset and nonce (development provider)", asyn
     const slot = checkBinding(report, nonce);
     assert.equal(report.attestation.tee_type, "dev-insecure-no-tee");
     assert.equal(report.attestation.evidence.hardware, false);
-    assert.deepEqual(decodeDevQuote(unhex(report.attestation.evidence.quote)), slot);
+    assert.deepEqual(parseDevQuote(unhex(report.attestation.evidence.quote)), slot);
     // keyset shape
     const ks = report.attestation.workload_keyset;
     assert.deepEqual(ks.receipt_signing_keys.map((k: Json) => k.algo), ["ed25519", "secp256k1"]);
@@ -158,7 +158,7 @@ Deno.test("legacy report: address derivation, padding, nonce rules, signing_algo
     assert.equal(r.signing_address.toLowerCase(), "0x" + hex(addr));
     assert.notEqual(r.signing_address, r.signing_address.toLowerCase(), "EIP-55 checksummed");
     assert.ok(secp256k1.Point.fromHex(r.signing_public_key));
-    const slot = decodeDevQuote(unhex(r.intel_quote))!;
+    const slot = parseDevQuote(unhex(r.intel_quote));
     assert.deepEqual(slot.subarray(0, 20), addr);
     assert.deepEqual(slot.subarray(20, 32), new Uint8Array(12), "right-padded with zeros");
     assert.equal(hex(slot.subarray(32)), nonce, "64-hex nonce used raw");
@@ -178,7 +178,7 @@ Deno.test("legacy report: address derivation, padding, nonce rules, signing_algo
     assert.equal(r2.signing_algo, "ed25519");
     assert.equal(r2.signing_address, r2.signing_public_key);
     assert.equal(r2.signing_public_key.length, 64);
-    const slot2 = decodeDevQuote(unhex(r2.intel_quote))!;
+    const slot2 = parseDevQuote(unhex(r2.intel_quote));
     assert.equal(hex(slot2.subarray(0, 32)), r2.signing_public_key);
     assert.equal(hex(slot2.subarray(32)), sha256("hello-world").toString("hex"));
     // No nonce: a fresh random one each time.

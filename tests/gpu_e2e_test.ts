@@ -8,6 +8,7 @@
  */
 import tls from "node:tls";
 import assert from "node:assert/strict";
+import { addDstackTdxProvider } from "./support/route_config.ts";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { type DstackUpstream, startDstackUpstream } from "./support/dstack_upstream.ts";
@@ -34,29 +35,7 @@ function gateway(up: DstackUpstream, forge: TdxForge, requireGpu: boolean): Prom
   const nonce = hexToBytes(FULL.nonce);
   return startTestGateway({
     configure: (c) => {
-      c.providers.push({
-        name: "tdx",
-        base_url: up.url,
-        zdr: true,
-        priority: 10,
-        timeout_ms: 5000,
-        native_formats: [],
-        confidential: {
-          verifier: "dstack-tdx",
-          tls_ca_pem: up.caPem,
-          allowed_mrtd: [],
-          allowed_compose_hashes: [],
-          session_ttl_seconds: 3600,
-          reverify_margin_seconds: 300,
-          ...(requireGpu ? { require_gpu: true } : {}),
-        },
-      });
-      c.models.push({
-        ...c.models[0],
-        id: "tee/model",
-        aliases: [],
-        routes: [{ provider: "tdx", model: "demo-chat" }],
-      });
+      addDstackTdxProvider(c, up.url, up.caPem, { requireGpu });
     },
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),
@@ -237,22 +216,7 @@ Deno.test("without require_gpu a tampered payload refutes gpu_attested but the T
   // Another nonce this round: the canned evidence no longer answers it.
   const gw = await startTestGateway({
     configure: (c) => {
-      c.providers.push({
-        name: "tdx",
-        base_url: up.url,
-        zdr: true,
-        priority: 10,
-        timeout_ms: 5000,
-        native_formats: [],
-        confidential: {
-          verifier: "dstack-tdx",
-          tls_ca_pem: up.caPem,
-          allowed_mrtd: [],
-          allowed_compose_hashes: [],
-          session_ttl_seconds: 3600,
-          reverify_margin_seconds: 300,
-        },
-      });
+      addDstackTdxProvider(c, up.url, up.caPem, { model: false });
     },
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),

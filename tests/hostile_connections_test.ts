@@ -14,12 +14,18 @@ import { startTestGateway } from "./support/gateway.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
-import { baseConfig, type GatewayProcess, spawnGateway, writeConfig } from "./support/process.ts";
+import {
+  baseConfig,
+  type GatewayProcess,
+  spawnGateway,
+  writeConfig,
+  writeListenerCert,
+} from "./support/process.ts";
 import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
+import { sleep } from "../src/store/transient.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 interface Closed {
   /** Everything the server sent before closing. */
@@ -561,14 +567,9 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key grow RSS by 
 });
 
 Deno.test("TLS listeners run through the same accept loop: served over HTTP/2 and HTTP/1.1, silent connections closed", async () => {
-  const { makeCa, issueServerCert } = await import("../src/demo/certs.ts");
   const dir = await Deno.makeTempDir();
-  const ca = await makeCa({ now: Date.now() });
-  const cert = await issueServerCert(ca, { now: Date.now(), hosts: ["127.0.0.1", "localhost"] });
-  await Deno.writeTextFile(`${dir}/tls.crt`, cert.certPem);
-  await Deno.writeTextFile(`${dir}/tls.key`, cert.keyPem);
+  const { ca, files: tls } = await writeListenerCert(dir);
   const upstream = await startDemoUpstream({ name: "plain" });
-  const tls = { tls_cert_file: `${dir}/tls.crt`, tls_key_file: `${dir}/tls.key` };
   const cfg = {
     ...baseConfig({ upstreamUrl: upstream.url, storePath: `${dir}/gw.kv` }),
     limits: { header_timeout_ms: 1_000, idle_timeout_ms: 1_500 },

@@ -4,6 +4,7 @@
  * says the client cut the stream), and an upstream reset mid-stream (the
  * client gets an in-band error event, and the receipt says the upstream failed).
  */
+import { concatBytes } from "../src/aci/bytes.ts";
 import assert from "node:assert/strict";
 import { startTestGateway } from "./support/gateway.ts";
 import { plainRoutesOnly } from "./support/route_config.ts";
@@ -21,16 +22,6 @@ import {
   waitForReceipt,
 } from "./support/receipt_check.ts";
 import { verifyReceipt } from "../src/verify/receipt.ts";
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
-}
 
 const LONG_PROMPT = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
 
@@ -72,7 +63,7 @@ Deno.test("client disconnect mid-stream: receipt finalized over the bytes writte
     }
     ctl.abort();
     await reader.cancel().catch(() => {});
-    const got = concat(parts);
+    const got = concatBytes(parts);
     assert.ok(!text(got).includes("[DONE]"), "the client left before the end");
 
     const receipt = await waitForReceipt(gw.url, id!, gw.apiKey);

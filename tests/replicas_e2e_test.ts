@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
-import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
+import { baseConfig, spawnGateway, writeConfig, writeListenerCert } from "./support/process.ts";
 import { startKvConnectServer } from "./support/kv_connect_server.ts";
 
 Deno.test("two gateway processes share one rate limit and one balance; SIGTERM exits 0", async () => {
@@ -136,21 +136,10 @@ Deno.test("a production configuration refuses to start without a TEE quote provi
 });
 
 Deno.test("a gateway terminating TLS lists its key in the attested keyset", async () => {
-  const { makeCa, issueServerCert } = await import("../src/demo/certs.ts");
   const dir = await Deno.makeTempDir();
-  const ca = await makeCa({ now: Date.now() });
-  const cert = await issueServerCert(ca, { now: Date.now(), hosts: ["127.0.0.1", "localhost"] });
-  await Deno.writeTextFile(`${dir}/tls.crt`, cert.certPem);
-  await Deno.writeTextFile(`${dir}/tls.key`, cert.keyPem);
+  const { ca, cert, files } = await writeListenerCert(dir);
   const cfg = baseConfig({ upstreamUrl: "http://127.0.0.1:9", storePath: `${dir}/gw.kv` });
-  cfg.listen = {
-    base: {
-      hostname: "127.0.0.1",
-      port: 0,
-      tls_cert_file: `${dir}/tls.crt`,
-      tls_key_file: `${dir}/tls.key`,
-    },
-  };
+  cfg.listen = { base: { hostname: "127.0.0.1", port: 0, ...files } };
   const gw = await spawnGateway(await writeConfig(dir, cfg));
   const client = Deno.createHttpClient({ caCerts: [ca.certPem] });
   try {

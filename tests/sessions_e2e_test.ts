@@ -9,41 +9,16 @@ import tls from "node:tls";
 import assert from "node:assert/strict";
 import canonicalize from "canonicalize";
 import { createHash } from "node:crypto";
+import { addDstackTdxProvider } from "./support/route_config.ts";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
 import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
-import type { GatewayConfig } from "../src/config/schema.ts";
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
 const sha256hex = (s: string) => createHash("sha256").update(s).digest("hex");
-
-function addTeeProvider(c: GatewayConfig, url: string, caPem: string) {
-  c.providers.push({
-    name: "tdx",
-    base_url: url,
-    zdr: true,
-    priority: 10,
-    timeout_ms: 5000,
-    native_formats: [],
-    confidential: {
-      verifier: "dstack-tdx",
-      tls_ca_pem: caPem,
-      allowed_mrtd: [],
-      allowed_compose_hashes: [],
-      session_ttl_seconds: 3600,
-      reverify_margin_seconds: 300,
-    },
-  });
-  c.models.push({
-    ...c.models[0],
-    id: "tee/model",
-    aliases: [],
-    routes: [{ provider: "tdx", model: "demo-chat" }],
-  });
-}
 
 /** A gateway with the TEE provider at `up`, verified with the real verifiers under the forge's root. */
 function gatewayVerifying(
@@ -51,7 +26,7 @@ function gatewayVerifying(
   forge: TdxForge,
 ): Promise<TestGateway> {
   return startTestGateway({
-    configure: (c) => addTeeProvider(c, up.url, up.caPem),
+    configure: (c) => addDstackTdxProvider(c, up.url, up.caPem),
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),
       deps: createVerifierDeps({

@@ -7,6 +7,7 @@
 import tls from "node:tls";
 import OpenAI from "openai";
 import assert from "node:assert/strict";
+import { addDstackTdxProvider } from "./support/route_config.ts";
 import { startTestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
@@ -21,28 +22,7 @@ Deno.test("verified path: one pinned handshake per key in steady state, a new on
   const gw = await startTestGateway({
     onPinnedHandshake: () => handshakes++,
     configure: (c) => {
-      c.providers.push({
-        name: "tdx",
-        base_url: up.url,
-        zdr: true,
-        priority: 10,
-        timeout_ms: 5000,
-        native_formats: [],
-        confidential: {
-          verifier: "dstack-tdx",
-          tls_ca_pem: up.caPem,
-          allowed_mrtd: [],
-          allowed_compose_hashes: [],
-          session_ttl_seconds: 3600,
-          reverify_margin_seconds: 300,
-        },
-      });
-      c.models.push({
-        ...c.models[0],
-        id: "tee/model",
-        aliases: [],
-        routes: [{ provider: "tdx", model: "demo-chat" }],
-      });
+      addDstackTdxProvider(c, up.url, up.caPem);
     },
     verifiers: {
       verifierFor: (p) => verifierFor(p.confidential!.verifier),

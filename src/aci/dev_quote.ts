@@ -9,6 +9,9 @@
 import { sha256 } from "./digest.ts";
 import { bytesEqual } from "./hex.ts";
 
+/** The `tee_type` of development quotes: plainly not a hardware type. */
+export const DEV_TEE_TYPE = "dev-insecure-no-tee";
+
 /** The ASCII magic that opens a development quote (no terminator). */
 export const DEV_QUOTE_MAGIC = "DEV-NO-TEE-QUOTE v1";
 

@@ -5,6 +5,7 @@
  * keys as PKCS#8 / SPKI.
  */
 
+import { concatBytes } from "./bytes.ts";
 import { Buffer } from "node:buffer";
 import {
   createPrivateKey,
@@ -49,18 +50,11 @@ const SPKI_PREFIX = Uint8Array.from([
   0x00,
 ]);
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
-}
-
 /** A private key object from a 32-byte RFC 8032 seed. */
 export function ed25519PrivateKeyFromSeed(seed: Uint8Array): KeyObject {
   if (seed.length !== 32) throw new Error("ed25519 seed must be 32 bytes");
   return createPrivateKey({
-    key: Buffer.from(concat(PKCS8_PREFIX, seed)),
+    key: Buffer.from(concatBytes([PKCS8_PREFIX, seed])),
     format: "der",
     type: "pkcs8",
   });
@@ -70,7 +64,7 @@ export function ed25519PrivateKeyFromSeed(seed: Uint8Array): KeyObject {
 export function ed25519PublicKeyFromRaw(raw: Uint8Array): KeyObject {
   if (raw.length !== 32) throw new Error("ed25519 public key must be 32 bytes");
   return createPublicKey({
-    key: Buffer.from(concat(SPKI_PREFIX, raw)),
+    key: Buffer.from(concatBytes([SPKI_PREFIX, raw])),
     format: "der",
     type: "spki",
   });

@@ -39,6 +39,7 @@ export type ExtraRoutes = (
 /** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
 const ANTHROPIC_PATHS = new Set(["/v1/messages", "/v1/messages/count_tokens"]);
 
+// Long as one closure over shared state; each inner function is short.
 export function createApp(
   ctx: GatewayContext,
   extra?: ExtraRoutes,

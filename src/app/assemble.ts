@@ -4,7 +4,6 @@
  * log sink, environment lookup). main.ts and the tests both call this, so
  * tests exercise exactly what production runs.
  */
-import { GatewayError } from "../http/errors.ts";
 import { StreamTicker, tickPeriodMs } from "../handlers/stream_ticker.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import { Catalog } from "../catalog/catalog.ts";
@@ -24,15 +23,16 @@ import type { QuoteProvider } from "../attestation/quote_provider.ts";
 import type { SourceProvenance } from "../attestation/provenance.ts";
 import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
-import { recoverHolds } from "../accounts/holds.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
-import type { Candidate } from "../routing/select.ts";
 import type { UpstreamTransport } from "../upstream/transport.ts";
 import { createReplayGuard } from "../e2ee/replay.ts";
+import { startReplicaUpkeep } from "./replica_upkeep.ts";
+import { createFetchFor } from "./upstream_fetch.ts";
+import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
 
 export interface OutsideWorld {
@@ -92,6 +92,11 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/**
+ * Wires every service into the context and the handler. Long by nature: one
+ * declaration per service, in dependency order; the pieces with logic of their
+ * own live beside it (replica_upkeep.ts, upstream_fetch.ts, request_log.ts).
+ */
 export function assembleGateway(
   config: GatewayConfig,
   world: OutsideWorld,
@@ -134,47 +139,16 @@ export function assembleGateway(
     replicas,
     randomBytes: world.randomBytes,
   });
-  // Archive every keyset (start-up and rotations) and keep this replica announced.
-  const announce = async () => {
-    const report = await reports.canonical(null);
-    await replicas.announce(report.attestation);
-  };
-  identity.onRotate((snap) => {
-    reports.archive(snap).catch((e) =>
-      world.log({ level: "error", msg: "keyset archive failed", error: String(e) })
-    );
+  // Keysets archived, this replica announced, crashed replicas' holds recovered.
+  const upkeep = startReplicaUpkeep({
+    kv,
+    identity,
+    reports,
+    replicas,
+    ttlMs: replicaTtlMs,
+    now,
+    log: world.log,
   });
-  // Credits held by replicas that are gone (a crash) go back to their keys.
-  let recovering: Promise<void> = Promise.resolve();
-  const recover = () =>
-    recovering = recoverHolds(kv, { self: replicas.id, live: () => replicas.liveIds() }).then(
-      (r) => {
-        if (r.instances > 0) {
-          world.log({
-            level: "info",
-            msg: "recovered holds of gone replicas",
-            instances: r.instances,
-            refunded_nano: r.refundedNano.toString(),
-          });
-        }
-      },
-    ).catch((e) => world.log({ level: "error", msg: "hold recovery failed", error: String(e) }));
-  const heartbeat = setInterval(() => {
-    announce().catch((e) =>
-      world.log({ level: "error", msg: "replica announce failed", error: String(e) })
-    );
-    void recover();
-  }, replicaTtlMs / 3);
-  // Quota leases are only safe while no other replica shares the store (see
-  // accounts/leases.ts); the replica list is re-read at most twice a second.
-  let sole: { at: number; value: Promise<boolean> } | null = null;
-  const soleReplica = (): Promise<boolean> => {
-    const t = now();
-    if (sole === null || t - sole.at > 500 || t < sole.at) {
-      sole = { at: t, value: replicas.others().then((o) => o.length === 0) };
-    }
-    return sole.value;
-  };
   const sessions = createSessionStore(kv, {
     now,
     receiptRetentionMs: config.receipts.retention_days * 86_400_000,
@@ -196,37 +170,11 @@ export function assembleGateway(
     return manager?.state(name) ??
       { verified: false, reason: "no upstream verifier is configured" };
   };
-  // A verified upstream is only ever reached over its bound key: pinned pools per
-  // (provider, SPKI), retired whenever the session they were opened under ends
-  // (invalidated, expired and re-verified, or another key).
-  const transport = opts.transport;
-  const pinnedSession = new Map<string, string>();
-  const fetchFor = (c: Candidate): UpstreamFetch => {
-    const v = c.verification;
-    const name = c.provider.name;
-    const session = v?.verified && v.spkiSha256 ? `${v.sessionId}:${v.spkiSha256}` : undefined;
-    if (transport && pinnedSession.has(name) && pinnedSession.get(name) !== session) {
-      pinnedSession.delete(name);
-      transport.dropPinned(name);
-    }
-    if (v?.verified && v.spkiSha256) {
-      if (!transport) throw new GatewayError("unavailable", "no pinned upstream transport");
-      pinnedSession.set(name, session!);
-      return transport.pinned({
-        provider: name,
-        spkiSha256: v.spkiSha256,
-        ca: c.provider.confidential?.tls_ca_pem,
-        onMismatch: () => {
-          pinnedSession.delete(name);
-          transport.dropPinned(name);
-          manager?.invalidate(name, "upstream TLS key does not match its session");
-        },
-      });
-    }
-    const pem = c.provider.confidential?.tls_ca_pem;
-    if (pem && transport) return transport.withCa(pem);
-    return world.fetch;
-  };
+  const fetchFor = createFetchFor({
+    transport: opts.transport,
+    fetch: world.fetch,
+    invalidate: (name, reason) => manager?.invalidate(name, reason),
+  });
   for (const p of config.providers) {
     if (p.confidential?.allow_unverified) {
       world.log({
@@ -252,7 +200,7 @@ export function assembleGateway(
       piggyback: committer,
       monotonic: world.monotonic,
       random: world.random,
-      soleReplica: config.store.quota_leases ? soleReplica : undefined,
+      soleReplica: config.store.quota_leases ? upkeep.soleReplica : undefined,
       holdInstance: replicas.id,
       leaseMaxRequests: config.store.lease_max_requests,
     }),
@@ -308,28 +256,12 @@ export function assembleGateway(
     randomUUID: world.randomUUID,
     log: world.log,
     logRequest: (info: RequestInfo, status: number, outcome?: string) =>
-      world.log({
-        level: "info",
-        request_id: info.requestId,
-        trace_id: info.traceId,
-        route: info.route ?? null,
-        key_id: info.keyId ?? null,
-        receipt_id: info.receiptId ?? null,
-        model: info.model,
-        provider: info.provider,
-        status,
-        error_code: info.errorCode ?? null,
-        outcome: outcome ?? (status < 400 ? "ok" : "refused"),
-        // Providers tried, in order, and how each attempt ended (never content).
-        attempts: info.attempts ?? [],
-        latency_ms: now() - info.started,
-        prompt_tokens: info.usage?.prompt_tokens ?? null,
-        completion_tokens: info.usage?.completion_tokens ?? null,
-        metadata: info.metadata ?? null,
-      }),
+      world.log(requestLogLine(info, status, outcome, now())),
   };
   // Ready once announced and every confidential upstream had its first verification attempt.
-  const ready = Promise.all([announce().then(recover), manager?.start()]).then(() => {});
+  const ready = Promise.all([upkeep.announce().then(upkeep.recover), manager?.start()]).then(
+    () => {},
+  );
   const handler = createApp(ctx, opts.extraRoutes);
   return {
     ctx,
@@ -338,10 +270,10 @@ export function assembleGateway(
     ready,
     manager,
     async close() {
-      clearInterval(heartbeat);
+      const upkeepClosed = upkeep.close(); // the heartbeat stops at once
       manager?.stop();
       await ready.catch(() => {});
-      await recovering;
+      await upkeepClosed;
       await ctx.admitter.close();
       await ctx.receipts.close().catch(() => {});
       await committer.close();

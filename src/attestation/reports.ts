@@ -56,6 +56,7 @@ export interface ReportService {
   archive(snapshot: IdentitySnapshot): Promise<void>;
 }
 
+// Long as one closure over shared state; each inner function is short.
 export function createReportService(o: ReportServiceOptions): ReportService {
   const cache = new Map<string, Promise<AttestationEntry>>();
   let inFlight = 0;

@@ -10,6 +10,7 @@
  * `deno task` echoes to the terminal.
  */
 
+import { type ParsedOptions, parseOptions, UsageError } from "./args.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { allPassed, type Check } from "../verify/checks.ts";
 import type { QuoteCheck } from "../verify/evidence.ts";
@@ -70,41 +71,17 @@ const BOOL_FLAGS = ["allow-dev", "require-verified-upstream", "help"] as const;
 type ValueFlag = typeof VALUE_FLAGS[number];
 type BoolFlag = typeof BOOL_FLAGS[number];
 
-interface ParsedArgs {
-  values: Partial<Record<ValueFlag, string>>;
-  flags: Set<BoolFlag>;
-}
-
-class UsageError extends Error {}
+type ParsedArgs = ParsedOptions<ValueFlag, BoolFlag, never>;
 
 function parseArgs(args: string[]): ParsedArgs {
-  const values: Partial<Record<ValueFlag, string>> = {};
-  const flags = new Set<BoolFlag>();
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (!arg.startsWith("--")) throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
-    const eq = arg.indexOf("=");
-    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-    if ((BOOL_FLAGS as readonly string[]).includes(name)) {
-      if (eq !== -1) throw new UsageError(`--${name} takes no value`);
-      flags.add(name as BoolFlag);
-      continue;
-    }
-    if (name === "api-key") {
-      throw new UsageError(
-        "--api-key is not accepted: deno task prints its command line; set GATEWAY_API_KEY " +
-          "or use --api-key-file <file>",
-      );
-    }
-    if (!(VALUE_FLAGS as readonly string[]).includes(name)) {
-      throw new UsageError(`unknown option --${name}`);
-    }
-    const value = eq === -1 ? args[++i] : arg.slice(eq + 1);
-    if (value === undefined || value === "") throw new UsageError(`--${name} needs a value`);
-    if (values[name as ValueFlag] !== undefined) throw new UsageError(`--${name} given twice`);
-    values[name as ValueFlag] = value;
+  // Refused by name: a key on the command line ends up in `deno task`'s echo and shell history.
+  if (args.some((a) => a === "--api-key" || a.startsWith("--api-key="))) {
+    throw new UsageError(
+      "--api-key is not accepted: deno task prints its command line; set GATEWAY_API_KEY " +
+        "or use --api-key-file <file>",
+    );
   }
-  return { values, flags };
+  return parseOptions(args, { strings: VALUE_FLAGS, booleans: BOOL_FLAGS });
 }
 
 function isUrl(source: string): boolean {

@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
 import { sha256Prefixed } from "../aci/digest.ts";
-import { keysetDigest } from "../aci/keyset.ts";
 import { type LegacySigningAlgo, signatureEnvelope } from "../aci/legacy.ts";
-import { type Receipt, signReceipt } from "../aci/receipt.ts";
 import { generateWorkloadKeys } from "../aci/signer.ts";
-import { makeLegacyReport, makeReport } from "../verify/dev_report_fixture.ts";
+import { makeLegacyReport, makeReceipt, makeReport } from "../verify/dev_report_fixture.ts";
 import { runVerify, type VerifyDeps } from "./verify.ts";
 
 const enc = new TextEncoder();
@@ -15,20 +13,7 @@ const keys = generateWorkloadKeys();
 const { keyset } = makeReport(keys, null);
 const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 
-const receipt: Receipt = signReceipt({
-  api_version: "aci/1",
-  receipt_id: "rcpt-" + "12".repeat(16),
-  chat_id: "c1",
-  model: "m",
-  workload_keyset_digest: keysetDigest(keyset),
-  endpoint: "/v1/chat/completions",
-  method: "POST",
-  served_at: 1_750_000_000,
-  event_log: [
-    { type: "request.received", body_hash: sha256Prefixed(REQ) },
-    { type: "response.returned", body_hash: sha256Prefixed(RES) },
-  ],
-}, keys);
+const receipt = makeReceipt(keys, keyset, "rcpt-" + "12".repeat(16), REQ, RES);
 
 function deps(lines: string[], apiKey?: string): VerifyDeps {
   return {

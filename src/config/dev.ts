@@ -26,6 +26,7 @@ const chatParams = [
   "seed",
 ];
 
+// Long as one configuration literal.
 export function devConfig(
   up: DevUpstreams,
   opts: { port: number; storePath: string; teePort?: number },

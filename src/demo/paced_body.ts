@@ -5,26 +5,12 @@
  * server or a client disconnect never leaves a timer behind.
  */
 
+import { sleep } from "../store/transient.ts";
+
 const encoder = new TextEncoder();
 
 /** The SSE comment some upstreams send to keep idle connections open. */
 export const KEEPALIVE_COMMENT = ": PROCESSING\n\n";
-
-/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
 
 /** How to send the pieces of a body. */
 export interface PacingOptions {

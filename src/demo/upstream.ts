@@ -16,7 +16,8 @@ import {
   type UsageMode,
 } from "./fake_render.ts";
 import { parseChatRequest, parseCompletionRequest, parseEmbeddingRequest } from "./fake_request.ts";
-import { pacedBody, type PacingOptions, sleep } from "./paced_body.ts";
+import { pacedBody, type PacingOptions } from "./paced_body.ts";
+import { sleep } from "../store/transient.ts";
 
 /** Model names served when none are configured. */
 export const DEFAULT_DEMO_MODELS: readonly string[] = ["demo-chat", "demo-reasoner", "demo-embed"];
@@ -146,6 +147,7 @@ const ROUTES: Record<string, string> = {
 };
 
 /** Starts a demo upstream; resolves once it listens. */
+// Long as one closure over shared state; each inner function is short.
 // deno-lint-ignore require-await -- async so that bad options reject rather than throw.
 export async function startDemoUpstream(opts: DemoUpstreamOptions): Promise<DemoUpstream> {
   const models = [...(opts.models ?? DEFAULT_DEMO_MODELS)];

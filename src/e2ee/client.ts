@@ -153,6 +153,7 @@ export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKe
 }
 
 /** Attest once, then encrypt every E2EE-capable request with the attested key. */
+// Long as one closure over shared state; each inner function is short.
 export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetch> {
   const base = opts.fetch ?? fetch;
   const random = opts.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
@@ -321,6 +322,7 @@ export function openResponse(
  * reader stops early (the SDK stops at `[DONE]`): the rest is read then, so
  * the exchange holds the whole stream its receipt covers.
  */
+// Long as one closure over shared state; each inner function is short.
 function sseDecryptor(
   src: ReadableStream<Uint8Array>,
   open: (o: Record<string, unknown>) => void,

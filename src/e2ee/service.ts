@@ -90,6 +90,7 @@ const fail = (kind: ConstructorParameters<typeof GatewayError>[0], message: stri
  * restored request, or a thrown `e2ee_*` GatewayError (before any byte of it
  * could go upstream).
  */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export async function openE2ee(
   deps: E2eeDeps,
   h: Headers,

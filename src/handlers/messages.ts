@@ -8,12 +8,9 @@ import {
 import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
-import { idOf, usageField } from "./plan.ts";
+import { idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
-import type { Candidate } from "../routing/select.ts";
-
-const native = (c: Candidate) => c.provider.native_formats.includes("messages");
 
 export const messagesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/messages",
@@ -43,23 +40,28 @@ export const messagesEndpoint: InferenceEndpoint = {
       stream: p.stream,
       estimate: { promptTokens, outputTokens: out.perCompletion },
       pricing: model.config.pricing,
-      upstreamPath: (c) => (native(c) ? "/v1/messages" : "/v1/chat/completions"),
-      upstreamBody: (c) =>
-        native(c)
-          ? { ...(body as Record<string, unknown>), model: c.upstreamModel, provider: undefined }
-          : upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
-      respond: (u, c) =>
-        native(c)
-          ? withModel(u, p.model)
-          : chatToMessagesResponse(u as ChatResponse, p.model, p.stopSequences),
       usage: usageField,
       chatId: idOf,
-      translator: (c) =>
-        native(c) ? nativeMessagesPassthrough(p.model) : createMessagesStreamTranslator({
-          model: p.model,
-          inputTokensEstimate: promptTokens,
-          stopSequences: p.stopSequences,
+      ...nativeOrTranslated("messages", {
+        path: "/v1/messages",
+        body: (c) => ({
+          ...(body as Record<string, unknown>),
+          model: c.upstreamModel,
+          provider: undefined,
         }),
+        respond: (u) => withModel(u, p.model),
+        translator: () => nativeMessagesPassthrough(p.model),
+      }, {
+        path: "/v1/chat/completions",
+        body: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
+        respond: (u) => chatToMessagesResponse(u as ChatResponse, p.model, p.stopSequences),
+        translator: () =>
+          createMessagesStreamTranslator({
+            model: p.model,
+            inputTokensEstimate: promptTokens,
+            stopSequences: p.stopSequences,
+          }),
+      }),
     };
   },
 };

@@ -61,3 +61,30 @@ export function usageField(upstream: unknown): TokenUsage | undefined {
   if (typeof p !== "number") return undefined;
   return { prompt_tokens: p, completion_tokens: typeof c === "number" ? c : 0 };
 }
+
+/** How a plan reaches one kind of upstream: its path, body, answer and stream translation. */
+export interface UpstreamSide {
+  path: string;
+  body(c: Candidate): unknown;
+  respond(upstream: unknown): unknown;
+  translator(): Translator;
+}
+
+/**
+ * The per-candidate part of a plan for a format some upstreams speak natively
+ * (`native_formats`): those get the client's format passed through, the others
+ * the request translated to chat.
+ */
+export function nativeOrTranslated(
+  format: "messages" | "responses",
+  native: UpstreamSide,
+  translated: UpstreamSide,
+): Pick<InferencePlan, "upstreamPath" | "upstreamBody" | "respond" | "translator"> {
+  const side = (c: Candidate) => c.provider.native_formats.includes(format) ? native : translated;
+  return {
+    upstreamPath: (c) => side(c).path,
+    upstreamBody: (c) => side(c).body(c),
+    respond: (u, c) => side(c).respond(u),
+    translator: (c) => side(c).translator(),
+  };
+}

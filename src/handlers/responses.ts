@@ -8,13 +8,10 @@ import {
 import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
-import { idOf, usageField } from "./plan.ts";
+import { idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
-import type { Candidate } from "../routing/select.ts";
 import { bytesToHex } from "../aci/hex.ts";
-
-const native = (c: Candidate) => c.provider.native_formats.includes("responses");
 
 export const responsesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/responses",
@@ -50,30 +47,32 @@ export const responsesEndpoint: InferenceEndpoint = {
       stream: p.stream,
       estimate: { promptTokens, outputTokens: out.perCompletion },
       pricing: model.config.pricing,
-      upstreamPath: (c) => (native(c) ? "/v1/responses" : "/v1/chat/completions"),
-      upstreamBody: (c) =>
-        native(c)
-          ? {
-            max_output_tokens: out.cap,
-            ...(body as Record<string, unknown>),
-            model: c.upstreamModel,
-            provider: undefined,
-          }
-          : upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
-      respond: (u, c) =>
-        native(c)
-          ? withModel(u, p.model)
-          : chatToResponsesResponse(u as ChatResponse, p.model, { createdAt, echo: p.echo }),
       usage: usageField,
       chatId: idOf,
-      translator: (c) =>
-        native(c) ? nativeResponsesPassthrough(p.model) : createResponsesStreamTranslator({
-          model: p.model,
-          createdAt,
-          echo: p.echo,
-          id: "resp_" + bytesToHex(randomBytes(24)),
-          inputTokensEstimate: promptTokens,
+      ...nativeOrTranslated("responses", {
+        path: "/v1/responses",
+        body: (c) => ({
+          max_output_tokens: out.cap,
+          ...(body as Record<string, unknown>),
+          model: c.upstreamModel,
+          provider: undefined,
         }),
+        respond: (u) => withModel(u, p.model),
+        translator: () => nativeResponsesPassthrough(p.model),
+      }, {
+        path: "/v1/chat/completions",
+        body: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
+        respond: (u) =>
+          chatToResponsesResponse(u as ChatResponse, p.model, { createdAt, echo: p.echo }),
+        translator: () =>
+          createResponsesStreamTranslator({
+            model: p.model,
+            createdAt,
+            echo: p.echo,
+            id: "resp_" + bytesToHex(randomBytes(24)),
+            inputTokensEstimate: promptTokens,
+          }),
+      }),
     };
   },
 };

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { StreamTicker, tickPeriodMs } from "./stream_ticker.ts";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../store/transient.ts";
 
 Deno.test("the ticker calls every registered stream each period, and stops when none is left", async () => {
   let clock = 0;

@@ -5,6 +5,7 @@
  * one body differently would defeat the receipt's body hash).
  */
 import { GatewayError } from "./errors.ts";
+import { concatBytes } from "../aci/bytes.ts";
 
 /** Bounds on reading one body beyond its size (#15): a deadline and reserved memory. */
 export interface BodyIntake {
@@ -121,13 +122,7 @@ async function readWithin(
     throw new GatewayError("invalid_request", "request body could not be read");
   }
   if (chunks.length === 1) return chunks[0];
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, total);
 }
 
 /**

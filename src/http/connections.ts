@@ -121,6 +121,7 @@ interface Tracked {
   closing: boolean;
 }
 
+// Long as one closure over shared state; each inner function is short.
 export function serveConnections(
   listener: Deno.Listener,
   handler: (req: Request) => Promise<Response>,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { GatewayError } from "./errors.ts";
 import { type Handler, Router } from "./router.ts";
+import { thrownGatewayError } from "../../tests/support/gateway_error.ts";
 
 type Ctx = { calls: string[] };
 const h = (name: string): Handler<Ctx> => (_req, ctx, params) => {
@@ -16,16 +16,6 @@ function table(): Router<Ctx> {
     .on("GET", "/v1/aci/receipts/:id", h("receipt"))
     .on("DELETE", "/v1/aci/receipts/:id", h("delete"))
     .on("GET", "/v1/aci/receipts/:id", h("shadowed"));
-}
-
-function thrown(fn: () => unknown): GatewayError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof GatewayError) return e;
-    throw e;
-  }
-  throw new assert.AssertionError({ message: "expected a GatewayError" });
 }
 
 Deno.test("router: literal and captured segments; the pattern (never the raw path) is reported", async () => {
@@ -49,13 +39,13 @@ Deno.test("router: literal and captured segments; the pattern (never the raw pat
 Deno.test("router: HEAD is served by the GET handler, nothing else is", () => {
   const r = table();
   assert.equal(r.match("HEAD", "/v1/models").pattern, "/v1/models");
-  const e = thrown(() => r.match("HEAD", "/v1/chat/completions"));
+  const e = thrownGatewayError(() => r.match("HEAD", "/v1/chat/completions"));
   assert.equal(e.kind, "method_not_allowed");
 });
 
 Deno.test("router: a known path with another method is 405 with Allow; an unknown path is 404", () => {
   const r = table();
-  const e = thrown(() => r.match("PUT", "/v1/aci/receipts/abc"));
+  const e = thrownGatewayError(() => r.match("PUT", "/v1/aci/receipts/abc"));
   assert.equal(e.status, 405);
   assert.equal(e.message, "method PUT is not allowed on this path");
   // Each method once, in registration order.
@@ -63,19 +53,19 @@ Deno.test("router: a known path with another method is 405 with Allow; an unknow
   assert.deepEqual(r.allowedMethods("/v1/aci/receipts/x"), ["GET", "DELETE"]);
 
   for (const path of ["/v1/nope", "/v1/models/a", "/v1/models/a/b/c", "/", ""]) {
-    const nf = thrown(() => r.match("GET", path));
+    const nf = thrownGatewayError(() => r.match("GET", path));
     assert.equal(nf.status, 404, path);
     assert.equal(nf.kind, "not_found");
     assert.equal(nf.message, "no such endpoint");
   }
   // Segments are case-sensitive.
-  assert.equal(thrown(() => r.match("GET", "/V1/models")).status, 404);
+  assert.equal(thrownGatewayError(() => r.match("GET", "/V1/models")).status, 404);
   assert.deepEqual(r.allowedMethods("/v1/nope"), []);
 });
 
 Deno.test("router: a capture that does not percent-decode does not match (404, not a 500)", () => {
   const r = table();
-  const e = thrown(() => r.match("GET", "/v1/aci/receipts/%E0%A4%A"));
+  const e = thrownGatewayError(() => r.match("GET", "/v1/aci/receipts/%E0%A4%A"));
   assert.equal(e.status, 404);
   // Decoded captures may contain a slash; they are still one segment.
   assert.deepEqual(r.match("GET", "/v1/aci/receipts/a%2Fb").params, { id: "a/b" });

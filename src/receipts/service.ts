@@ -48,6 +48,7 @@ export interface ReceiptService {
   get(id: string, ownerDigest: string | null): Promise<Receipt>;
 }
 
+// Long as one closure over shared state; each inner function is short.
 export function createReceiptService(
   kv: Deno.Kv,
   opts: {

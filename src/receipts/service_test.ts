@@ -3,7 +3,6 @@ import { receiptSigningInput } from "../aci/receipt.ts";
 import { ed25519Verify } from "../aci/ed25519.ts";
 import { hexToBytes } from "../aci/hex.ts";
 import { createIdentity } from "../attestation/identity.ts";
-import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import { ReceiptRecorder } from "./recorder.ts";
 import {
@@ -12,6 +11,7 @@ import {
   parseStoredReceipt,
   RECEIPT_PREFIX,
 } from "./service.ts";
+import { rejectedGatewayError } from "../../tests/support/gateway_error.ts";
 
 const HASH = "sha256:" + "ab".repeat(32);
 const DAY = 86_400_000;
@@ -39,16 +39,6 @@ async function setup() {
     return rec.draft;
   };
   return { kv, identity, service, commit, draft, advance: (ms: number) => (now += ms) };
-}
-
-async function gatewayError(p: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof GatewayError) return e;
-    throw e;
-  }
-  throw new assert.AssertionError({ message: "expected a GatewayError" });
 }
 
 Deno.test("receipt service: finalize signs with the current keyset and writes receipt + chat index", async () => {
@@ -104,19 +94,19 @@ Deno.test("receipt service: get serves a receipt only to its owner, by receipt i
     assert.equal((await service.get("chatcmpl-same", "owner-a")).receipt_id, "rcpt_a");
     assert.equal((await service.get("chatcmpl-same", "owner-b")).receipt_id, "rcpt_b");
     // Another key: 404 (never says the receipt exists); no key: 401.
-    const other = await gatewayError(service.get("rcpt_a", "owner-c"));
+    const other = await rejectedGatewayError(service.get("rcpt_a", "owner-c"));
     assert.equal(other.status, 404);
     assert.equal(other.message, "no receipt with this id");
-    assert.equal((await gatewayError(service.get("rcpt_a", null))).status, 401);
-    assert.equal((await gatewayError(service.get("chatcmpl-same", "owner-c"))).status, 404);
+    assert.equal((await rejectedGatewayError(service.get("rcpt_a", null))).status, 401);
+    assert.equal((await rejectedGatewayError(service.get("chatcmpl-same", "owner-c"))).status, 404);
     // A receipt without an owner (e.g. an unauthenticated refusal) is readable by anyone.
     assert.equal((await service.get("rcpt_anon", null)).receipt_id, "rcpt_anon");
     assert.equal((await service.get("rcpt_anon", "owner-a")).receipt_id, "rcpt_anon");
     // Unknown ids: 404 with a key, 401 without; ids outside printable ASCII never reach KV.
-    assert.equal((await gatewayError(service.get("rcpt_none", "owner-a"))).status, 404);
-    assert.equal((await gatewayError(service.get("rcpt_none", null))).status, 401);
+    assert.equal((await rejectedGatewayError(service.get("rcpt_none", "owner-a"))).status, 404);
+    assert.equal((await rejectedGatewayError(service.get("rcpt_none", null))).status, 401);
     for (const id of ["", "a b", "x".repeat(257), "é"]) {
-      assert.equal((await gatewayError(service.get(id, "owner-a"))).status, 404, id);
+      assert.equal((await rejectedGatewayError(service.get(id, "owner-a"))).status, 404, id);
     }
   } finally {
     kv.close();
@@ -132,7 +122,7 @@ Deno.test("receipt service: a receipt past its retention is gone even if KV stil
     advance(1);
     // KV's own expiry is best-effort; the stored `until` decides.
     assert.notEqual((await kv.get([RECEIPT_PREFIX, "rcpt_old"])).value, null);
-    assert.equal((await gatewayError(service.get("rcpt_old", "owner-a"))).status, 404);
+    assert.equal((await rejectedGatewayError(service.get("rcpt_old", "owner-a"))).status, 404);
   } finally {
     kv.close();
   }

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { sha256Prefixed } from "../aci/digest.ts";
 import type { ProviderConfig } from "../config/schema.ts";
-import { GatewayError } from "../http/errors.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
 import type { Candidate, VerificationState } from "./select.ts";
 import type { UpstreamFetch } from "../upstream/forward.ts";
 import { type AttemptRecord, forward, type ForwardPlan } from "./failover.ts";
+import { rejectedGatewayError } from "../../tests/support/gateway_error.ts";
 
 /** A receipt whose request body was `BODY` (forwarded bytes are compared with it). */
 function receipt(id: string): ReceiptRecorder {
@@ -85,16 +85,6 @@ const deps = {
   bodyLimits: { maxBytes: 1 << 20, idleMs: 5_000, totalMs: 10_000 },
 };
 
-async function rejected(p: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof GatewayError) return e;
-    throw e;
-  }
-  throw new assert.AssertionError({ message: "expected a GatewayError" });
-}
-
 Deno.test("failover: a 503 fails over to the next candidate; events and attempts say so", async () => {
   const a = upstream(() => new Response('{"error":{"message":"overloaded"}}', { status: 503 }));
   const b = upstream(() => Response.json({ ok: true }));
@@ -138,7 +128,7 @@ Deno.test("failover: a 400 is final, and its message is sanitized (quoted prompt
   const b = upstream(() => Response.json({ ok: true }));
   try {
     const rec = receipt("r2");
-    const e = await rejected(
+    const e = await rejectedGatewayError(
       forward(plan([candidate("a", a.url), candidate("b", b.url)]).p, deps, rec),
     );
     assert.equal(e.status, 400);
@@ -168,7 +158,7 @@ Deno.test("failover: timeouts, refused connections and 429s map to their errors"
   await closed.close();
   try {
     const rec = receipt("r3");
-    const timeout = await rejected(
+    const timeout = await rejectedGatewayError(
       forward(plan([candidate("slow", slow.url, { timeoutMs: 100 })]).p, deps, rec),
     );
     assert.equal(timeout.kind, "upstream_timeout");
@@ -182,16 +172,18 @@ Deno.test("failover: timeouts, refused connections and 429s map to their errors"
       attempt: 1,
       reason: "timeout",
     });
-    const refused = await rejected(forward(plan([candidate("gone", closedUrl)]).p, deps, rec));
+    const refused = await rejectedGatewayError(
+      forward(plan([candidate("gone", closedUrl)]).p, deps, rec),
+    );
     assert.equal(refused.kind, "upstream_error");
     assert.equal(refused.message, "upstream unreachable (1 upstream attempt)");
-    const busy = await rejected(
+    const busy = await rejectedGatewayError(
       forward(plan([candidate("l1", limited.url), candidate("l2", limited.url)]).p, deps, rec),
     );
     assert.equal(busy.kind, "unavailable");
     assert.equal(busy.message, "upstream answered 429 (2 upstream attempts)");
     assert.equal(limited.seen.length, 2, "429 fails over");
-    const none = await rejected(forward(plan([]).p, deps, rec));
+    const none = await rejectedGatewayError(forward(plan([]).p, deps, rec));
     assert.equal(none.message, "no upstream could be tried");
   } finally {
     release();
@@ -212,7 +204,7 @@ Deno.test("failover: a client abort stops failover; a changed body is marked as 
       onAttempt: () => ctl.abort(),
       body: () => new TextEncoder().encode('{"model":"m","messages":[],"x":1}'),
     });
-    const e = await rejected(forward(p, deps, rec));
+    const e = await rejectedGatewayError(forward(p, deps, rec));
     assert.equal(e.message, "client closed the request");
     assert.equal(b.seen.length, 0);
     assert.ok(rec.draft.events.some((ev) => ev.type === "transparency.request_modified"));
@@ -240,7 +232,7 @@ Deno.test("failover: a TLS pin mismatch reports the channel and asks for re-veri
   const { p } = plan([candidate("tee", "https://127.0.0.1:1/v1", { verification: verified })], {
     verificationRequired: true,
   });
-  const e = await rejected(
+  const e = await rejectedGatewayError(
     forward(p, {
       ...deps,
       fetchFor: () => pinFetch,
@@ -267,7 +259,7 @@ Deno.test("failover: a TLS pin mismatch reports the channel and asks for re-veri
       verification: { verified: false, reason: "no quote" },
     }),
   ]);
-  await rejected(forward(p2, { ...deps, fetchFor: () => pinFetch }, rec2));
+  await rejectedGatewayError(forward(p2, { ...deps, fetchFor: () => pinFetch }, rec2));
   assert.deepEqual(rec2.draft.events.find((ev) => ev.type === "upstream.verified"), {
     type: "upstream.verified",
     model_id: "demo/m",

@@ -53,6 +53,7 @@ const NOT_IMPLEMENTED = new Set([
 ]);
 
 /** Validate the raw `provider` value of a request body together with the routing headers. */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function parseRouting(provider: unknown, headers: Headers): RoutingConstraints {
   const c: RoutingConstraints = {
     zdr: false,

@@ -63,6 +63,7 @@ export interface SelectInput {
   modelId: string;
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function selectCandidates(input: SelectInput): Candidate[] {
   const { constraints: c } = input;
   let all: Candidate[] = input.routes.map((r) => {

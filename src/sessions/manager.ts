@@ -43,6 +43,7 @@ export interface ManagerOptions {
 
 const MAX_BACKOFF_MS = 60_000;
 
+// Long as one closure over shared state; each inner function is short.
 export function createVerificationManager(o: ManagerOptions): VerificationManager {
   const confidential = o.providers.filter((p) => p.confidential);
   const current = new Map<string, Current>();

@@ -7,6 +7,7 @@
  * upstream exchange, so its connection is closed, never reused half-read.
  */
 import { GatewayError } from "../http/errors.ts";
+import { concatBytes } from "../aci/bytes.ts";
 
 export interface BodyReadLimits {
   maxBytes: number;
@@ -69,11 +70,5 @@ export async function readWholeBody(
     clientSignal?.removeEventListener("abort", onClient);
   }
   if (parts.length === 1) return new Uint8Array(parts[0]);
-  const out = new Uint8Array(n);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, n);
 }

@@ -3,6 +3,7 @@
  * the three framings (content-length, chunked, read-to-EOF) decoded from the
  * connection buffer, and the pull-driven body stream and source over them.
  */
+import { concatBytes } from "../aci/bytes.ts";
 import { CR, LF } from "./h1_syntax.ts";
 import { type Conn, filled, H1Error, startFill } from "./h1_conn.ts";
 
@@ -234,6 +235,7 @@ export function bodySourceOf(res: Response): H1BodySource | undefined {
  * The response body: bytes are read from the socket only when the consumer asks
  * (highWaterMark 0), and each read hands out everything already buffered as one copy.
  */
+// Long as one closure over shared state; each inner function is short.
 export function bodyStream(
   c: Conn,
   ex: Exchange,
@@ -260,7 +262,7 @@ export function bodyStream(
       else (more ??= [first]).push(s);
       total += s.length;
     }
-    return first === null ? null : more === null ? first.slice() : concat(more, total);
+    return first === null ? null : more === null ? first.slice() : concatBytes(more, total);
   };
   const failure = (e: unknown): unknown => {
     const aborted = ex.abortReason();
@@ -317,14 +319,4 @@ export function bodyStream(
     cancel: source.cancel,
   }, { highWaterMark: 0 });
   return { stream, source };
-}
-
-export function concat(parts: Uint8Array[], total: number): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
 }

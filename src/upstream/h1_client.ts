@@ -101,6 +101,7 @@ export const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
 
 export const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
 
+// Long as one closure over shared state; each inner function is short.
 export function createH1Client(opts: H1ClientOptions): H1Client {
   const maxIdle = nonNegativeInteger(
     opts.maxIdlePerOrigin ?? H1_DEFAULT_MAX_IDLE_PER_ORIGIN,

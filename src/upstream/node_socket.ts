@@ -12,6 +12,7 @@ import type { H1Socket } from "./h1_client.ts";
 /** Bytes queued before the socket is paused. */
 const HIGH_WATER_BYTES = 16 * 1024;
 
+// Long as one closure over shared state; each inner function is short.
 export function nodeSocketConn(socket: Duplex): H1Socket {
   const queue: Uint8Array[] = [];
   let queued = 0;

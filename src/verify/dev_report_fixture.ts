@@ -5,7 +5,7 @@
  * TEE. Never used to serve reports.
  */
 
-import { devQuote } from "../aci/dev_quote.ts";
+import { DEV_TEE_TYPE, devQuote } from "../aci/dev_quote.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { keysetDigest, type WorkloadKeyset } from "../aci/keyset.ts";
 import {
@@ -15,11 +15,10 @@ import {
   type LegacySigningAlgo,
   legacySigningPublicKey,
 } from "../aci/legacy.ts";
+import { type Receipt, signReceipt } from "../aci/receipt.ts";
+import { sha256Prefixed } from "../aci/digest.ts";
 import { buildKeyset, type WorkloadKeys } from "../aci/signer.ts";
 import { reportData, reportDataSlot } from "../aci/statement.ts";
-
-/** The development tee_type used by the gateway's dev quote provider. */
-export const DEV_TEE_TYPE = "dev-insecure-no-tee";
 
 /** A canonical report over `keys` bound to `nonce`, carrying `quote(slot)` as evidence. */
 export function makeReport(
@@ -52,6 +51,33 @@ export function makeReport(
       all_attestations: [attestation],
     },
   };
+}
+
+/**
+ * A receipt signed by `keys` for one exchange under `keyset`: `request.received`
+ * and `response.returned` with the hashes of `request` and `response`.
+ */
+export function makeReceipt(
+  keys: WorkloadKeys,
+  keyset: WorkloadKeyset,
+  receiptId: string,
+  request: Uint8Array,
+  response: Uint8Array,
+): Receipt {
+  return signReceipt({
+    api_version: "aci/1",
+    receipt_id: receiptId,
+    chat_id: "c1",
+    model: "m",
+    workload_keyset_digest: keysetDigest(keyset),
+    endpoint: "/v1/chat/completions",
+    method: "POST",
+    served_at: 1_750_000_000,
+    event_log: [
+      { type: "request.received", body_hash: sha256Prefixed(request) },
+      { type: "response.returned", body_hash: sha256Prefixed(response) },
+    ],
+  }, keys);
 }
 
 /** A legacy report: the canonical one plus signing fields and its own legacy-layout dev quote. */

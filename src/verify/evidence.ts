@@ -48,6 +48,7 @@ export function evidenceQuote(evidence: unknown): Uint8Array | string {
  * against `expectedSlot` (null when the expected value could not be
  * computed, which fails the binding check).
  */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export async function evidenceChecks(
   prefix: string,
   teeType: string,

@@ -80,6 +80,7 @@ function keyInKeyset(report: unknown, algo: string, address: string): Check {
  * the attested keyset, the body hashes, the text matching the nested
  * receipt's hashes, and the nested receipt itself (see verifyReceipt).
  */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function verifySignatureEnvelope(
   envelope: unknown,
   opts: EnvelopeVerifyOptions = {},
@@ -214,6 +215,7 @@ export interface LegacyReportVerifyOptions extends EvidenceOptions {
  * part`. Without a nonce the second half can only be compared with the
  * echoed `request_nonce`, and freshness is not established.
  */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export async function verifyLegacyReport(
   report: unknown,
   opts: LegacyReportVerifyOptions = {},

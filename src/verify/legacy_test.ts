@@ -1,12 +1,10 @@
 import assert from "node:assert/strict";
 import { sha256, sha256Prefixed } from "../aci/digest.ts";
 import { bytesToHex } from "../aci/hex.ts";
-import { keysetDigest } from "../aci/keyset.ts";
 import { signatureEnvelope } from "../aci/legacy.ts";
-import { signReceipt } from "../aci/receipt.ts";
 import { generateWorkloadKeys } from "../aci/signer.ts";
 import type { Check } from "./checks.ts";
-import { makeLegacyReport, makeReport } from "./dev_report_fixture.ts";
+import { makeLegacyReport, makeReceipt, makeReport } from "./dev_report_fixture.ts";
 import { verifyLegacyReport, verifySignatureEnvelope } from "./legacy.ts";
 
 const enc = new TextEncoder();
@@ -22,20 +20,7 @@ const byName = (cs: Check[]) => Object.fromEntries(cs.map((c) => [c.name, c]));
 const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 
 function receipt() {
-  return signReceipt({
-    api_version: "aci/1",
-    receipt_id: "rcpt-" + "aa".repeat(16),
-    chat_id: "c1",
-    model: "m",
-    workload_keyset_digest: keysetDigest(keyset),
-    endpoint: "/v1/chat/completions",
-    method: "POST",
-    served_at: 1_750_000_000,
-    event_log: [
-      { type: "request.received", body_hash: sha256Prefixed(REQ) },
-      { type: "response.returned", body_hash: sha256Prefixed(RES) },
-    ],
-  }, keys);
+  return makeReceipt(keys, keyset, "rcpt-" + "aa".repeat(16), REQ, RES);
 }
 
 Deno.test("legacy envelope: ecdsa and ed25519 envelopes verify end to end", () => {

@@ -7,6 +7,7 @@
  * response says `Connection: close`, so finished requests leave no pooled
  * sockets behind and socket counts return to their baseline.
  */
+import { sleep } from "../../src/store/transient.ts";
 
 export interface CountingStats {
   started: number;
@@ -58,20 +59,6 @@ export function startCountingUpstream(opts: CountingUpstreamOptions): CountingUp
   hold();
   const listeners = new Set<() => void>();
   const changed = () => listeners.forEach((l) => l());
-
-  const sleep = (ms: number, signal: AbortSignal) =>
-    new Promise<void>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      const t = setTimeout(() => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      }, ms);
-      const onAbort = () => {
-        clearTimeout(t);
-        reject(signal.reason);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
 
   const chunk = (model: string, delta: Record<string, unknown>, finish: string | null) =>
     `data: ${

@@ -16,7 +16,7 @@ import { createKey, type Tier } from "../../src/accounts/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/accounts/credits.ts";
 import { randomBytes } from "node:crypto";
 import type { UpstreamVerifier, VerifierDeps } from "../../src/sessions/types.ts";
-import { createDevQuoteProvider } from "../../enclave/dev_quote.ts";
+import { createDevQuoteProvider } from "../../enclave/dev_quote_provider.ts";
 import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 import { serveConnections } from "../../src/http/connections.ts";
 import { runtimeServeOn } from "../../main.ts";

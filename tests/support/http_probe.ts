@@ -5,6 +5,7 @@
  * invalid request lines), and error envelopes are checked in one place.
  */
 import assert from "node:assert/strict";
+import { concatBytes } from "../../src/aci/bytes.ts";
 
 /** What a probe observed. `json` is undefined when the body is not JSON. */
 export interface Probe {
@@ -79,7 +80,7 @@ export async function rawHttp(
       if (n === null) break;
       chunks.push(buf.slice(0, n));
       total += n;
-      if (complete(join(chunks, total))) break;
+      if (complete(concatBytes(chunks, total))) break;
     }
   } finally {
     clearTimeout(timer);
@@ -88,7 +89,7 @@ export async function rawHttp(
     } catch { /* already closed */ }
     await writing;
   }
-  const all = join(chunks, total);
+  const all = concatBytes(chunks, total);
   const parsed = parseResponse(all);
   if (parsed === null) {
     throw new Error(`no HTTP response within ${timeoutMs} ms (${total} bytes read)`);
@@ -103,16 +104,6 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   } catch {
     // the server closed or reset the connection before taking everything
   }
-}
-
-function join(chunks: Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.byteLength;
-  }
-  return out;
 }
 
 const latin1 = new TextDecoder("latin1");

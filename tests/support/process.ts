@@ -3,17 +3,10 @@
  * process, for tests that need several processes, signals or restarts.
  */
 import type { GatewayConfig } from "../../src/config/schema.ts";
+import { spawnListening, type TaskProcess } from "./task_line.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-
-export interface GatewayProcess {
-  url: string;
-  child: Deno.ChildProcess;
-  /** Lines the process wrote to stdout (its JSON request log). */
-  stdout: string[];
-  stderr: string[];
-  stop(signal?: Deno.Signal): Promise<Deno.CommandStatus>;
-}
+/** A running gateway: its base origin, its output lines (stdout: the JSON request log), stop(). */
+export type GatewayProcess = TaskProcess;
 
 export async function writeConfig(dir: string, config: unknown): Promise<string> {
   const path = `${dir}/config.json`;
@@ -44,25 +37,6 @@ export function baseConfig(
   } satisfies Partial<Record<keyof GatewayConfig, unknown>>;
 }
 
-async function collectLines(
-  stream: ReadableStream<Uint8Array>,
-  sink: string[],
-  onLine?: (l: string) => void,
-) {
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += dec.decode(chunk, { stream: true });
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      sink.push(line);
-      onLine?.(line);
-    }
-  }
-}
-
 export async function spawnGateway(
   configPath: string,
   extraArgs: string[] = [],
@@ -75,45 +49,23 @@ export async function spawnGateway(
   const [cmd, ...args] = opts.nofile === undefined
     ? [...deno, ...extraArgs]
     : ["bash", "-c", `ulimit -n ${opts.nofile} && exec "$@"`, "bash", ...deno, ...extraArgs];
-  const child = new Deno.Command(cmd, {
-    args,
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "piped",
-    env: { NO_COLOR: "1", ...env },
-  }).spawn();
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`gateway did not start:\n${stderr.join("\n")}`)),
-      30_000,
-    );
-    collectLines(child.stderr, stderr, (l) => {
-      const m = l.match(/gateway base listening on (https?:\/\/[^/\s]+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    }).catch(() => {});
-    collectLines(child.stdout, stdout).catch(() => {});
-    child.status.then((s) => {
-      clearTimeout(timer);
-      reject(new Error(`gateway exited early (${s.code}):\n${stderr.join("\n")}`));
-    });
-  });
+  return await spawnListening(cmd, args, { env });
+}
+
+/**
+ * A loopback server certificate from a fresh CA, written to `dir` as the
+ * listener's `tls_cert_file`/`tls_key_file`: the CA (for clients), the
+ * certificate's SPKI digest, and the two config fields.
+ */
+export async function writeListenerCert(dir: string) {
+  const { makeCa, issueServerCert } = await import("../../src/demo/certs.ts");
+  const ca = await makeCa({ now: Date.now() });
+  const cert = await issueServerCert(ca, { now: Date.now(), hosts: ["127.0.0.1", "localhost"] });
+  await Deno.writeTextFile(`${dir}/tls.crt`, cert.certPem);
+  await Deno.writeTextFile(`${dir}/tls.key`, cert.keyPem);
   return {
-    url,
-    child,
-    stdout,
-    stderr,
-    async stop(signal: Deno.Signal = "SIGTERM") {
-      try {
-        child.kill(signal);
-      } catch {
-        // already gone
-      }
-      return await child.status;
-    },
+    ca,
+    cert,
+    files: { tls_cert_file: `${dir}/tls.crt`, tls_key_file: `${dir}/tls.key` },
   };
 }

@@ -4,6 +4,7 @@
  * upstream so tests can check a receipt's `request.forwarded` and
  * `response.received` hashes against the bytes really on the wire.
  */
+import { concatBytes } from "../../src/aci/bytes.ts";
 
 export interface RecordedExchange {
   path: string;
@@ -18,16 +19,6 @@ export interface RecordingProxy {
   url: string;
   exchanges: RecordedExchange[];
   close(): Promise<void>;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
 }
 
 /** Starts a proxy forwarding everything to `target` (an origin). */
@@ -56,7 +47,7 @@ export function startRecordingProxy(target: string): RecordingProxy {
           ctl.enqueue(chunk);
         },
         flush() {
-          settle(concat(parts));
+          settle(concatBytes(parts));
         },
       }),
     );

@@ -1,8 +1,8 @@
 /**
- * Configuration tweaks for receipt tests that need to know which upstream
- * serves a request, whatever the harness's verification state: route the
- * shared models only to the plain (non-confidential) demo provider, or add a
- * second plain provider as a failover target.
+ * Configuration tweaks shared by the end-to-end tests: route the shared models
+ * only to the plain (non-confidential) demo provider, add a second plain
+ * provider as a failover target, or add a dstack-TDX confidential provider
+ * (and a model routed only to it).
  */
 import type { GatewayConfig } from "../../src/config/schema.ts";
 
@@ -28,4 +28,41 @@ export function plainThenBackup(c: GatewayConfig, model: string): void {
     provider: "backup",
     model: "demo-chat",
   }];
+}
+
+/**
+ * Adds the confidential provider `tdx` (verifier `dstack-tdx`, any MRTD and
+ * compose hash) at `url`, trusting `caPem`, and — unless `model` is false —
+ * the model `tee/model` routed only to it.
+ */
+export function addDstackTdxProvider(
+  c: GatewayConfig,
+  url: string,
+  caPem: string,
+  opts: { requireGpu?: boolean; model?: boolean } = {},
+): void {
+  c.providers.push({
+    name: "tdx",
+    base_url: url,
+    zdr: true,
+    priority: 10,
+    timeout_ms: 5000,
+    native_formats: [],
+    confidential: {
+      verifier: "dstack-tdx",
+      tls_ca_pem: caPem,
+      allowed_mrtd: [],
+      allowed_compose_hashes: [],
+      session_ttl_seconds: 3600,
+      reverify_margin_seconds: 300,
+      ...(opts.requireGpu ? { require_gpu: true } : {}),
+    },
+  });
+  if (opts.model === false) return;
+  c.models.push({
+    ...c.models[0],
+    id: "tee/model",
+    aliases: [],
+    routes: [{ provider: "tdx", model: "demo-chat" }],
+  });
 }

@@ -15,7 +15,7 @@ import {
 } from "@peculiar/x509";
 import { Buffer } from "node:buffer";
 import { createPrivateKey, type KeyObject, sign } from "node:crypto";
-import { concatBytes } from "../../src/verify/x509/bytes.ts";
+import { concatBytes } from "../../src/aci/bytes.ts";
 import { encodeSmallUint } from "../../src/verify/x509/der.ts";
 import { derToPem } from "../../src/verify/x509/pem.ts";
 import { SNP_REPORT_LEN, SNP_SIGNED_LEN, type SnpTcb } from "../../src/verify/sev_snp/report.ts";
@@ -102,7 +102,7 @@ export async function forgeSnpEnvironment(o: SnpForgeOptions = {}): Promise<SnpF
     extensions: caExts,
   });
   const spl = (sub: string, v: number) =>
-    new Extension(`${AMD_OID}.${sub}`, false, concatBytes(encodeSmallUint(v)));
+    new Extension(`${AMD_OID}.${sub}`, false, concatBytes([encodeSmallUint(v)]));
   const vcek = await X509CertificateGenerator.create({
     notBefore: new Date(at - DAY),
     notAfter: new Date(at + (o.vcekDays ?? 365) * DAY),
@@ -117,7 +117,7 @@ export async function forgeSnpEnvironment(o: SnpForgeOptions = {}): Promise<SnpF
       spl("3.2", tcb.tee),
       spl("3.3", tcb.snp),
       spl("3.8", tcb.microcode),
-      new Extension(`${AMD_OID}.4`, false, concatBytes(chipId)),
+      new Extension(`${AMD_OID}.4`, false, concatBytes([chipId])),
     ],
   });
   const pkcs8 = new Uint8Array(await crypto.subtle.exportKey("pkcs8", vcekK.privateKey));

@@ -18,7 +18,7 @@ import {
 } from "@peculiar/x509";
 import { Buffer } from "node:buffer";
 import { createHash, createPrivateKey, type KeyObject, sign } from "node:crypto";
-import { concatBytes } from "../../src/verify/x509/bytes.ts";
+import { concatBytes } from "../../src/aci/bytes.ts";
 import {
   encodeOid,
   encodeSmallUint,
@@ -105,7 +105,7 @@ function signRaw(key: KeyObject, data: Uint8Array): Uint8Array {
 }
 
 function seq(...items: Uint8Array[]): Uint8Array {
-  return encodeTlv(TAG_SEQUENCE, concatBytes(...items));
+  return encodeTlv(TAG_SEQUENCE, concatBytes(items));
 }
 
 function hexBytes(hex: string): Uint8Array {
@@ -194,7 +194,7 @@ export async function forgeTdxEnvironment(opts: ForgeOptions = {}): Promise<TdxF
     leafK.pair.publicKey,
     [
       new BasicConstraintsExtension(false, undefined, true),
-      new Extension(SGX_EXTENSION_OID, false, concatBytes(sgxExtension(fmspc, comps, pceSvn))),
+      new Extension(SGX_EXTENSION_OID, false, concatBytes([sgxExtension(fmspc, comps, pceSvn)])),
     ],
   );
   const tcbSigner = await issue(
@@ -287,7 +287,7 @@ export async function forgeTdxEnvironment(opts: ForgeOptions = {}): Promise<TdxF
   const akJwk = await crypto.subtle.exportKey("jwk", akK.pair.publicKey);
   const b64u = (s: string | undefined) =>
     Uint8Array.from(atob((s ?? "").replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
-  const attestationKey = concatBytes(b64u(akJwk.x), b64u(akJwk.y));
+  const attestationKey = concatBytes([b64u(akJwk.x), b64u(akJwk.y)]);
   const qeAuthData = new Uint8Array(32).map((_, i) => i);
   const qeReport = new Uint8Array(384);
   const qdv = new DataView(qeReport.buffer);
@@ -298,7 +298,7 @@ export async function forgeTdxEnvironment(opts: ForgeOptions = {}): Promise<TdxF
   qeReport.set(createHash("sha256").update(attestationKey).update(qeAuthData).digest(), 320);
   const qeReportSig = signRaw(leafK.node, qeReport);
   const pckChainPem = derToPem(new Uint8Array(leaf.rawData)) + caPem + rootPem;
-  const chainBytes = concatBytes(enc.encode(pckChainPem), Uint8Array.of(0));
+  const chainBytes = concatBytes([enc.encode(pckChainPem), Uint8Array.of(0)]);
 
   const mintQuote = (reportData: Uint8Array, m: MintOptions = {}): Uint8Array => {
     if (reportData.length !== 64) {
@@ -326,7 +326,7 @@ export async function forgeTdxEnvironment(opts: ForgeOptions = {}): Promise<TdxF
     (m.rtmrs ?? []).forEach((r, i) => put(328 + 48 * i, r, 48, `rtmr${i}`));
     put(520, reportData, 64, "reportData");
 
-    const certData = concatBytes(
+    const certData = concatBytes([
       qeReport,
       qeReportSig,
       u16(qeAuthData.length),
@@ -334,15 +334,15 @@ export async function forgeTdxEnvironment(opts: ForgeOptions = {}): Promise<TdxF
       u16(5),
       u32(chainBytes.length),
       chainBytes,
-    );
-    const sigData = concatBytes(
+    ]);
+    const sigData = concatBytes([
       signRaw(akK.node, head),
       attestationKey,
       u16(6),
       u32(certData.length),
       certData,
-    );
-    return concatBytes(head, u32(sigData.length), sigData);
+    ]);
+    return concatBytes([head, u32(sigData.length), sigData]);
   };
 
   return {

@@ -5,6 +5,7 @@
  * bytes it receives, so a test can prove a client wrote nothing to it.
  * Nothing here is fit for production trust.
  */
+import { concatBytes } from "../../src/aci/bytes.ts";
 import {
   type CertAuthority,
   issueServerCert as issueCert,
@@ -107,7 +108,7 @@ export function startCountingTlsServer(opts: CountingTlsServerOptions): Counting
       const n = await conn.read(chunk);
       if (n === null) return false;
       bytes += n;
-      buf = concat(buf, chunk.subarray(0, n));
+      buf = concatBytes([buf, chunk.subarray(0, n)]);
       return true;
     };
     try {
@@ -180,13 +181,6 @@ export function startCountingTlsServer(opts: CountingTlsServerOptions): Counting
   };
 }
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
-}
-
 function indexOfSeq(hay: Uint8Array, needle: Uint8Array, from = 0): number {
   outer: for (let i = from; i + needle.length <= hay.length; i++) {
     for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
@@ -230,7 +224,7 @@ function parseRequest(
       parts.push(buf.subarray(dataStart, dataStart + size));
       pos = dataStart + size + 2;
     }
-    body = parts.reduce(concat, new Uint8Array(0));
+    body = concatBytes(parts);
   } else {
     const len = Number(headers.get("content-length") ?? "0");
     if (buf.length < pos + len) return null;
@@ -278,7 +272,7 @@ async function writeResponse(
       if (step.done) break;
       const data = asBytes(step.value);
       if (data.length === 0) continue;
-      await writeAll(conn, concat(enc.encode(data.length.toString(16) + "\r\n"), data));
+      await writeAll(conn, concatBytes([enc.encode(data.length.toString(16) + "\r\n"), data]));
       await writeAll(conn, CRLF);
     }
     finished = true;

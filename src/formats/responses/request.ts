@@ -186,6 +186,7 @@ function chatTools(tools: unknown[]): FunctionTool[] {
 }
 
 /** Validate a Responses body and translate it; throws `badParam` naming the field. */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function parseResponsesRequest(body: unknown): ParsedResponsesRequest {
   const parsed = ResponsesRequestSchema.safeParse(body);
   if (!parsed.success) throw zodToBadParam(parsed.error, body);

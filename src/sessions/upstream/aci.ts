@@ -22,16 +22,7 @@ import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts"
 import { tdxQuoteCheck } from "../../verify/tdx_quote_check.ts";
 import { verifyEventLog } from "../../verify/dstack/event_log.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
-import {
-  confidentialOf,
-  fetchEvidence,
-  freshNonce,
-  parseJsonObject,
-  sessionEvidence,
-  unixSeconds,
-  upstreamOrigin,
-  v1Url,
-} from "./endpoint.ts";
+import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
@@ -46,17 +37,13 @@ function listedSpkis(keyset: Record<string, unknown>): string[] {
   );
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
-  const conf = confidentialOf(target);
-  const origin = upstreamOrigin(target.baseUrl);
-  const tls = await deps.observeTls(origin, conf.tls_ca_pem);
-  const nonce = freshNonce(deps);
-  const url = v1Url(target.baseUrl, "/aci/attestation", { nonce });
-  const bytes = await fetchEvidence(
-    deps.pinnedFetch(tls.spkiSha256, conf.tls_ca_pem),
-    url,
-    "ACI attestation report",
-  );
+  const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
+    path: "/aci/attestation",
+    query: (nonce) => ({ nonce }),
+    what: "ACI attestation report",
+  });
   const report = parseJsonObject(bytes, "ACI attestation report");
 
   const nowMs = deps.now();

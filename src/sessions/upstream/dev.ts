@@ -18,31 +18,17 @@ import type {
 import { checkReportData } from "../../verify/dstack/report_data.ts";
 import { UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
-import {
-  confidentialOf,
-  fetchEvidence,
-  freshNonce,
-  parseJsonObject,
-  sessionEvidence,
-  unixSeconds,
-  upstreamOrigin,
-  v1Url,
-} from "./endpoint.ts";
+import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
 export const DEV_VERIFIER_ID = "dev-insecure/1";
 
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
-  const conf = confidentialOf(target);
-  const origin = upstreamOrigin(target.baseUrl);
-  const tls = await deps.observeTls(origin, conf.tls_ca_pem);
-  const nonce = freshNonce(deps);
-  const url = v1Url(target.baseUrl, "/attestation/report", { signing_algo: "ecdsa", nonce });
-  const bytes = await fetchEvidence(
-    deps.pinnedFetch(tls.spkiSha256, conf.tls_ca_pem),
-    url,
-    "development attestation report",
-  );
+  const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
+    path: "/attestation/report",
+    query: (nonce) => ({ signing_algo: "ecdsa", nonce }),
+    what: "development attestation report",
+  });
   const report = parseDstackReport(parseJsonObject(bytes, "development attestation report"), nonce);
   if (!isDevQuote(report.quote)) {
     refuse("report carries a hardware-looking quote; the dev verifier only accepts DEV quotes");

@@ -23,35 +23,18 @@ import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts"
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
-import {
-  confidentialOf,
-  fetchEvidence,
-  freshNonce,
-  parseJsonObject,
-  sessionEvidence,
-  unixSeconds,
-  upstreamOrigin,
-  v1Url,
-} from "./endpoint.ts";
+import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
 export const DSTACK_TDX_VERIFIER_ID = "dstack-tdx/1";
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
-  const conf = confidentialOf(target);
-  const origin = upstreamOrigin(target.baseUrl);
-  const tls = await deps.observeTls(origin, conf.tls_ca_pem);
-  const nonce = freshNonce(deps);
-  const url = v1Url(target.baseUrl, "/attestation/report", {
-    signing_algo: "ecdsa",
-    nonce,
-    include_tls_fingerprint: "true",
+  const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
+    path: "/attestation/report",
+    query: (nonce) => ({ signing_algo: "ecdsa", nonce, include_tls_fingerprint: "true" }),
+    what: "attestation report",
   });
-  const bytes = await fetchEvidence(
-    deps.pinnedFetch(tls.spkiSha256, conf.tls_ca_pem),
-    url,
-    "attestation report",
-  );
   const report = parseDstackReport(parseJsonObject(bytes, "attestation report"), nonce);
   if (isDevQuote(report.quote)) {
     refuse("intel_quote is development evidence (no TEE), not a TDX quote");

@@ -6,6 +6,7 @@
  */
 import { sha256Prefixed } from "../../aci/digest.ts";
 import { bytesToHex } from "../../aci/hex.ts";
+import { concatBytes } from "../../aci/bytes.ts";
 import type { VerifierDeps, VerifyTarget } from "../types.ts";
 import { refuse } from "./outcome.ts";
 
@@ -81,13 +82,7 @@ export async function fetchEvidence(
     }
     parts.push(value);
   }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, total);
 }
 
 /** Parses evidence bytes as a JSON object. */
@@ -122,4 +117,27 @@ export function sessionEvidence(
 /** Epoch ms → integer Unix seconds. */
 export function unixSeconds(ms: number): number {
   return Math.floor(ms / 1000);
+}
+
+/**
+ * The opening every evidence-fetching verifier shares: the provider's
+ * confidential settings, the upstream's TLS key observed, and the evidence at
+ * `path` (query built around a fresh nonce) fetched over a channel pinned to
+ * that key, as exact bytes.
+ */
+export async function fetchBoundEvidence(
+  target: VerifyTarget,
+  deps: VerifierDeps,
+  evidence: { path: string; query: (nonce: string) => Record<string, string>; what: string },
+) {
+  const conf = confidentialOf(target);
+  const origin = upstreamOrigin(target.baseUrl);
+  const tls = await deps.observeTls(origin, conf.tls_ca_pem);
+  const nonce = freshNonce(deps);
+  const bytes = await fetchEvidence(
+    deps.pinnedFetch(tls.spkiSha256, conf.tls_ca_pem),
+    v1Url(target.baseUrl, evidence.path, evidence.query(nonce)),
+    evidence.what,
+  );
+  return { conf, origin, tls, nonce, bytes };
 }

@@ -7,7 +7,6 @@
  * TCB and MEASUREMENT against the operator's policy. The binding is written
  * down in docs/decisions.md ("SEV-SNP upstreams (#18)").
  */
-import { hexToBytes } from "../../aci/hex.ts";
 import type {
   Claim,
   SessionDocument,
@@ -24,17 +23,9 @@ import {
 } from "../../verify/sev_snp/report.ts";
 import type { SnpRoot } from "../../verify/sev_snp/trust.ts";
 import { type SnpVerified, verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
-import { bytesEqual, bytesToHex } from "../../verify/x509/hex.ts";
+import { bytesEqual, bytesToHex, hexToBytes } from "../../aci/hex.ts";
 import { allowListClaim, UNKNOWN } from "./claims.ts";
-import {
-  confidentialOf,
-  fetchEvidence,
-  freshNonce,
-  sessionEvidence,
-  unixSeconds,
-  upstreamOrigin,
-  v1Url,
-} from "./endpoint.ts";
+import { fetchBoundEvidence, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
 export const SEV_SNP_VERIFIER_ID = "sev-snp/1";
@@ -98,17 +89,14 @@ async function verifyUnderRoots(
   refuse(`SNP report rejected: ${reasons.join("; ")}`);
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
-  const conf = confidentialOf(target);
+  const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
+    path: SEV_SNP_REPORT_PATH,
+    query: (nonce) => ({ nonce }),
+    what: "SNP report",
+  });
   const policy = conf.sev_snp;
-  const origin = upstreamOrigin(target.baseUrl);
-  const tls = await deps.observeTls(origin, conf.tls_ca_pem);
-  const nonce = freshNonce(deps);
-  const bytes = await fetchEvidence(
-    deps.pinnedFetch(tls.spkiSha256, conf.tls_ca_pem),
-    v1Url(target.baseUrl, SEV_SNP_REPORT_PATH, { nonce }),
-    "SNP report",
-  );
   // The VCEK lookup needs CHIP_ID and REPORTED_TCB before the signature can be checked.
   const parsed = parseSnpReport(bytes);
   if (!parsed.ok) refuse(parsed.reason);

@@ -7,7 +7,7 @@
  * an unchanged digest.
  */
 import { createHash } from "node:crypto";
-import { bytesEqual, bytesToHex, hexToBytes } from "../x509/hex.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../../aci/hex.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
 /** dstack's event type for runtime (RTMR3) events. */
@@ -55,8 +55,8 @@ export function parseEventLog(input: unknown): Checked<{ events: DstackEvent[] }
     const r = e as Record<string, unknown>;
     const imr = toInt(r.imr);
     const eventType = toInt(r.event_type);
-    const digest = typeof r.digest === "string" ? hexToBytes(r.digest) : null;
-    const payload = typeof r.event_payload === "string" ? hexToBytes(r.event_payload) : null;
+    const digest = typeof r.digest === "string" ? parseHex(r.digest) : null;
+    const payload = typeof r.event_payload === "string" ? parseHex(r.event_payload) : null;
     const event = r.event === undefined ? "" : r.event;
     if (imr === null || imr > 3) return fail(`event ${i}: imr must be 0..3`);
     if (eventType === null || eventType > 0xffffffff) return fail(`event ${i}: bad event_type`);

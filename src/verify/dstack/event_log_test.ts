@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { collateralFromDcapQvlJson } from "../tdx/collateral.ts";
 import { verifyTdxQuote } from "../tdx/dcap.ts";
 import { parseTdxQuote } from "../tdx/quote.ts";
-import { hexToBytes } from "../x509/hex.ts";
+import { parseHex } from "../../aci/hex.ts";
 import { parseEventLog, replayRtmrs, verifyEventLog } from "./event_log.ts";
 
 const FIX = new URL("../../../tests/fixtures/", import.meta.url);
@@ -16,7 +16,7 @@ function sample(): { data: Sample; quote: Uint8Array } {
   const data: Sample = JSON.parse(
     Deno.readTextFileSync(new URL("dstack/vllm-proxy-sample-dstack-data.json", FIX)),
   );
-  const quote = hexToBytes(data.SAMPLE_DSTACK_QUOTE.quote);
+  const quote = parseHex(data.SAMPLE_DSTACK_QUOTE.quote);
   if (!quote) throw new Error("sample quote hex");
   return { data, quote };
 }

@@ -8,7 +8,7 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { ownBytes } from "../x509/bytes.ts";
+import { concatBytes, ownBytes } from "../../aci/bytes.ts";
 import { buildOcspRequest, certIdKey, certIdOf, responseCertIdKeys } from "./ocsp.ts";
 import { AsnConvert } from "@peculiar/asn1-schema";
 import { BasicOCSPResponse, OCSPResponse } from "@peculiar/asn1-ocsp";
@@ -162,13 +162,7 @@ async function boundedBody(res: Response): Promise<Uint8Array | null> {
     }
     parts.push(value);
   }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, total);
 }
 
 function nextUpdateOf(der: Uint8Array): number | null {

@@ -91,6 +91,7 @@ function hexBytes(hex: string): Uint8Array | null {
  * Verifies a RIM's signature and chain at `nowMs` and reads its active
  * measurements. `label` names the RIM in reasons ("driver RIM"). Never throws.
  */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export async function verifyRim(
   xml: string,
   rimRootDer: Uint8Array,

@@ -10,7 +10,7 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { bytesEqual, bytesToHex } from "../x509/hex.ts";
+import { bytesEqual, bytesToHex } from "../../aci/hex.ts";
 import { type Checked, errorText } from "../x509/verify_result.ts";
 import type { GpuCollateralSource } from "./collateral.ts";
 import {
@@ -148,6 +148,7 @@ export async function verifyGpuEvidence(input: GpuVerifyInput): Promise<GpuVerdi
   return { status: "pass", gpus };
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verifyOne(
   item: GpuEvidenceItem,
   input: GpuVerifyInput,

@@ -3,7 +3,7 @@
  * structural parse of the fields the gateway uses. Offsets per AMD's SNP ABI
  * (attestation.md §3). Trust decisions live in `verify_report.ts`.
  */
-import { bytesToHex } from "../x509/hex.ts";
+import { bytesToHex } from "../../aci/hex.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
 export const SNP_REPORT_LEN = 1184;

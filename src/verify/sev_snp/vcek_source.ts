@@ -5,7 +5,7 @@
  * URL. The VCEK is only a candidate: `verifySnpReport` still chains it to the
  * pinned ARK and checks its hwID and TCB against the report.
  */
-import { bytesToHex } from "../x509/hex.ts";
+import { bytesToHex } from "../../aci/hex.ts";
 import type { SnpReport } from "./report.ts";
 import { vcekMismatch } from "./verify_report.ts";
 

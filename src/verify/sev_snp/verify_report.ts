@@ -6,10 +6,10 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { ownBytes } from "../x509/bytes.ts";
+import { ownBytes } from "../../aci/bytes.ts";
 import { parseCertificate, verifyCertChain } from "../x509/cert_chain.ts";
 import { decodeSmallUint, readTlv } from "../x509/der.ts";
-import { bytesEqual } from "../x509/hex.ts";
+import { bytesEqual } from "../../aci/hex.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { type Checked, errorText, fail } from "../x509/verify_result.ts";
 import { parseSnpReport, type SnpReport, type SnpTcb } from "./report.ts";

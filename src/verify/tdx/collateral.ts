@@ -3,7 +3,7 @@
  * Identity, CRLs and their issuer chains), with loaders from the dcap-qvl JSON
  * shape and from raw Intel PCS / PCCS responses.
  */
-import { hexToBytes } from "../x509/hex.ts";
+import { parseHex } from "../../aci/hex.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 import { rawJsonMember } from "./json_member.ts";
 
@@ -71,10 +71,10 @@ export function collateralFromDcapQvlJson(input: unknown): Checked<{ collateral:
     s[k] = v;
   }
   const j = s as DcapQvlCollateralJson;
-  const rootCaCrl = hexToBytes(j.root_ca_crl);
-  const pckCrl = hexToBytes(j.pck_crl);
-  const tcbSig = hexToBytes(j.tcb_info_signature);
-  const qeSig = hexToBytes(j.qe_identity_signature);
+  const rootCaCrl = parseHex(j.root_ca_crl);
+  const pckCrl = parseHex(j.pck_crl);
+  const tcbSig = parseHex(j.tcb_info_signature);
+  const qeSig = parseHex(j.qe_identity_signature);
   if (!rootCaCrl || !pckCrl) return fail("collateral CRL fields are not hex");
   if (!tcbSig || tcbSig.length !== 64) {
     return fail("collateral tcb_info_signature is not 64 bytes of hex");
@@ -128,7 +128,7 @@ export function splitSignedPcsBody(
   } catch {
     sigHex = null;
   }
-  const sig = typeof sigHex === "string" ? hexToBytes(sigHex) : null;
+  const sig = typeof sigHex === "string" ? parseHex(sigHex) : null;
   if (!sig || sig.length !== 64) {
     return fail(`PCS ${member} response signature is not 64 bytes of hex`);
   }
@@ -147,7 +147,7 @@ export function decodeCrlBody(body: Uint8Array): Uint8Array | null {
     const bin = atob(pem[1].replace(/\s+/g, ""));
     return Uint8Array.from(bin, (ch) => ch.charCodeAt(0));
   }
-  const hex = hexToBytes(text);
+  const hex = parseHex(text);
   return hex && hex.length > 0 && hex[0] === 0x30 ? hex : null;
 }
 

@@ -6,7 +6,7 @@
  */
 import "reflect-metadata";
 import { X509Crl } from "@peculiar/x509";
-import { ownBytes } from "../x509/bytes.ts";
+import { ownBytes } from "../../aci/bytes.ts";
 import { errorText } from "../x509/verify_result.ts";
 import { collateralFromPcsResponses, type TdxCollateral } from "./collateral.ts";
 import {

@@ -9,7 +9,7 @@ import type { X509Certificate, X509Crl } from "@peculiar/x509";
 import { createHash } from "node:crypto";
 import { isRevoked, verifyCrl } from "../x509/crl.ts";
 import { parseCertificate, verifyCertChain } from "../x509/cert_chain.ts";
-import { bytesEqual } from "../x509/hex.ts";
+import { bytesEqual } from "../../aci/hex.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { errorText } from "../x509/verify_result.ts";
 import type { TdxCollateral } from "./collateral.ts";
@@ -166,6 +166,7 @@ export async function verifyTdxQuote(
   }
 }
 
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function verifyInner(
   quoteBytes: Uint8Array,
   opts: TdxVerifyOptions,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { collateralFromDcapQvlJson, type TdxCollateral } from "./collateral.ts";
 import { verifyTdxQuote } from "./dcap.ts";
-import { hexToBytes } from "../x509/hex.ts";
+import { parseHex } from "../../aci/hex.ts";
 
 const FIX = new URL("../../../tests/fixtures/tdx/", import.meta.url);
 
@@ -14,7 +14,7 @@ function readCollateral(name: string): TdxCollateral {
   return r.collateral;
 }
 function nearQuote(): Uint8Array {
-  const q = hexToBytes(Deno.readTextFileSync(new URL("near-quote_hex.txt", FIX)).trim());
+  const q = parseHex(Deno.readTextFileSync(new URL("near-quote_hex.txt", FIX)).trim());
   if (!q) throw new Error("near quote hex");
   return q;
 }

@@ -5,7 +5,7 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { concatBytes, ownBytes } from "../x509/bytes.ts";
+import { concatBytes, ownBytes } from "../../aci/bytes.ts";
 
 const ALG = { name: "ECDSA", namedCurve: "P-256" } as const;
 const SIG = { name: "ECDSA", hash: "SHA-256" } as const;
@@ -14,7 +14,7 @@ const SIG = { name: "ECDSA", hash: "SHA-256" } as const;
 export async function importP256Raw(xy: Uint8Array): Promise<CryptoKey | null> {
   if (xy.length !== 64) return null;
   try {
-    const raw = concatBytes(Uint8Array.of(4), xy);
+    const raw = concatBytes([Uint8Array.of(4), xy]);
     return await crypto.subtle.importKey("raw", raw, ALG, false, ["verify"]);
   } catch {
     return null;

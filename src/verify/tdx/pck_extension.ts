@@ -14,7 +14,7 @@ import {
   TAG_SEQUENCE,
   type Tlv,
 } from "../x509/der.ts";
-import { bytesToHex } from "../x509/hex.ts";
+import { bytesToHex } from "../../aci/hex.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
 export const SGX_EXTENSION_OID = "1.2.840.113741.1.13.1";

@@ -4,7 +4,7 @@
  * the certification data by the declared lengths (quotes carry zero padding)
  * and leaves every trust decision to `dcap.ts`.
  */
-import { bytesToHex } from "../x509/hex.ts";
+import { bytesToHex } from "../../aci/hex.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
@@ -161,6 +161,7 @@ export function tdReportToHex(r: TdReport): TdReportHex {
 }
 
 /** Parses a TDX quote v4/v5; never throws. */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function parseTdxQuote(quote: Uint8Array): Checked<{ quote: TdxQuote }> {
   if (quote.length < HEADER_LEN + 6) return fail(`quote too short: ${quote.length} bytes`);
   const dv = new DataView(quote.buffer, quote.byteOffset, quote.byteLength);

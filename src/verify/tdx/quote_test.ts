@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { qeReportBindsAttestationKey, verifyQuoteSignature } from "./dcap.ts";
 import { parseTdxQuote, tdReportToHex } from "./quote.ts";
 import { checkTdPolicy } from "./td_policy.ts";
-import { bytesToHex } from "../x509/hex.ts";
+import { bytesToHex } from "../../aci/hex.ts";
 
 const FIX = new URL("../../../tests/fixtures/tdx/", import.meta.url);
 

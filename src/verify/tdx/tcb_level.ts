@@ -4,7 +4,7 @@
  * certificate, TDX components from TEE_TCB_SVN), the TDX module identity, and
  * the convergence of the three statuses into one.
  */
-import { bytesEqual, bytesToHex, hexToBytes } from "../x509/hex.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../../aci/hex.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 import type { PckExtension } from "./pck_extension.ts";
 import type { QeReport, TdReport } from "./quote.ts";
@@ -51,7 +51,7 @@ export interface QeTcb {
 
 /** Step 6: MRSIGNER, ISVPRODID, masked MISCSELECT/ATTRIBUTES, then the QE TCB level. */
 export function checkQeIdentity(qe: QeReport, id: QeIdentity): Checked<{ qeTcb: QeTcb }> {
-  const mrsigner = hexToBytes(id.mrsigner);
+  const mrsigner = parseHex(id.mrsigner);
   if (!mrsigner || !bytesEqual(mrsigner, qe.mrSigner)) {
     return fail(
       `QE identity: MRSIGNER ${bytesToHex(qe.mrSigner)} is not ${id.mrsigner.toLowerCase()}`,
@@ -66,8 +66,8 @@ export function checkQeIdentity(qe: QeReport, id: QeIdentity): Checked<{ qeTcb: 
   if (((qe.miscSelect & miscMask) >>> 0) !== ((misc & miscMask) >>> 0)) {
     return fail("QE identity: masked MISCSELECT does not match");
   }
-  const attrs = hexToBytes(id.attributes);
-  const mask = hexToBytes(id.attributesMask);
+  const attrs = parseHex(id.attributes);
+  const mask = parseHex(id.attributesMask);
   if (!attrs || !mask) return fail("QE identity: attributes are not hex");
   for (let i = 0; i < 16; i++) {
     if ((qe.attributes[i] & mask[i]) !== (attrs[i] & mask[i])) {
@@ -120,14 +120,15 @@ function convergeWithQe(status: TcbStatus, qe: QeTcb["status"]): TcbStatus {
 }
 
 function maskedEqual(actual: Uint8Array, expectedHex: string, maskHex: string): boolean {
-  const e = hexToBytes(expectedHex);
-  const m = hexToBytes(maskHex);
+  const e = parseHex(expectedHex);
+  const m = parseHex(maskHex);
   if (!e || !m || e.length !== actual.length || m.length !== actual.length) return false;
   for (let i = 0; i < actual.length; i++) if ((actual[i] & m[i]) !== (e[i] & m[i])) return false;
   return true;
 }
 
 /** Step 7: platform TCB level, TDX module identity, convergence with the QE TCB. */
+// Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 export function matchTdxTcb(
   tcbInfo: TcbInfo,
   pck: PckExtension,
@@ -181,7 +182,7 @@ export function matchTdxTcb(
   let tdxModuleId: string | null = null;
   if (tee[1] === 0) {
     const m = tcbInfo.tdxModule;
-    if (m && !bytesEqual(hexToBytes(m.mrsigner) ?? new Uint8Array(), report.mrSignerSeam)) {
+    if (m && !bytesEqual(parseHex(m.mrsigner) ?? new Uint8Array(), report.mrSignerSeam)) {
       return fail("TDX module mismatch: MRSIGNERSEAM differs from the TCB Info tdxModule");
     }
     if (m && !maskedEqual(report.seamAttributes, m.attributes, m.attributesMask)) {
@@ -195,7 +196,7 @@ export function matchTdxTcb(
     if (!ident) {
       return notSupported(`TDX module identity ${tdxModuleId} is not in the TCB Info`, tdxModuleId);
     }
-    if (!bytesEqual(hexToBytes(ident.mrsigner) ?? new Uint8Array(), report.mrSignerSeam)) {
+    if (!bytesEqual(parseHex(ident.mrsigner) ?? new Uint8Array(), report.mrSignerSeam)) {
       return fail(`TDX module mismatch: MRSIGNERSEAM differs from ${tdxModuleId}`);
     }
     if (!maskedEqual(report.seamAttributes, ident.attributes, ident.attributesMask)) {

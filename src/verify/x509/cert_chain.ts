@@ -5,8 +5,8 @@
  */
 import "reflect-metadata";
 import { BasicConstraintsExtension, X509Certificate, type X509Crl } from "@peculiar/x509";
-import { ownBytes } from "./bytes.ts";
-import { bytesEqual } from "./hex.ts";
+import { ownBytes } from "../../aci/bytes.ts";
+import { bytesEqual } from "../../aci/hex.ts";
 import { isRevoked } from "./crl.ts";
 import { type Checked, errorText, fail } from "./verify_result.ts";
 

@@ -4,7 +4,7 @@
  */
 import "reflect-metadata";
 import { X509Certificate, X509Crl } from "@peculiar/x509";
-import { ownBytes } from "./bytes.ts";
+import { ownBytes } from "../../aci/bytes.ts";
 import { type Checked, errorText, fail } from "./verify_result.ts";
 
 /** A CRL that has been checked against its issuer at some instant. */

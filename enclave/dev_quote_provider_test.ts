@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import {
-  createDevQuoteProvider,
-  decodeDevQuote,
   DEV_QUOTE_LENGTH,
   DEV_QUOTE_MAGIC,
-  DEV_QUOTE_WARNING,
   DEV_TEE_TYPE,
-} from "./dev_quote.ts";
+  parseDevQuote,
+} from "../src/aci/dev_quote.ts";
+import { createDevQuoteProvider, DEV_QUOTE_WARNING } from "./dev_quote_provider.ts";
 
 const rd = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
 
@@ -30,7 +29,7 @@ Deno.test("dev quote = magic ‖ report_data ‖ sha256(magic ‖ report_data)",
   assert.deepEqual(q.slice(magic.length, magic.length + 64), rd);
   const expected = createHash("sha256").update(magic).update(rd).digest();
   assert.deepEqual(q.slice(magic.length + 64), new Uint8Array(expected));
-  assert.deepEqual(decodeDevQuote(q), rd);
+  assert.deepEqual(parseDevQuote(q), rd);
 });
 
 Deno.test("dev quote cannot pass as a TDX quote or an SNP report", async () => {
@@ -40,15 +39,15 @@ Deno.test("dev quote cannot pass as a TDX quote or an SNP report", async () => {
   assert.notEqual(q.length, 1184);
 });
 
-Deno.test("decodeDevQuote rejects tampered or foreign bytes", async () => {
+Deno.test("parseDevQuote rejects tampered or foreign bytes", async () => {
   const q = (await createDevQuoteProvider().getQuote(rd)).quote;
   const tampered = q.slice();
   tampered[DEV_QUOTE_MAGIC.length + 3] ^= 1;
-  assert.equal(decodeDevQuote(tampered), null);
-  assert.equal(decodeDevQuote(q.slice(0, -1)), null);
+  assert.throws(() => parseDevQuote(tampered));
+  assert.throws(() => parseDevQuote(q.slice(0, -1)));
   const foreign = q.slice();
   foreign[0] = 0x04;
-  assert.equal(decodeDevQuote(foreign), null);
+  assert.throws(() => parseDevQuote(foreign));
 });
 
 Deno.test("dev provider rejects report data that is not 64 bytes", async () => {

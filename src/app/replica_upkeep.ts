@@ -1,0 +1,79 @@
+/**
+ * This replica's life on a shared store: its keysets archived at every
+ * rotation, its attestation announced on a heartbeat (a third of the replica
+ * TTL), the holds of crashed replicas recovered, and whether it is the only
+ * live replica (quota leases are safe only then; see accounts/leases.ts).
+ */
+import { recoverHolds } from "../accounts/holds.ts";
+import type { Identity } from "../attestation/identity.ts";
+import type { ReplicaRegistry } from "../attestation/replicas.ts";
+import type { ReportService } from "../attestation/reports.ts";
+import type { LogLine } from "../handlers/context.ts";
+
+export interface ReplicaUpkeep {
+  /** Announces this replica's current attestation. */
+  announce(): Promise<void>;
+  /** Returns the credits held by replicas that are gone (a crash) to their keys. */
+  recover(): Promise<void>;
+  /** Whether no other replica is live (re-read at most twice a second). */
+  soleReplica(): Promise<boolean>;
+  /** Stops the heartbeat at once, then waits for a running recovery. */
+  close(): Promise<void>;
+}
+
+export function startReplicaUpkeep(o: {
+  kv: Deno.Kv;
+  identity: Identity;
+  reports: ReportService;
+  replicas: ReplicaRegistry;
+  ttlMs: number;
+  now: () => number;
+  log: (line: LogLine) => void;
+}): ReplicaUpkeep {
+  const { kv, replicas, log } = o;
+  const announce = async () => {
+    const report = await o.reports.canonical(null);
+    await replicas.announce(report.attestation);
+  };
+  o.identity.onRotate((snap) => {
+    o.reports.archive(snap).catch((e) =>
+      log({ level: "error", msg: "keyset archive failed", error: String(e) })
+    );
+  });
+  let recovering: Promise<void> = Promise.resolve();
+  const recover = () =>
+    recovering = recoverHolds(kv, { self: replicas.id, live: () => replicas.liveIds() }).then(
+      (r) => {
+        if (r.instances > 0) {
+          log({
+            level: "info",
+            msg: "recovered holds of gone replicas",
+            instances: r.instances,
+            refunded_nano: r.refundedNano.toString(),
+          });
+        }
+      },
+    ).catch((e) => log({ level: "error", msg: "hold recovery failed", error: String(e) }));
+  const heartbeat = setInterval(() => {
+    announce().catch((e) =>
+      log({ level: "error", msg: "replica announce failed", error: String(e) })
+    );
+    void recover();
+  }, o.ttlMs / 3);
+  let sole: { at: number; value: Promise<boolean> } | null = null;
+  return {
+    announce,
+    recover,
+    soleReplica() {
+      const t = o.now();
+      if (sole === null || t - sole.at > 500 || t < sole.at) {
+        sole = { at: t, value: replicas.others().then((others) => others.length === 0) };
+      }
+      return sole.value;
+    },
+    async close() {
+      clearInterval(heartbeat);
+      await recovering;
+    },
+  };
+}
