@@ -46,6 +46,8 @@ export async function startGateway(
   /** The TLS mock (mock_upstream_tls.ts): a confidential provider, its key operator-pinned. */
   verified?: { url: string; caPem: string; spkiSha256: string },
   env: Record<string, string> = {},
+  /** A file for the gateway's stdout (its log lines, and `--trace-gc` output). */
+  stdoutTo?: string,
 ): Promise<GatewayUnderTest> {
   const storePath = `${dir}/gateway.kv`;
   const config = {
@@ -98,7 +100,7 @@ export async function startGateway(
       configPath,
     ],
     /gateway base listening on (http:\/\/[^/\s]+)/,
-    { env },
+    { env, stdoutTo },
   );
   return { ...server, key, storePath };
 }

@@ -20,17 +20,22 @@ export async function spawnPinned(
   cpu: number,
   denoArgs: string[],
   ready: RegExp,
-  opts: { program?: string; cwd?: string; env?: Record<string, string> } = {},
+  /** `stdoutTo`: a file receiving the process's stdout (e.g. V8's `--trace-gc` lines); else discarded. */
+  opts: { program?: string; cwd?: string; env?: Record<string, string>; stdoutTo?: string } = {},
 ): Promise<Server> {
   const child = new Deno.Command("taskset", {
     args: ["-c", String(cpu), opts.program ?? Deno.execPath(), ...denoArgs],
     cwd: opts.cwd ?? ROOT,
     stdin: "null",
     // The gateway logs one JSON line per request: discard rather than let a pipe fill.
-    stdout: "null",
+    stdout: opts.stdoutTo ? "piped" : "null",
     stderr: "piped",
     env: { NO_COLOR: "1", ...opts.env },
   }).spawn();
+  if (opts.stdoutTo) {
+    const file = await Deno.open(opts.stdoutTo, { write: true, create: true, truncate: true });
+    child.stdout.pipeTo(file.writable).catch(() => {});
+  }
   const stderr: string[] = [];
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no start:\n${stderr.join("\n")}`)), 60_000);

@@ -6,8 +6,11 @@
 
 import { PREFIXED_DIGEST_RE } from "./digest.ts";
 import { bytesToHex } from "./hex.ts";
-import { jcsBytes } from "./jcs.ts";
+import { jcs } from "./jcs.ts";
+import { receiptJcs, receiptJcsHalves } from "./receipt_jcs.ts";
 import type { WorkloadKeys } from "./signer.ts";
+
+const encoder = new TextEncoder();
 
 /** Events that carry the hash of a body exactly as observed at one point. */
 export type BodyHashEventType =
@@ -145,7 +148,7 @@ export function isReceiptId(value: string): boolean {
 
 /** The bytes a receipt signature covers: JCS of the receipt without `signature`. */
 export function receiptSigningInput(receipt: Omit<Receipt, "signature">): Uint8Array {
-  return jcsBytes(receipt);
+  return encoder.encode(receiptJcs(receipt));
 }
 
 function assertWellFormed(r: Omit<Receipt, "signature">): void {
@@ -172,11 +175,32 @@ function assertWellFormed(r: Omit<Receipt, "signature">): void {
  * `request.received`, well-formed digests, integer `served_at`).
  */
 export function signReceipt(unsigned: UnsignedReceipt, keys: WorkloadKeys): Receipt {
+  return signReceiptJcs(unsigned, keys).receipt;
+}
+
+/**
+ * {@link signReceipt}, also giving the signed receipt's JCS text (valid JSON
+ * of the same document), so storing it needs no second serialization.
+ */
+export function signReceiptJcs(
+  unsigned: UnsignedReceipt,
+  keys: WorkloadKeys,
+): { receipt: Receipt; jcs: string } {
   if (unsigned.key_id !== undefined && unsigned.key_id !== keys.ed25519KeyId) {
     throw new Error("receipt key_id does not name the workload's ed25519 key");
   }
   const body: Omit<Receipt, "signature"> = { ...unsigned, key_id: keys.ed25519KeyId };
   assertWellFormed(body);
-  const signature = bytesToHex(keys.signEd25519(receiptSigningInput(body)));
-  return { ...body, signature };
+  const halves = receiptJcsHalves(body);
+  if (halves === null) {
+    // Not the plain known shape: the generic form, serialized twice.
+    const signature = bytesToHex(keys.signEd25519(receiptSigningInput(body)));
+    const receipt = { ...body, signature };
+    return { receipt, jcs: jcs(receipt) };
+  }
+  const signature = bytesToHex(keys.signEd25519(encoder.encode(halves.head + halves.tail)));
+  return {
+    receipt: { ...body, signature },
+    jcs: `${halves.head},"signature":"${signature}"${halves.tail}`,
+  };
 }

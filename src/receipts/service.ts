@@ -4,7 +4,7 @@
  * group committer with the request's other writes); `get` applies the access
  * rule: a receipt is only served to the key that made the request.
  */
-import { type Receipt, type ReceiptEvent, signReceipt } from "../aci/receipt.ts";
+import { type Receipt, type ReceiptEvent, signReceiptJcs } from "../aci/receipt.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { ReceiptDraft } from "./recorder.ts";
@@ -82,7 +82,7 @@ export function createReceiptService(
   };
   const persist = (draft: ReceiptDraft, expireIn: number): KvWrite[] => {
     const { keys, digest } = opts.identity.current();
-    const receipt = signReceipt({
+    const signed = signReceiptJcs({
       api_version: "aci/1",
       receipt_id: draft.receiptId,
       chat_id: draft.chatId,
@@ -94,15 +94,14 @@ export function createReceiptService(
       // Events are hashes and metadata only (see ReceiptRecorder).
       event_log: draft.events as unknown as ReceiptEvent[],
     }, keys);
-    const stored: StoredReceipt = {
-      receipt,
-      owner: draft.ownerDigest,
-      until: opts.now() + expireIn,
-    };
+    // A StoredReceipt's JSON, the receipt part being its JCS text (already
+    // made for the signature): no second serialization of the receipt.
+    const value = `{"receipt":${signed.jcs},"owner":${JSON.stringify(draft.ownerDigest)},` +
+      `"until":${JSON.stringify(opts.now() + expireIn)}}`;
     const writes: KvWrite[] = [{
       op: "set",
       key: [RECEIPT_PREFIX, draft.receiptId],
-      value: JSON.stringify(stored),
+      value,
       expireIn,
     }];
     if (draft.chatId !== null) {
