@@ -7,6 +7,7 @@
 import { StreamTicker, tickPeriodMs } from "../handlers/stream_ticker.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import { Catalog } from "../catalog/catalog.ts";
+import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/count.ts";
 import { createAuthenticator } from "../accounts/keys.ts";
 import { createAdmitter } from "../accounts/admission.ts";
 import { PreAdmission } from "../accounts/pre_admission.ts";
@@ -123,6 +124,12 @@ export function assembleGateway(
 ): Gateway {
   const { kv, now } = world;
   const catalog = new Catalog(config);
+  // The encodings the catalog names, built before the first request (the others never are).
+  prepareTokenizers(
+    new Set(
+      [...config.models, ...config.embedding_models].map((m) => m.tokenizer ?? FALLBACK_TOKENIZER),
+    ),
+  );
   // Throws on a weak token: the gateway does not start with a guessable operator token.
   const operator = operatorAuth(world.env(ADMIN_TOKEN_ENV));
   const metrics = opts.metrics ?? createMetrics({

@@ -6,8 +6,9 @@
  * downloaded at run time). Which encoding a model uses is its catalog entry's
  * `tokenizer`; a model without one uses {@link FALLBACK_TOKENIZER}.
  */
-import * as o200k from "gpt-tokenizer/encoding/o200k_base";
-import * as cl100k from "gpt-tokenizer/encoding/cl100k_base";
+import { GptEncoding } from "gpt-tokenizer/GptEncoding";
+import o200kRanks from "gpt-tokenizer/bpeRanks/o200k_base";
+import cl100kRanks from "gpt-tokenizer/bpeRanks/cl100k_base";
 
 import type { TokenizerName } from "./names.ts";
 
@@ -24,7 +25,29 @@ interface Encoding {
   isWithinTokenLimit(text: string, limit: number): false | number;
 }
 
-const ENCODINGS: Record<TokenizerName, Encoding> = { o200k_base: o200k, cl100k_base: cl100k };
+const RANKS: Record<TokenizerName, () => typeof o200kRanks> = {
+  o200k_base: () => o200kRanks,
+  cl100k_base: () => cl100kRanks,
+};
+const built = new Map<TokenizerName, Encoding>();
+
+/**
+ * An encoding, built on first use: building one's tables costs tens of MB of heap, so a
+ * catalog that names only one encoding (the development one) never pays for the other.
+ */
+function encoding(name: TokenizerName): Encoding {
+  let enc = built.get(name);
+  if (enc === undefined) {
+    enc = GptEncoding.getEncodingApi(name, RANKS[name]);
+    built.set(name, enc);
+  }
+  return enc;
+}
+
+/** Builds the named encodings now (at start-up), so no request waits for one's tables. */
+export function prepareTokenizers(names: Iterable<TokenizerName>): void {
+  for (const n of names) encoding(n);
+}
 
 /**
  * Tokens of `text`. With `limit`, counting stops once past it and returns
@@ -32,7 +55,7 @@ const ENCODINGS: Record<TokenizerName, Encoding> = { o200k_base: o200k, cl100k_b
  */
 export function countText(text: string, tokenizer: TokenizerName, limit?: number): number {
   if (text.length === 0) return 0;
-  const enc = ENCODINGS[tokenizer];
+  const enc = encoding(tokenizer);
   if (limit === undefined) return enc.countTokens(text);
   const n = enc.isWithinTokenLimit(text, limit);
   return n === false ? limit + 1 : n;
