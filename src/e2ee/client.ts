@@ -20,7 +20,6 @@ import { type QuoteCheck, verifyReport } from "../verify/report.ts";
 import { isRecord } from "../verify/json_shape.ts";
 import {
   type AadContext,
-  decryptField,
   E2EE_VERSION,
   type E2eeAlgo,
   encryptField,
@@ -28,16 +27,12 @@ import {
   isE2eeAlgo,
   normalizePublicKey,
   requestAad,
-  responseAad,
   X25519_ALGO,
 } from "./crypto.ts";
-import {
-  E2EE_ENDPOINTS,
-  type E2eeEndpoint,
-  requestSlots,
-  responseIdFor,
-  responseSlots,
-} from "./fields.ts";
+import { E2EE_ENDPOINTS, type E2eeEndpoint, requestSlots } from "./fields.ts";
+import { openResponse, sseDecryptor } from "./client_response.ts";
+
+export { openResponse };
 
 type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -293,116 +288,4 @@ function looksLikeArray(s: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** Decrypt the generated fields of a response object (or chunk) in place; throws on any failure. */
-export function openResponse(
-  kind: E2eeEndpoint,
-  body: Record<string, unknown>,
-  stream: boolean,
-  ctx: AadContext,
-  clientSecret: Uint8Array,
-): void {
-  if ("error" in body) return;
-  const id = responseIdFor(body);
-  for (const s of responseSlots(kind, body, stream)) {
-    const v = s.get();
-    const plain = typeof v === "string"
-      ? decryptField(ctx.algo, clientSecret, v, responseAad(ctx, id, s.path))
-      : null;
-    if (plain === null) throw new Error(`E2EE: response field ${s.path} did not authenticate`);
-    const text = decoder.decode(plain);
-    s.set(s.json ? JSON.parse(text) : text);
-  }
-}
-
-/**
- * Decrypts each SSE event's JSON data; passes other events and framing
- * through. The wire bytes are settled once the source ends, also when the
- * reader stops early (the SDK stops at `[DONE]`): the rest is read then, so
- * the exchange holds the whole stream its receipt covers.
- */
-// Long as one closure over shared state; each inner function is short.
-function sseDecryptor(
-  src: ReadableStream<Uint8Array>,
-  open: (o: Record<string, unknown>) => void,
-  settle: (wire: Uint8Array) => void,
-): ReadableStream<Uint8Array> {
-  const reader = src.getReader();
-  const wire: Uint8Array[] = [];
-  const text = new TextDecoder();
-  let buf = "";
-  const finish = () => {
-    const total = new Uint8Array(wire.reduce((n, c) => n + c.byteLength, 0));
-    let off = 0;
-    for (const c of wire) {
-      total.set(c, off);
-      off += c.byteLength;
-    }
-    settle(total);
-  };
-  const frame = (f: string): string => {
-    const lines = f.split(/\r?\n/);
-    const data = lines.filter((l) => l.startsWith("data:")).map((l) =>
-      l.slice(5).replace(/^ /, "")
-    );
-    if (data.length === 0) return f + "\n\n";
-    const payload = data.join("\n");
-    if (payload === "[DONE]") return f + "\n\n";
-    const obj = JSON.parse(payload);
-    if (isRecord(obj)) open(obj);
-    const other = lines.filter((l) => !l.startsWith("data:"));
-    return [...other, `data: ${JSON.stringify(obj)}`].join("\n") + "\n\n";
-  };
-  const drain = (final: boolean): string => {
-    let out = "";
-    for (;;) {
-      const m = /\r?\n\r?\n/.exec(buf);
-      if (!m) break;
-      out += frame(buf.slice(0, m.index));
-      buf = buf.slice(m.index + m[0].length);
-    }
-    if (final && buf.trim() !== "") {
-      out += frame(buf);
-      buf = "";
-    }
-    return out;
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(ctl) {
-      try {
-        for (;;) {
-          const r = await reader.read();
-          if (r.done) {
-            buf += text.decode();
-            const out = drain(true);
-            if (out) ctl.enqueue(encoder.encode(out));
-            finish();
-            ctl.close();
-            return;
-          }
-          wire.push(r.value);
-          buf += text.decode(r.value, { stream: true });
-          const out = drain(false);
-          if (out) return ctl.enqueue(encoder.encode(out));
-        }
-      } catch (e) {
-        finish();
-        reader.cancel().catch(() => {});
-        ctl.error(e);
-      }
-    },
-    async cancel() {
-      try {
-        for (;;) {
-          const r = await reader.read();
-          if (r.done) break;
-          wire.push(r.value);
-        }
-      } catch {
-        // the source failed: settle with what arrived
-      }
-      finish();
-    },
-  }, { highWaterMark: 0 });
 }
