@@ -15,46 +15,37 @@
 import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
 import { devConfig } from "./src/config/dev.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
-import { type ConnectionServer, serveConnections, type ServeOn } from "./src/http/connections.ts";
+import type { ConnectionServer, ServeOn } from "./src/http/connections.ts";
+import { listenOn, stopOnSignals } from "./src/app/listeners.ts";
+import { upstreamTransport } from "./src/app/upstream_client.ts";
+import { printDevKey } from "./src/app/dev_banner.ts";
+import { serveArgs } from "./src/cli/serve_args.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
-import { productionVerifiers } from "./src/sessions/verifiers.ts";
-import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
+import { upstreamVerifiers } from "./src/app/upstream_verifiers.ts";
+import { openConfiguredStore, openStore, type StoreIo } from "./src/app/open_store.ts";
 import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
 import tls from "node:tls";
 import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
-import { createUpstreamTransport } from "./src/upstream/transport.ts";
 import { runKeys } from "./src/cli/keys.ts";
-import { devKey } from "./src/accounts/dev_key.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { noopMetrics } from "./src/operator/metrics.ts";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
-import { selectQuoteProvider } from "./enclave/select_provider.ts";
-import { DEV_QUOTE_WARNING } from "./enclave/dev_quote_provider.ts";
-import { type SourceProvenance, sourceProvenanceFromManifest } from "./enclave/manifest.ts";
+import { gatewayIdentity } from "./enclave/gateway_identity.ts";
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
-import { parseOptions, takeOptions, UsageError } from "./src/cli/args.ts";
+import { takeOptions, UsageError } from "./src/cli/args.ts";
 import { createLogBuffer } from "./src/app/log_buffer.ts";
 import {
   checkConfigFiles,
   connectionCap,
   listenerSpkis,
-  listenFailure,
   openFileLimit,
-  readFailure,
   StartupError,
   type StartupFiles,
   unsetKeyVariableWarnings,
 } from "./src/app/startup_checks.ts";
-import {
-  collateralSource,
-  gpuDeps,
-  snpTrust,
-  type TrustIo,
-  verifyCollateral,
-} from "./src/app/trust_sources.ts";
+import { type TrustIo, verifyCollateral } from "./src/app/trust_sources.ts";
 
-const DEFAULT_PORT = 8787;
 const DEV_STORE = ".data/dev.kv";
 /** Development only: the dev key, reused across `task dev` restarts. */
 const DEV_KEY_FILE = ".data/dev.key";
@@ -91,17 +82,14 @@ const startupFiles: StartupFiles = {
   readTextFile: (p) => Deno.readTextFile(p),
 };
 
+const storeIo: StoreIo = {
+  mkdir: (dir) => Deno.mkdir(dir, { recursive: true }),
+  openKv: (path) => Deno.openKv(path),
+};
+
 // One native call into a fresh array (getRandomValues takes at most 64 KiB at a time).
 const bytes = (n: number) =>
   n <= 65_536 ? crypto.getRandomValues(new Uint8Array(n)) : new Uint8Array(randomBytes(n));
-
-async function openStore(path: string): Promise<Deno.Kv> {
-  if (!/^https?:\/\//.test(path) && path !== ":memory:") {
-    const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
-    await Deno.mkdir(dir, { recursive: true });
-  }
-  return await Deno.openKv(path);
-}
 
 async function loadConfigFile(path: string): Promise<GatewayConfig> {
   try {
@@ -111,24 +99,25 @@ async function loadConfigFile(path: string): Promise<GatewayConfig> {
   }
 }
 
-const SERVE_USAGE = "usage: main.ts serve --dev | --config FILE [--port N]";
-
 /** `serve`: the configuration, the gateway's services, the listeners, and a drain on SIGTERM. */
 async function serve(args: string[]): Promise<void> {
   const { dev, configPath, config, closers } = await serveConfig(args);
-  const { quotes, provenance } = await gatewayIdentity(config, configPath);
-  const kv = await openConfiguredStore(config, configPath);
-  const upstream = upstreamTransport(config);
-  const verifiers = productionVerifiers(config, {
-    now: Date.now,
+  const { quotes, provenance } = await gatewayIdentity(config, configPath, {
+    readTextFile: (p) => Deno.readTextFile(p),
+    print: (l) => console.error(l),
+  });
+  const kv = await openConfiguredStore(config.store.path, configPath, storeIo);
+  const upstream = upstreamTransport(config, PROXY_VARIABLES.some((v) => Deno.env.get(v)), {
+    net: { connect: Deno.connect, startTls: Deno.startTls },
+    tlsConnect: tls.connect,
+    fetch: (url, init) => fetch(url, init),
+    now: () => performance.now(),
+  }, (l) => console.error(l));
+  const verifiers = await upstreamVerifiers(config, {
+    ...trustIo,
     randomBytes: bytes,
     tlsConnect: tls.connect,
-    collateral: await collateralSource(config, trustIo),
-    rootCaDer: config.trust.intel_root_ca_pem
-      ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
-      : undefined,
-    sevSnp: await snpTrust(config, trustIo),
-    gpu: await gpuDepsNoted(config.trust.nvidia ?? {}),
+    print: (l) => console.error(l),
   });
   // A weak operator token stops start-up with a clear message (assembleGateway would throw).
   try {
@@ -174,17 +163,45 @@ async function serve(args: string[]): Promise<void> {
     for (const c of closers) await c().catch(() => {});
     upstream.close();
     kv.close();
+  }, {
+    onSignal: (signal, f) => Deno.addSignalListener(signal, f),
+    delay: (ms) => new Promise<void>((r) => setTimeout(r, ms)),
+    print: (l) => console.error(l),
+    exit: (code) => {
+      flushLog();
+      Deno.exit(code);
+    },
   });
   await gateway.ready;
-  const listen = (l: Listen, label: string) => {
-    const server = listenOn(l, label, config, { handler: gateway.handler, serveOn, cap: cap.cap });
+  const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
+    const server = listenOn(l, label, config, { handler: gateway.handler, serveOn, cap: cap.cap }, {
+      listen: (at) => Deno.listen(at),
+      listenTls: (o) => Deno.listenTls(o),
+      readTextFileSync: (p) => Deno.readTextFileSync(p),
+      connect: (to) => Deno.connect(to),
+      now: () => performance.now(),
+      log,
+      print: (l) => console.error(l),
+    });
     servers.push(server);
     gateway.ctx.metrics.connections(label, () => server.stats());
   };
   listen(config.listen.base, "base");
   if (config.listen.tee) listen(config.listen.tee, "tee");
   console.error(`keyset digest ${gateway.identity.current().digest}`);
-  if (dev) await printDevKey(kv, config);
+  if (dev) {
+    await printDevKey(
+      config,
+      {
+        kv,
+        now: Date.now,
+        read: () => Deno.readTextFile(DEV_KEY_FILE).catch(() => null),
+        save: (k) => Deno.writeTextFile(DEV_KEY_FILE, k + "\n", { mode: 0o600 }),
+      },
+      DEV_KEY_FILE,
+      (l) => console.error(l),
+    );
+  }
 }
 
 /** The configuration `serve` runs: the embedded dev one (with its demo upstreams) or a file. */
@@ -194,20 +211,7 @@ async function serveConfig(args: string[]): Promise<{
   config: GatewayConfig;
   closers: (() => Promise<void>)[];
 }> {
-  let opts;
-  try {
-    opts = parseOptions(args, { strings: ["config", "port"], booleans: ["dev"] });
-  } catch (e) {
-    fail(`${(e as Error).message}\n${SERVE_USAGE}`);
-  }
-  const dev = opts.flags.has("dev");
-  const configPath = opts.values.config;
-  const portFlag = opts.values.port ?? Deno.env.get("PORT");
-  const port = portFlag === undefined ? DEFAULT_PORT : Number(portFlag);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`invalid port: ${portFlag}`);
-  if (dev === (configPath !== undefined)) {
-    fail(SERVE_USAGE);
-  }
+  const { dev, configPath, portFlag, port } = serveArgs(args, Deno.env.get("PORT"));
 
   const closers: (() => Promise<void>)[] = [];
   let config: GatewayConfig;
@@ -228,150 +232,6 @@ async function serveConfig(args: string[]): Promise<{
   }
   for (const w of unsetKeyVariableWarnings(config, (n) => Deno.env.get(n))) console.error(w);
   return { dev, configPath, config, closers };
-}
-
-/** The gateway's own attestation: its quote provider, and the source manifest when configured. */
-async function gatewayIdentity(config: GatewayConfig, configPath: string | undefined) {
-  let quotes;
-  try {
-    quotes = await selectQuoteProvider({
-      mode: config.identity.quote_provider,
-      root: config.identity.configfs_root,
-      allowDev: config.identity.allow_dev_quotes,
-    });
-  } catch (e) {
-    fail(`no TEE quote provider: ${(e as Error).message}`);
-  }
-  if (!quotes.hardware) console.error(DEV_QUOTE_WARNING);
-  let provenance: SourceProvenance | null = null;
-  if (config.identity.manifest_path) {
-    try {
-      provenance = sourceProvenanceFromManifest(
-        JSON.parse(await Deno.readTextFile(config.identity.manifest_path)),
-      );
-    } catch (e) {
-      fail(
-        `${configPath ?? "config"}: identity.manifest_path: ${config.identity.manifest_path}: ` +
-          readFailure(e),
-      );
-    }
-  }
-  return { quotes, provenance };
-}
-
-async function openConfiguredStore(
-  config: GatewayConfig,
-  configPath: string | undefined,
-): Promise<Deno.Kv> {
-  try {
-    return await openStore(config.store.path);
-  } catch (e) {
-    fail(
-      `${configPath ?? "config"}: store.path: cannot open ${config.store.path}: ${readFailure(e)}`,
-    );
-  }
-}
-
-/** The upstream client: over the runtime's sockets, or fetch when a proxy variable is set. */
-function upstreamTransport(config: GatewayConfig) {
-  const proxied = PROXY_VARIABLES.some((v) => Deno.env.get(v));
-  if (proxied && config.upstream.client === "http1") {
-    console.error("a proxy variable is set: upstreams are reached with fetch, which honours it");
-  }
-  return createUpstreamTransport({
-    choice: proxied ? "fetch" : config.upstream.client,
-    net: { connect: Deno.connect, startTls: Deno.startTls },
-    tlsConnect: tls.connect,
-    fetch: (url, init) => fetch(url, init),
-    now: () => performance.now(),
-  });
-}
-
-type Listen = GatewayConfig["listen"]["base"];
-
-/** Serves the gateway on one configured listener (TLS terminated on a loopback relay). */
-function listenOn(
-  l: Listen,
-  label: string,
-  config: GatewayConfig,
-  o: { handler: Parameters<typeof serveConnections>[1]; serveOn: ServeOn; cap: number },
-): ConnectionServer {
-  const tls = l.tls_cert_file && l.tls_key_file;
-  let listener: Deno.Listener;
-  let inner: Deno.TlsListener | null = null;
-  try {
-    listener = Deno.listen({ hostname: l.hostname, port: l.port });
-    // TLS is terminated on a loopback listener the accept loop relays to (see TlsFront).
-    if (tls) {
-      inner = Deno.listenTls({
-        hostname: "127.0.0.1",
-        port: 0,
-        cert: Deno.readTextFileSync(l.tls_cert_file!),
-        key: Deno.readTextFileSync(l.tls_key_file!),
-        alpnProtocols: ["h2", "http/1.1"],
-      });
-    }
-  } catch (e) {
-    fail(`listen.${label}: cannot listen on ${l.hostname}:${l.port}: ${listenFailure(e)}`);
-  }
-  const innerPort = (inner?.addr as Deno.NetAddr | undefined)?.port;
-  const server = serveConnections(listener, o.handler, {
-    limits: {
-      maxConnections: o.cap,
-      headerTimeoutMs: config.limits.header_timeout_ms,
-      idleTimeoutMs: config.limits.idle_timeout_ms,
-    },
-    serveOn: o.serveOn,
-    tls: inner
-      ? {
-        listener: inner,
-        connect: () => Deno.connect({ hostname: "127.0.0.1", port: innerPort! }),
-      }
-      : undefined,
-    now: () => performance.now(),
-    log,
-  });
-  const { hostname, port } = listener.addr as Deno.NetAddr;
-  console.error(
-    `gateway ${label} listening on ${tls ? "https" : "http"}://${hostname}:${port}/v1`,
-  );
-  return server;
-}
-
-/** On SIGTERM/SIGINT: stop accepting, drain (10 s at most), close the rest, exit 0. */
-function stopOnSignals(servers: ConnectionServer[], close: () => Promise<void>): void {
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    console.error(`${signal}: draining`);
-    const grace = new Promise<void>((r) => setTimeout(r, 10_000));
-    // shutdown() stops accepting and waits for in-flight responses, streams included.
-    await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);
-    await close();
-    flushLog();
-    Deno.exit(0);
-  };
-  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
-  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
-}
-
-/** Development mode: the dev key (pro tier, 100 credits), created once and reused across restarts. */
-async function printDevKey(kv: Deno.Kv, config: GatewayConfig): Promise<void> {
-  const { key, reused } = await devKey({
-    kv,
-    now: Date.now,
-    read: () => Deno.readTextFile(DEV_KEY_FILE).catch(() => null),
-    save: (k) => Deno.writeTextFile(DEV_KEY_FILE, k + "\n", { mode: 0o600 }),
-  });
-  console.error(
-    `development mode: demo upstreams ${config.providers.map((p) => p.base_url).join(", ")}`,
-  );
-  console.error(
-    reused
-      ? `development API key (reused from ${DEV_KEY_FILE}):\n${key}`
-      : `development API key (pro tier, 100 credits, saved in ${DEV_KEY_FILE}):\n${key}`,
-  );
 }
 
 /**
@@ -403,18 +263,11 @@ function procLimits(): string | undefined {
   }
 }
 
-/** GPU trust material; the note says where local collateral came from. */
-async function gpuDepsNoted(c: Parameters<typeof gpuDeps>[0]) {
-  const r = await gpuDeps(c, trustIo);
-  if (r.note) console.error(r.note);
-  return r.deps;
-}
-
 async function keys(args: string[]): Promise<void> {
   const { values, rest } = takeOptions(args, ["config"]);
   const configPath = values.config;
   const config = configPath ? await loadConfigFile(configPath) : undefined;
-  const kv = await openStore(config?.store.path ?? DEV_STORE);
+  const kv = await openStore(config?.store.path ?? DEV_STORE, storeIo);
   const tiers = config?.tiers ?? DEFAULT_TIERS;
   const code = await runKeys(rest, { kv, print: (l) => console.log(l), now: Date.now, tiers });
   kv.close();

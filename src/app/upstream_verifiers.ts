@@ -1,0 +1,37 @@
+/**
+ * The upstream verifiers `serve` runs with: the verifier each provider names
+ * and the trust material of the configuration's `trust` block (TDX collateral
+ * and root, SEV-SNP roots, GPU roots and collateral), read with main.ts's I/O.
+ */
+import type { GatewayConfig } from "../config/schema.ts";
+import { productionVerifiers } from "../sessions/verifiers.ts";
+import type { TlsConnect } from "../upstream/pinned_tls.ts";
+import { pemCertificatesToDer } from "../verify/x509/pem.ts";
+import { collateralSource, gpuDeps, snpTrust, type TrustIo } from "./trust_sources.ts";
+
+/** Builds the verifiers; prints where local GPU collateral came from. */
+export async function upstreamVerifiers(
+  config: GatewayConfig,
+  io: TrustIo & {
+    randomBytes: (n: number) => Uint8Array;
+    tlsConnect: TlsConnect;
+    print: (line: string) => void;
+  },
+): Promise<ReturnType<typeof productionVerifiers>> {
+  const collateral = await collateralSource(config, io);
+  const rootCaDer = config.trust.intel_root_ca_pem
+    ? pemCertificatesToDer(config.trust.intel_root_ca_pem)[0]
+    : undefined;
+  const sevSnp = await snpTrust(config, io);
+  const gpu = await gpuDeps(config.trust.nvidia ?? {}, io);
+  if (gpu.note) io.print(gpu.note);
+  return productionVerifiers(config, {
+    now: io.now,
+    randomBytes: io.randomBytes,
+    tlsConnect: io.tlsConnect,
+    collateral,
+    rootCaDer,
+    sevSnp,
+    gpu: gpu.deps,
+  });
+}
