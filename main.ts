@@ -119,34 +119,7 @@ async function serve(args: string[]): Promise<void> {
     tlsConnect: tls.connect,
     print: (l) => console.error(l),
   });
-  // A weak operator token stops start-up with a clear message (assembleGateway would throw).
-  try {
-    operatorAuth(Deno.env.get(ADMIN_TOKEN_ENV));
-  } catch (e) {
-    fail((e as Error).message);
-  }
-  const gateway = assembleGateway(config, {
-    quotes,
-    provenance,
-    kv,
-    now: Date.now,
-    monotonic: () => performance.now(),
-    random: Math.random,
-    fetch: upstream.fetch,
-    randomBytes: bytes,
-    randomUUID: () => crypto.randomUUID(),
-    log,
-    env: (name) => Deno.env.get(name),
-  }, {
-    verifiers,
-    transport: upstream,
-    tlsSpkiSha256s: await listenerSpkis(config, (p) => Deno.readTextFile(p)),
-    // Off only on request (the bench measures what metrics cost against it).
-    metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
-    // Process metrics (CPU, memory, event-loop lag, GC) cost ~2% of throughput in the bench:
-    // opt-in.
-    processMetrics: Deno.env.get("GATEWAY_PROCESS_METRICS") === "on",
-  });
+  const gateway = await gatewayFor(config, { quotes, provenance, kv, upstream, verifiers });
 
   const serveOn = runtimeServeOn();
   const anyTls = [config.listen.base, config.listen.tee].some((l) => l?.tls_cert_file);
@@ -202,6 +175,47 @@ async function serve(args: string[]): Promise<void> {
       (l) => console.error(l),
     );
   }
+}
+
+/** The gateway's services over what `serve` opened, with the environment's clocks, ids and variables. */
+async function gatewayFor(
+  config: GatewayConfig,
+  s: {
+    quotes: Parameters<typeof assembleGateway>[1]["quotes"];
+    provenance: Parameters<typeof assembleGateway>[1]["provenance"];
+    kv: Deno.Kv;
+    upstream: ReturnType<typeof upstreamTransport>;
+    verifiers: Awaited<ReturnType<typeof upstreamVerifiers>>;
+  },
+) {
+  // A weak operator token stops start-up with a clear message (assembleGateway would throw).
+  try {
+    operatorAuth(Deno.env.get(ADMIN_TOKEN_ENV));
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  return assembleGateway(config, {
+    quotes: s.quotes,
+    provenance: s.provenance,
+    kv: s.kv,
+    now: Date.now,
+    monotonic: () => performance.now(),
+    random: Math.random,
+    fetch: s.upstream.fetch,
+    randomBytes: bytes,
+    randomUUID: () => crypto.randomUUID(),
+    log,
+    env: (name) => Deno.env.get(name),
+  }, {
+    verifiers: s.verifiers,
+    transport: s.upstream,
+    tlsSpkiSha256s: await listenerSpkis(config, (p) => Deno.readTextFile(p)),
+    // Off only on request (the bench measures what metrics cost against it).
+    metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
+    // Process metrics (CPU, memory, event-loop lag, GC) cost ~2% of throughput in the bench:
+    // opt-in.
+    processMetrics: Deno.env.get("GATEWAY_PROCESS_METRICS") === "on",
+  });
 }
 
 /** The configuration `serve` runs: the embedded dev one (with its demo upstreams) or a file. */

@@ -112,6 +112,125 @@ function keyIdArg(id: string | undefined, usage: string): string {
   return id;
 }
 
+/** What a subcommand runs with: the parsed flags and positionals, and the key admin. */
+interface CommandCall {
+  admin: ReturnType<typeof keyAdmin>;
+  print: (line: string) => void;
+  now: () => number;
+  pos: string[];
+  f: Record<string, string | boolean | undefined>;
+  str: (name: string) => string | undefined;
+  arity: (n: number) => void;
+  usage: string;
+}
+
+/** Each subcommand; returns the exit code (a UsageError or KeyArgumentError prints the usage). */
+const RUN: Record<string, (c: CommandCall) => Promise<number>> = {
+  create: async ({ admin, print, str, arity, usage }) => {
+    arity(0);
+    const tier = str("tier");
+    if (tier === undefined) throw new UsageError("--tier is required", usage);
+    const { key, summary } = await admin.create({
+      tier,
+      name: str("name"),
+      credits: str("credits"),
+      rpm: positiveInt("rpm", str("rpm"), usage),
+      tpm: positiveInt("tpm", str("tpm"), usage),
+    });
+    print(`key_id: ${summary.key_id}`);
+    print(`tier: ${summary.tier}`);
+    print(`credits: ${summary.balance}`);
+    print("api key (shown once, not stored):");
+    print(key);
+    return 0;
+  },
+  list: async ({ admin, print, arity }) => {
+    arity(0);
+    print(["KEY_ID", "NAME", "TIER", "STATUS", "BALANCE"].join("\t"));
+    for (const s of await admin.list()) {
+      print([s.key_id, JSON.stringify(s.name), s.tier, s.status, s.balance].join("\t"));
+    }
+    return 0;
+  },
+  revoke: async ({ admin, print, pos, arity, usage }) => {
+    arity(1);
+    const id = keyIdArg(pos[0], usage);
+    await admin.revoke(id);
+    print(`revoked ${id}`);
+    return 0;
+  },
+  credit: async ({ admin, print, pos, arity, usage }) => {
+    arity(2);
+    const id = keyIdArg(pos[0], usage);
+    const { summary, revoked } = await admin.credit(id, pos[1]);
+    print(
+      `credited ${formatCredits(parseCredits(pos[1]))} to ${id}; balance ${summary.balance}`,
+    );
+    if (revoked) print(`warning: ${id} is revoked: its credits cannot be spent`);
+    return 0;
+  },
+  show: async ({ admin, print, pos, arity, usage }) => {
+    arity(1);
+    const d = await admin.show(keyIdArg(pos[0], usage));
+    print(`key_id: ${d.key_id}`);
+    print(`name: ${d.name}`);
+    print(`tier: ${d.tier}`);
+    print(`status: ${d.status}`);
+    print(`created_at: ${d.created_at}`);
+    if (d.revoked_at) print(`revoked_at: ${d.revoked_at}`);
+    print(`balance: ${d.balance}`);
+    print(
+      `usage: requests=${d.usage.requests} prompt_tokens=${d.usage.prompt_tokens} ` +
+        `completion_tokens=${d.usage.completion_tokens} spent=${d.usage.spent}`,
+    );
+    print(`limits: rpm=${d.limits.rpm} tpm=${d.limits.tpm}`);
+    print(
+      `rate buckets: requests=${d.rate_limit.requests}/${d.limits.rpm} ` +
+        `tokens=${d.rate_limit.tokens}/${d.limits.tpm} ` +
+        `resets_in=${d.rate_limit.resets_in_seconds}s`,
+    );
+    return 0;
+  },
+  limits: async ({ admin, print, pos, f, str, arity, usage }) => {
+    arity(1);
+    const id = keyIdArg(pos[0], usage);
+    const rpm = positiveInt("rpm", str("rpm"), usage);
+    const tpm = positiveInt("tpm", str("tpm"), usage);
+    if (f.clear && (rpm !== undefined || tpm !== undefined)) {
+      throw new UsageError("--clear goes without --rpm/--tpm", usage);
+    }
+    if (str("tier") === undefined && rpm === undefined && tpm === undefined && !f.clear) {
+      throw new UsageError("nothing to change", usage);
+    }
+    const s = await admin.update(id, {
+      tier: str("tier"),
+      ...(f.clear ? { rpm: null, tpm: null } : { rpm, tpm }),
+    });
+    print(`${id}: tier ${s.tier}, rpm=${s.limits.rpm} tpm=${s.limits.tpm}`);
+    return 0;
+  },
+  usage: async ({ admin, print, pos, str, arity, usage, now }) => {
+    arity(1);
+    const id = keyIdArg(pos[0], usage);
+    let range;
+    try {
+      range = dayRange(str("from") ?? null, str("to") ?? null, now());
+    } catch (e) {
+      throw new UsageError((e as Error).message, usage);
+    }
+    const u = await admin.usage(id, range);
+    print(
+      ["DATE", "MODEL", "REQUESTS", "PROMPT_TOKENS", "COMPLETION_TOKENS", "SPENT"].join("\t"),
+    );
+    for (const r of u.data) {
+      print(
+        [r.date, r.model, r.requests, r.prompt_tokens, r.completion_tokens, r.spent].join("\t"),
+      );
+    }
+    return 0;
+  },
+};
+
 /** Runs the `keys` command; returns the process exit code. */
 export async function runKeys(args: string[], deps: KeysCliDeps): Promise<number> {
   const { print } = deps;
@@ -153,112 +272,7 @@ export async function runKeys(args: string[], deps: KeysCliDeps): Promise<number
         throw new UsageError(`expected ${n} argument${n === 1 ? "" : "s"}`, spec.usage);
       }
     };
-    switch (cmd) {
-      case "create": {
-        arity(0);
-        const tier = str("tier");
-        if (tier === undefined) throw new UsageError("--tier is required", spec.usage);
-        const { key, summary } = await admin.create({
-          tier,
-          name: str("name"),
-          credits: str("credits"),
-          rpm: positiveInt("rpm", str("rpm"), spec.usage),
-          tpm: positiveInt("tpm", str("tpm"), spec.usage),
-        });
-        print(`key_id: ${summary.key_id}`);
-        print(`tier: ${summary.tier}`);
-        print(`credits: ${summary.balance}`);
-        print("api key (shown once, not stored):");
-        print(key);
-        return 0;
-      }
-      case "list": {
-        arity(0);
-        print(["KEY_ID", "NAME", "TIER", "STATUS", "BALANCE"].join("\t"));
-        for (const s of await admin.list()) {
-          print([s.key_id, JSON.stringify(s.name), s.tier, s.status, s.balance].join("\t"));
-        }
-        return 0;
-      }
-      case "revoke": {
-        arity(1);
-        const id = keyIdArg(pos[0], spec.usage);
-        await admin.revoke(id);
-        print(`revoked ${id}`);
-        return 0;
-      }
-      case "credit": {
-        arity(2);
-        const id = keyIdArg(pos[0], spec.usage);
-        const { summary, revoked } = await admin.credit(id, pos[1]);
-        print(
-          `credited ${formatCredits(parseCredits(pos[1]))} to ${id}; balance ${summary.balance}`,
-        );
-        if (revoked) print(`warning: ${id} is revoked: its credits cannot be spent`);
-        return 0;
-      }
-      case "show": {
-        arity(1);
-        const d = await admin.show(keyIdArg(pos[0], spec.usage));
-        print(`key_id: ${d.key_id}`);
-        print(`name: ${d.name}`);
-        print(`tier: ${d.tier}`);
-        print(`status: ${d.status}`);
-        print(`created_at: ${d.created_at}`);
-        if (d.revoked_at) print(`revoked_at: ${d.revoked_at}`);
-        print(`balance: ${d.balance}`);
-        print(
-          `usage: requests=${d.usage.requests} prompt_tokens=${d.usage.prompt_tokens} ` +
-            `completion_tokens=${d.usage.completion_tokens} spent=${d.usage.spent}`,
-        );
-        print(`limits: rpm=${d.limits.rpm} tpm=${d.limits.tpm}`);
-        print(
-          `rate buckets: requests=${d.rate_limit.requests}/${d.limits.rpm} ` +
-            `tokens=${d.rate_limit.tokens}/${d.limits.tpm} ` +
-            `resets_in=${d.rate_limit.resets_in_seconds}s`,
-        );
-        return 0;
-      }
-      case "limits": {
-        arity(1);
-        const id = keyIdArg(pos[0], spec.usage);
-        const rpm = positiveInt("rpm", str("rpm"), spec.usage);
-        const tpm = positiveInt("tpm", str("tpm"), spec.usage);
-        if (f.clear && (rpm !== undefined || tpm !== undefined)) {
-          throw new UsageError("--clear goes without --rpm/--tpm", spec.usage);
-        }
-        if (str("tier") === undefined && rpm === undefined && tpm === undefined && !f.clear) {
-          throw new UsageError("nothing to change", spec.usage);
-        }
-        const s = await admin.update(id, {
-          tier: str("tier"),
-          ...(f.clear ? { rpm: null, tpm: null } : { rpm, tpm }),
-        });
-        print(`${id}: tier ${s.tier}, rpm=${s.limits.rpm} tpm=${s.limits.tpm}`);
-        return 0;
-      }
-      case "usage": {
-        arity(1);
-        const id = keyIdArg(pos[0], spec.usage);
-        let range;
-        try {
-          range = dayRange(str("from") ?? null, str("to") ?? null, deps.now());
-        } catch (e) {
-          throw new UsageError((e as Error).message, spec.usage);
-        }
-        const u = await admin.usage(id, range);
-        print(
-          ["DATE", "MODEL", "REQUESTS", "PROMPT_TOKENS", "COMPLETION_TOKENS", "SPENT"].join("\t"),
-        );
-        for (const r of u.data) {
-          print(
-            [r.date, r.model, r.requests, r.prompt_tokens, r.completion_tokens, r.spent].join("\t"),
-          );
-        }
-        return 0;
-      }
-    }
-    return 2;
+    return await RUN[cmd]({ admin, print, now: deps.now, pos, f, str, arity, usage: spec.usage });
   } catch (e) {
     if (e instanceof UsageError) {
       print(`error: ${e.message}`);
