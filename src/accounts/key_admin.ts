@@ -95,6 +95,7 @@ function checkLimits(tier: Tier, rpm: number | undefined, tpm: number | undefine
   }
 }
 
+// Long only as one closure over the store and clock: each operation inside is short.
 export function keyAdmin(deps: KeyAdminDeps) {
   const { kv, now, tiers } = deps;
 

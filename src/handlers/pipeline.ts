@@ -58,6 +58,8 @@ async function phase<T>(
   }
 }
 
+// Long as the hot path in order (auth, body, admit, upstream, answer, refusal receipt) sharing one
+// request's locals; splitting it would pass them through extra frames and closures per request.
 export async function handleInference(
   req: Request,
   ctx: GatewayContext,

@@ -38,6 +38,8 @@ const encoder = new TextEncoder();
 
 type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 
+// Long as one closure over a stream's state (its pull, the deadlines the shared ticker reads,
+// finish); split, that state would be an object allocated and dereferenced per chunk (hot path).
 export function streamResponse(a: StreamArgs): Response {
   // Closures below use these, never `a`: a held stream keeps only what it needs.
   const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info } = a;
