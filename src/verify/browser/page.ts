@@ -117,6 +117,7 @@ function render(checks: Check[], chain: Record<Node, { ok: boolean | null; label
   document.body.dataset.state = "done";
 }
 
+// Long as the /verify page's checks in the order the user sees them, each a few lines.
 async function run(): Promise<void> {
   document.body.dataset.state = "running";
   const checks: Check[] = [];
