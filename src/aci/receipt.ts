@@ -93,7 +93,17 @@ export interface RequestRefusedEvent {
   reason: string;
 }
 
-/** One entry of a receipt's ordered `event_log`. */
+/**
+ * Any other event the gateway records (`request.forwarded`, `response.returned`,
+ * refusal counts, …): hashes and metadata only, never content. Verifiers
+ * ignore types they do not know.
+ */
+export interface OtherReceiptEvent {
+  type: string;
+  [field: string]: string | number | boolean | null | string[] | undefined;
+}
+
+/** One entry of a receipt's ordered `event_log`: the one event type, written by the recorder. */
 export type ReceiptEvent =
   | BodyHashEvent
   | UnreadBodyEvent
@@ -101,7 +111,8 @@ export type ReceiptEvent =
   | TransparencyEvent
   | UpstreamVerifiedEvent
   | UpstreamVerificationFailedEvent
-  | RequestRefusedEvent;
+  | RequestRefusedEvent
+  | OtherReceiptEvent;
 
 /** The receipt served at `GET /v1/aci/receipts/{id}`. */
 export interface Receipt {

@@ -12,10 +12,8 @@ import type { Candidate } from "../routing/select.ts";
 import type { AttemptFailureKind, AttemptLog } from "../routing/failover.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 
-export type ReceiptEvent = {
-  type: string;
-  [field: string]: string | number | boolean | null | string[];
-};
+import type { ReceiptEvent } from "../aci/receipt.ts";
+export type { ReceiptEvent };
 
 export interface ReceiptDraft {
   receiptId: string;

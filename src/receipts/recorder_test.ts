@@ -95,7 +95,7 @@ Deno.test("receipt: a cut stream and a refusal close with their own events", asy
   // Nothing forwarded: a refusal, which may be counted in a shared receipt.
   const refused = new ReceiptRecorder("r3", "/v1/messages", "POST", s, c);
   refused.received(null);
-  assert.equal(refused.draft.events[0].body_read, false);
+  assert.equal((refused.draft.events[0] as Record<string, unknown>).body_read, false);
   await refused.close({ kind: "refusal", reason: "rate_limited", returnedHash: H("d") }, [
     settlement,
   ]);

@@ -28,7 +28,11 @@ Deno.test("refusals: a budget of own receipts per key and window, then one share
     now: () => t,
     persist: (d, expire) => {
       const shared = d.events.find((e) => e.type === "refusals.shared");
-      persisted.push({ id: d.receiptId, expire, count: shared?.count });
+      persisted.push({
+        id: d.receiptId,
+        expire,
+        count: (shared as Record<string, unknown> | undefined)?.count as number | undefined,
+      });
       // The count sits before the response hash, which stays last.
       assert.equal(d.events.at(-1)!.type, "response.returned");
       return [{ op: "set", key: ["receipts", d.receiptId], value: "x", expireIn: expire }];

@@ -4,7 +4,7 @@
  * group committer with the request's other writes); `get` applies the access
  * rule: a receipt is only served to the key that made the request.
  */
-import { type Receipt, type ReceiptEvent, signReceiptJcs } from "../aci/receipt.ts";
+import { type Receipt, signReceiptJcs } from "../aci/receipt.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { ReceiptDraft } from "./recorder.ts";
@@ -92,7 +92,7 @@ export function createReceiptService(
       method: draft.method,
       served_at: Math.floor(opts.now() / 1000),
       // Events are hashes and metadata only (see ReceiptRecorder).
-      event_log: draft.events as unknown as ReceiptEvent[],
+      event_log: draft.events,
     }, keys);
     // A StoredReceipt's JSON, the receipt part being its JCS text (already
     // made for the signature): no second serialization of the receipt.
