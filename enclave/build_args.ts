@@ -78,8 +78,11 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
  * semi-space to 32 MiB under a burst of allocation (hundreds of streams
  * opening at once), which showed as ~20 KB more RSS per open stream; 8 MiB
  * keeps minor GCs cheap and rare enough (measured in bench/RESULTS.md's git history).
+ * An old generation that at most doubles before a major GC (V8 lets it grow up
+ * to 4×): a flood of large bodies otherwise piles up garbage to a 430 MB peak
+ * (issue #15's bound is 400 MB); with it the peak is ~290 MB (docs/decisions.md).
  */
-export const GATEWAY_V8_FLAGS = ["--max-semi-space-size=8"] as const;
+export const GATEWAY_V8_FLAGS = ["--max-semi-space-size=8", "--heap-growing-percent=100"] as const;
 
 /** The `deno compile` arguments; the permissions are fixed into the binary. */
 export function compileArgs(opts: {

@@ -113,6 +113,10 @@ Deno.test("CORS: an allowed origin gets a full preflight grant and exposed heade
       assert.ok(exposed.includes(h), `${h} exposed`);
       assert.ok(res.headers.get(h) !== null, `${h} present`);
     }
+    // An E2EE v2 answer's headers are readable by a browser client too.
+    for (const h of ["x-e2ee-applied", "x-e2ee-version", "x-e2ee-algo"]) {
+      assert.ok(exposed.includes(h), `${h} exposed`);
+    }
     assert.equal(res.headers.get("timing-allow-origin"), APP);
     // Errors carry the grant too (a script must be able to read a 401).
     const bad = await chat(gw, { origin: APP, authorization: "Bearer nope" });

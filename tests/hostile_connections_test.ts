@@ -463,7 +463,7 @@ function rssMb(pid: number): number {
   return m ? Number(m[1]) / 1024 : 0;
 }
 
-Deno.test("body flood: 150 concurrent 4 MB bodies from one free key grow RSS by under 300 MB and keep other keys' p99 under 500 ms", async () => {
+Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS under 400 MB and other keys' p99 under 500 ms", async () => {
   const dir = await Deno.makeTempDir();
   const { gw, keys, upstreamClose } = await spawnLimited(dir, {}, {
     // The measuring key pings back to back (~200/s) for as long as the flood lasts, which
@@ -549,15 +549,10 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key grow RSS by 
     // Each is refused after its body is read: too large for the model's context (400) or for
     // the key's tokens per minute (429).
     assert.equal((counts[400] ?? 0) + (counts[429] ?? 0), 150, "every flood request refused");
-    // The issue measured from a 99 MB idle gateway: under 400 MB is 300 MB of growth. The
-    // tokenizer tables (#20) have since raised the idle RSS to ~155 MB, and V8 lets garbage
-    // grow with the live heap, so the bound is kept on the growth the flood causes.
-    assert.ok(
-      peak - baseline < 300,
-      `RSS grew ${(peak - baseline).toFixed(0)} MB (${baseline.toFixed(0)} → ${
-        peak.toFixed(0)
-      } MB)`,
-    );
+    // The issue's bound: the gateway stays under 400 MB through the flood (it reached 3.3 GB
+    // before bodies were bounded; 430 MB before the old generation was capped at doubling
+    // between major GCs, enclave/build_args.ts).
+    assert.ok(peak < 400, `RSS peak ${peak.toFixed(0)} MB (idle ${baseline.toFixed(0)} MB)`);
     assert.ok(p99 < 500, `other key p99 ${p99.toFixed(1)} ms`);
   } finally {
     await gw.stop();

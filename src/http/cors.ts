@@ -4,7 +4,7 @@
  * a preflight may grant any well-formed request header the browser asks for
  * (the OpenAI and Anthropic SDKs send their own `x-stainless-*` /
  * `anthropic-*` headers). Scripts may read the receipt id, the ACI headers,
- * `Server-Timing` and the rate-limit headers.
+ * `Server-Timing`, the rate-limit headers and the E2EE v2 response headers.
  */
 
 /** Response headers a script may read (everything a client needs to verify or pace itself). */
@@ -21,6 +21,10 @@ export const EXPOSED_HEADERS = [
   "x-ratelimit-reset",
   "x-ratelimit-limit-tokens",
   "x-ratelimit-remaining-tokens",
+  // E2EE v2: a browser client must see that (and how) the answer was encrypted to it.
+  "x-e2ee-applied",
+  "x-e2ee-version",
+  "x-e2ee-algo",
 ] as const;
 
 /** How long a browser may cache a preflight answer (seconds). */
