@@ -45,6 +45,9 @@ const HEADER_DOCS: Record<string, string> = {
   "x-ratelimit-reset": "Seconds until the window resets.",
   "x-ratelimit-limit-tokens": "Tokens per minute allowed for this key.",
   "x-ratelimit-remaining-tokens": "Tokens the key may use now (its token bucket).",
+  "x-e2ee-applied": "`true` when the response body is encrypted to the client (E2EE v2).",
+  "x-e2ee-version": "The E2EE version the response was encrypted with.",
+  "x-e2ee-algo": "The E2EE algorithm the response was encrypted with.",
 };
 
 const headerName = (h: string) => h.replace(/(^|-)([a-z])/g, (_m, d, c) => d + c.toUpperCase());
