@@ -6,8 +6,14 @@
  * model ids, configured provider names, status codes and error kinds. The
  * latency histograms carry no labels (per-route detail is in the counters):
  * fewer series to update on the hot path.
+ *
+ * The per-request path only adds to plain numbers (nested Maps for labeled
+ * counts, `fastHistogram` buckets); prom-client's metric objects are filled
+ * from them at scrape time in `collect()`, so label hashing and its
+ * allocations are paid once per series per scrape, not per request (#17).
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client";
+import { fastHistogram } from "./fast_histogram.ts";
 
 /** What one finished request reports (the same facts as its log line). */
 export interface RequestObservation {
@@ -60,36 +66,51 @@ const MS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 export function createMetrics(src: MetricsSources): GatewayMetrics {
   const registry = new Registry();
-  const requests = new Counter({
+  // route → status → model → provider → count; every key is bounded (see above).
+  const requestCounts = new Map<string, Map<number, Map<string, Map<string, number>>>>();
+  new Counter({
     name: "gateway_requests_total",
     help: "Requests answered, by route pattern, status, model and provider.",
     labelNames: ["endpoint", "status", "model", "provider"] as const,
     registers: [registry],
+    collect() {
+      this.reset();
+      for (const [endpoint, byStatus] of requestCounts) {
+        for (const [status, byModel] of byStatus) {
+          for (const [model, byProvider] of byModel) {
+            for (const [provider, n] of byProvider) {
+              this.inc({ endpoint, status: String(status), model, provider }, n);
+            }
+          }
+        }
+      }
+    },
   });
-  const own = new Histogram({
-    name: "gateway_own_duration_seconds",
-    help: "The gateway's own time until the response headers, without the upstream wait.",
-    buckets: MS_BUCKETS,
-    registers: [registry],
-  });
-  const upstream = new Histogram({
-    name: "gateway_upstream_wait_seconds",
-    help: "Time until the upstream's response headers (failover included).",
-    buckets: MS_BUCKETS,
-    registers: [registry],
-  });
-  const commit = new Histogram({
-    name: "gateway_receipt_commit_seconds",
-    help: "Durable receipt commit a non-streamed response waits for.",
-    buckets: MS_BUCKETS,
-    registers: [registry],
-  });
-  const commitSize = new Histogram({
-    name: "gateway_group_commit_mutations",
-    help: "Mutations per group commit to the store.",
-    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
-    registers: [registry],
-  });
+  const histogram = (name: string, help: string, buckets: number[]) => {
+    const h = fastHistogram(name, help, buckets);
+    registry.registerMetric(h.metric);
+    return h;
+  };
+  const own = histogram(
+    "gateway_own_duration_seconds",
+    "The gateway's own time until the response headers, without the upstream wait.",
+    MS_BUCKETS,
+  );
+  const upstream = histogram(
+    "gateway_upstream_wait_seconds",
+    "Time until the upstream's response headers (failover included).",
+    MS_BUCKETS,
+  );
+  const commit = histogram(
+    "gateway_receipt_commit_seconds",
+    "Durable receipt commit a non-streamed response waits for.",
+    MS_BUCKETS,
+  );
+  const commitSize = histogram(
+    "gateway_group_commit_mutations",
+    "Mutations per group commit to the store.",
+    [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
+  );
   const kvRetries = new Counter({
     name: "gateway_kv_retries_total",
     help: "Store commits retried after a transient lock error.",
@@ -100,10 +121,14 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
     help: "Durable writes that failed for good.",
     registers: [registry],
   });
-  const inFlight = new Gauge({
+  let inFlight = 0;
+  new Gauge({
     name: "gateway_requests_in_flight",
     help: "Requests whose response headers have not left yet.",
     registers: [registry],
+    collect() {
+      this.set(inFlight);
+    },
   });
   new Gauge({
     name: "gateway_open_streams",
@@ -113,17 +138,27 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       this.set(src.openStreams());
     },
   });
-  const credits = new Counter({
+  const creditCounts = new Map<string, number>();
+  new Counter({
     name: "gateway_credits_spent_total",
     help: "Credits settled, by model.",
     labelNames: ["model"] as const,
     registers: [registry],
+    collect() {
+      this.reset();
+      for (const [model, n] of creditCounts) this.inc({ model }, n);
+    },
   });
-  const refusals = new Counter({
+  const refusalCounts = new Map<string, number>();
+  new Counter({
     name: "gateway_refusals_total",
     help: "Inference requests refused or failed, by error kind.",
     labelNames: ["reason"] as const,
     registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, n] of refusalCounts) this.inc({ reason }, n);
+    },
   });
   // A session's age counts from when this replica first saw it verified.
   const seen = new Map<string, { id: string; at: number }>();
@@ -204,26 +239,31 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       listeners.set(listener, counts);
     },
     request(o) {
-      requests.inc({
-        endpoint: o.route,
-        status: String(o.status),
-        model: o.model ?? "",
-        provider: o.provider ?? "",
-      });
+      let byStatus = requestCounts.get(o.route);
+      if (!byStatus) requestCounts.set(o.route, byStatus = new Map());
+      let byModel = byStatus.get(o.status);
+      if (!byModel) byStatus.set(o.status, byModel = new Map());
+      const model = o.model ?? "";
+      let byProvider = byModel.get(model);
+      if (!byProvider) byModel.set(model, byProvider = new Map());
+      const provider = o.provider ?? "";
+      byProvider.set(provider, (byProvider.get(provider) ?? 0) + 1);
       const up = o.phases.upstream;
       if (up !== undefined) upstream.observe(up / 1000);
       const c = o.phases.commit;
       if (c !== undefined) commit.observe(c / 1000);
       if (o.costNano !== undefined && o.costNano > 0n) {
-        credits.inc({ model: o.model ?? "" }, Number(o.costNano) / 1e9);
+        creditCounts.set(model, (creditCounts.get(model) ?? 0) + Number(o.costNano) / 1e9);
       }
-      if (o.refusal !== undefined) refusals.inc({ reason: o.refusal });
+      if (o.refusal !== undefined) {
+        refusalCounts.set(o.refusal, (refusalCounts.get(o.refusal) ?? 0) + 1);
+      }
     },
     own(ms) {
       own.observe(ms / 1000);
     },
     inFlight(d) {
-      inFlight.inc(d);
+      inFlight += d;
     },
     groupCommit(n) {
       commitSize.observe(n);
