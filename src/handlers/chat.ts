@@ -3,14 +3,13 @@ import type { InferenceEndpoint } from "./pipeline.ts";
 import {
   chatResponseForClient,
   checkChatAgainstModel,
-  estimateChatTokens,
   parseChatRequest,
   upstreamChatBody,
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { chatPromptTokens } from "./prompt_tokens.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
@@ -20,19 +19,13 @@ export const chatEndpoint: InferenceEndpoint = {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
-    const promptTokens = estimateChatTokens(
-      p.chat.messages,
-      model.tokenizer,
-      model.config.context_length,
-      p.chat.tools,
+    const promptTokens = chatPromptTokens(
+      p.chat,
+      model,
+      p.model,
+      p.chat.max_tokens ?? p.chat.max_completion_tokens,
+      "messages",
     );
-    checkContextLength({
-      promptTokens,
-      requestedOutput: p.chat.max_tokens ?? p.chat.max_completion_tokens,
-      contextLength: model.config.context_length,
-      modelId: p.model,
-      param: "messages",
-    });
     const out = outputReserve(
       model,
       p.chat.max_tokens ?? p.chat.max_completion_tokens,

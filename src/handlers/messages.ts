@@ -5,12 +5,12 @@ import {
   createMessagesStreamTranslator,
   parseMessagesRequest,
 } from "../formats/messages/mod.ts";
-import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../formats/chat.ts";
+import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { chatPromptTokens } from "./prompt_tokens.ts";
 
 export const messagesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/messages",
@@ -19,19 +19,7 @@ export const messagesEndpoint: InferenceEndpoint = {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(
-      p.chat.messages,
-      model.tokenizer,
-      model.config.context_length,
-      p.chat.tools,
-    );
-    checkContextLength({
-      promptTokens,
-      requestedOutput: p.chat.max_tokens,
-      contextLength: model.config.context_length,
-      modelId: p.model,
-      param: "messages",
-    });
+    const promptTokens = chatPromptTokens(p.chat, model, p.model, p.chat.max_tokens, "messages");
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
     return {
       modelId: p.model,

@@ -5,12 +5,12 @@ import {
   createResponsesStreamTranslator,
   parseResponsesRequest,
 } from "../formats/responses/mod.ts";
-import { checkChatAgainstModel, estimateChatTokens, upstreamChatBody } from "../formats/chat.ts";
+import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { chatPromptTokens } from "./prompt_tokens.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
 export const responsesEndpoint: InferenceEndpoint = {
@@ -20,19 +20,7 @@ export const responsesEndpoint: InferenceEndpoint = {
     const p = parseResponsesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = estimateChatTokens(
-      p.chat.messages,
-      model.tokenizer,
-      model.config.context_length,
-      p.chat.tools,
-    );
-    checkContextLength({
-      promptTokens,
-      requestedOutput: p.chat.max_tokens,
-      contextLength: model.config.context_length,
-      modelId: p.model,
-      param: "input",
-    });
+    const promptTokens = chatPromptTokens(p.chat, model, p.model, p.chat.max_tokens, "input");
     const createdAt = Math.floor(now() / 1000);
     const out = outputReserve(
       model,
