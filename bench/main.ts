@@ -9,14 +9,7 @@
  * round; figures are medians of round medians. Prints one markdown table;
  * `--write` also replaces the generated block of bench/RESULTS.md.
  */
-import {
-  closedLoop,
-  holdStreams,
-  type LoadResult,
-  openLoop,
-  streamLoop,
-  type Target,
-} from "./load.ts";
+import { closedLoop, type LoadResult, openLoop, streamLoop, type Target } from "./load.ts";
 import {
   cpuMs,
   machine,
@@ -40,10 +33,10 @@ import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { metricsCostRow } from "./metrics_cost.ts";
+import { type HeldRss, measureHeld } from "./held_rss.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
-import { sleep } from "../src/store/transient.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -134,43 +127,6 @@ async function preflight(): Promise<void> {
 }
 
 type HeldPath = "bare" | "gateway" | "verified";
-
-interface HeldRss {
-  idle: number;
-  open: number;
-  after: number;
-}
-
-/**
- * RSS of `pid` idle, with `HELD_STREAMS` slow streams open through it, and 2 s
- * after they closed. Run on a fresh server (after a small warm-up of the
- * stream path): a heap already grown by earlier load would absorb the streams
- * and hide their cost.
- */
-async function measureHeld(
-  t: Target,
-  pid: number,
-  mockUrl: string,
-  client?: Deno.HttpClient,
-): Promise<HeldRss> {
-  const cycle = async (n: number, atPeak?: () => void) => {
-    const h = await holdStreams(t, n);
-    await sleep(500);
-    atPeak?.();
-    const release = await fetch(`${mockUrl}/release`, { method: "POST", client });
-    await release.body?.cancel();
-    const completed = await h.drain();
-    h.close();
-    if (completed !== n) throw new Error(`only ${completed} of ${n} held streams completed`);
-  };
-  await cycle(50);
-  await sleep(1000);
-  const idle = rssBytes(pid);
-  let open = 0;
-  await cycle(HELD_STREAMS, () => (open = rssBytes(pid)));
-  await sleep(2000);
-  return { idle, open, after: rssBytes(pid) };
-}
 
 async function fsType(dir: string): Promise<string> {
   const out = await new Deno.Command("stat", { args: ["-f", "-c", "%T", dir], stdout: "piped" })
@@ -273,8 +229,8 @@ async function main(): Promise<void> {
 
     log(`${HELD_STREAMS} held streams, ${HELD_SAMPLES} samples (fresh servers each)`);
     const held: Record<HeldPath, HeldRss[]> = {
-      bare: [await measureHeld(targets.bare, bare.pid, mock.url)],
-      gateway: [await measureHeld(targets.gateway, gw.pid, mock.url)],
+      bare: [await measureHeld(targets.bare, bare.pid, mock.url, HELD_STREAMS)],
+      gateway: [await measureHeld(targets.gateway, gw.pid, mock.url, HELD_STREAMS)],
       verified: [],
     };
     gatewayOk += 50 + HELD_STREAMS;
@@ -283,7 +239,9 @@ async function main(): Promise<void> {
     for (let i = 1; i < HELD_SAMPLES; i++) {
       const b = await spawnBare();
       try {
-        held.bare.push(await measureHeld({ ...targets.bare, base: b.url }, b.pid, mock.url));
+        held.bare.push(
+          await measureHeld({ ...targets.bare, base: b.url }, b.pid, mock.url, HELD_STREAMS),
+        );
       } finally {
         await b.stop();
       }
@@ -296,7 +254,7 @@ async function main(): Promise<void> {
           base: g.url,
           headers: { authorization: `Bearer ${g.key}` },
         };
-        held.gateway.push(await measureHeld(t, g.pid, mock.url));
+        held.gateway.push(await measureHeld(t, g.pid, mock.url, HELD_STREAMS));
       } finally {
         await g.stop();
       }
@@ -317,7 +275,7 @@ async function main(): Promise<void> {
           base: g.url,
           headers: { authorization: `Bearer ${g.key}` },
         };
-        held.verified.push(await measureHeld(t, g.pid, tlsMock.url, tlsClient));
+        held.verified.push(await measureHeld(t, g.pid, tlsMock.url, HELD_STREAMS, tlsClient));
       } finally {
         await g.stop();
       }
