@@ -22,7 +22,8 @@ export const MODES = {
   "node-tls-net": "tls.connect over a connected net.Socket",
   "node-tls-paused": "shared context, paused mode ('readable' + read())",
   "node-tls-onread": "shared context, `onread` into one shared buffer",
-  "pin-after-connect": "tls.connect + the pin read after secureConnect (the connector before)",
+  "pin-in-identity-check":
+    "shared context, pin read in checkServerIdentity from node's certificate (tried, not adopted)",
   "pinned": "the pinned connector (pinned_tls.ts + node_socket.ts), raw reads",
   "h1-pinned": "the HTTP/1.1 client over the pinned connector, body read from its source",
 } as const;
@@ -197,12 +198,19 @@ export function opener(mode: ConnMode, up: Upstream): () => Promise<Held> {
         q = chunkQueue(s);
         return holdOver(q.conn, req);
       };
-    case "pin-after-connect":
+    case "pin-in-identity-check":
       return async () => {
-        const s = await secureNode({ host: hostname, port, ca: up.caPem });
-        const raw = s.getPeerCertificate(false).raw;
-        const der = new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
-        if (spkiSha256FromCertDer(der) !== up.spkiSha256) throw new Error("pin mismatch");
+        const s = await secureNode({
+          host: hostname,
+          port,
+          secureContext: ctx,
+          checkServerIdentity(host, cert) {
+            const err = tls.checkServerIdentity(host, cert);
+            if (err) return err;
+            const der = new Uint8Array(cert.raw.buffer, cert.raw.byteOffset, cert.raw.byteLength);
+            return spkiSha256FromCertDer(der) === up.spkiSha256 ? undefined : new Error("pin");
+          },
+        });
         s.setNoDelay(true);
         return holdOver(nodeSocketConn(s), req);
       };

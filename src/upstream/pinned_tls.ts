@@ -6,13 +6,8 @@
  * name verified as usual) and the key is checked on `secureConnect`, before
  * the socket is handed to the HTTP/1.1 client: on a mismatch the client never
  * gets a socket, so not one request byte is written.
- *
- * Memory (each held stream holds one such socket): the secure context is built
- * once per connector, not per connection, and the key is read from the
- * certificate object node:tls already builds for its host-name check
- * (`checkServerIdentity`) instead of parsing the certificate a second time.
  */
-import tls from "node:tls";
+import type tls from "node:tls";
 import { isIP } from "node:net";
 import { GatewayError } from "../http/errors.ts";
 import { normalizeSpkiPin, spkiSha256FromCertDer } from "./spki.ts";
@@ -70,34 +65,17 @@ export function pinnedTlsConnector(tlsConnect: TlsConnect, opts: PinnedTlsOption
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
     throw new TypeError("connectTimeoutMs must be a positive number");
   }
-  // One per connector (= per pinned key and CA), shared by its connections.
-  const secureContext = tls.createSecureContext({ ca: opts.ca });
   return (t: H1Target, signal?: AbortSignal): Promise<H1Socket> => {
     if (!t.tls) {
       return Promise.reject(new GatewayError("upstream_error", "a pinned upstream needs https"));
     }
     return new Promise((resolve, reject) => {
-      /** The peer's key, read once the chain and host name verified; null until then. */
-      let observed: string | null = null;
-      const handshake = () => {
-        if (observed === null) opts.onHandshake?.();
-      };
       const socket = tlsConnect({
         host: t.hostname,
         port: t.port,
         servername: opts.servername ?? (isIP(t.hostname) === 0 ? t.hostname : undefined),
-        secureContext,
+        ca: opts.ca,
         rejectUnauthorized: true,
-        // Called by node:tls after the chain verified, before `secureConnect`, with the
-        // certificate it built for this check anyway: the host name is checked as by
-        // default, then the key. An error returned here destroys the socket.
-        checkServerIdentity(host, cert) {
-          const err = tls.checkServerIdentity(host, cert);
-          if (err) return err;
-          handshake();
-          observed = pinOfDer(cert.raw);
-          return observed === pin ? undefined : new PinMismatchError(pin, observed);
-        },
       });
       let settled = false;
       const onAbort = () => finish(new GatewayError("upstream_error", "upstream connect aborted"));
@@ -116,18 +94,7 @@ export function pinnedTlsConnector(tlsConnect: TlsConnect, opts: PinnedTlsOption
         socket.setNoDelay(true);
         resolve(nodeSocketConn(socket));
       };
-      const onError = (e: Error) => {
-        if (e instanceof PinMismatchError) mismatch(e.observed);
-        else finish(connectError(e));
-      };
-      const mismatch = (seen: string) => {
-        finish(new PinMismatchError(pin, seen)); // destroys the socket, unwritten
-        try {
-          opts.onMismatch?.(seen);
-        } catch {
-          // An observer's failure must not mask the rejection.
-        }
-      };
+      const onError = (e: Error) => finish(connectError(e));
       const timer = setTimeout(
         () => finish(new GatewayError("upstream_timeout", "upstream TLS connect timed out")),
         timeoutMs,
@@ -136,7 +103,7 @@ export function pinnedTlsConnector(tlsConnect: TlsConnect, opts: PinnedTlsOption
       if (signal?.aborted) onAbort();
       else signal?.addEventListener("abort", onAbort, { once: true });
       socket.once("secureConnect", () => {
-        handshake();
+        opts.onHandshake?.();
         // Defence in depth: the handshake must have verified the chain as well.
         if (!socket.authorized) {
           finish(
@@ -147,9 +114,16 @@ export function pinnedTlsConnector(tlsConnect: TlsConnect, opts: PinnedTlsOption
           );
           return;
         }
-        // Fail closed should a runtime skip `checkServerIdentity`: read the key here then.
-        const seen = observed ?? observedPin(socket);
-        if (seen !== pin) return mismatch(seen);
+        const observed = observedPin(socket);
+        if (observed !== pin) {
+          finish(new PinMismatchError(pin, observed)); // destroys the socket, unwritten
+          try {
+            opts.onMismatch?.(observed);
+          } catch {
+            // An observer's failure must not mask the rejection.
+          }
+          return;
+        }
         finish(null);
       });
     });
@@ -157,11 +131,7 @@ export function pinnedTlsConnector(tlsConnect: TlsConnect, opts: PinnedTlsOption
 }
 
 function observedPin(socket: tls.TLSSocket): string {
-  return pinOfDer(socket.getPeerCertificate(false)?.raw);
-}
-
-/** The SPKI SHA-256 of a certificate's DER; `"none"` or `"unparseable"` otherwise. */
-function pinOfDer(raw: Uint8Array | undefined): string {
+  const raw = socket.getPeerCertificate(false)?.raw;
   if (!raw || raw.length === 0) return "none";
   try {
     return spkiSha256FromCertDer(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength));

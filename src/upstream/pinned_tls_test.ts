@@ -5,7 +5,6 @@ import {
   PinMismatchError,
   pinnedTlsConnector,
   type PinnedTlsOptions,
-  type TlsConnect,
 } from "./pinned_tls.ts";
 import { createH1Client } from "./h1_client.ts";
 import { GatewayError } from "../http/errors.ts";
@@ -35,11 +34,9 @@ type PinnedFetch = ((url: string | URL, init?: RequestInit) => Promise<Response>
  * The gateway's pinned path as a fetch: the one HTTP/1.1 client over the pinned
  * connector (transport.ts wires the same two), pooled unless `keepAlive: false`.
  */
-function createPinnedFetch(
-  opts: PinnedTlsOptions & { keepAlive?: boolean; tlsConnect?: TlsConnect },
-): PinnedFetch {
+function createPinnedFetch(opts: PinnedTlsOptions & { keepAlive?: boolean }): PinnedFetch {
   const client = createH1Client({
-    connect: pinnedTlsConnector(opts.tlsConnect ?? tls.connect, opts),
+    connect: pinnedTlsConnector(tls.connect, opts),
     now: () => performance.now(),
     maxIdlePerOrigin: opts.keepAlive === false ? 0 : undefined,
   });
@@ -521,80 +518,4 @@ Deno.test("abort during the TLS handshake rejects at once; close() cleans up", a
     pf.close();
     listener.close();
   }
-});
-
-Deno.test("a wrong key is refused inside node:tls's identity check: secureConnect never fires", async () => {
-  let secure = 0;
-  let handshakes = 0;
-  const sockets: tls.TLSSocket[] = [];
-  const tlsConnect: TlsConnect = (o) => {
-    const socket = tls.connect(o);
-    socket.on("secureConnect", () => secure++);
-    sockets.push(socket);
-    return socket;
-  };
-  const seen: string[] = [];
-  const opts = {
-    spkiSha256: good.spkiSha256,
-    ca: ca.certPem,
-    tlsConnect,
-    onHandshake: () => handshakes++,
-    onMismatch: (o: string) => seen.push(o),
-  };
-  await withServer(other, echo, opts, async (s, pf, base) => {
-    const err = await pf(`${base}/`, { method: "POST", body: "prompt" }).then(
-      () => assert.fail("must reject"),
-      (e: unknown) => e,
-    );
-    assert.ok(err instanceof PinMismatchError);
-    assert.equal(err.observed, other.spkiSha256);
-    assert.deepEqual(seen, [other.spkiSha256]);
-    await settle();
-    assert.equal(handshakes, 1, "the handshake completed and was counted");
-    assert.equal(secure, 0, "the socket was destroyed before it reported secureConnect");
-    assert.equal(sockets.length, 1);
-    assert.ok(sockets[0].destroyed);
-    assert.equal(s.bytesReceived(), 0);
-  });
-});
-
-Deno.test("one secure context per connector, shared by its connections", async () => {
-  const options: tls.ConnectionOptions[] = [];
-  const tlsConnect: TlsConnect = (o) => {
-    options.push(o);
-    return tls.connect(o);
-  };
-  const opts = { spkiSha256: good.spkiSha256, ca: ca.certPem, keepAlive: false, tlsConnect };
-  await withServer(good, echo, opts, async (s, pf, base) => {
-    await (await pf(`${base}/1`)).text();
-    await (await pf(`${base}/2`)).text();
-    assert.equal(s.connections(), 2);
-  });
-  assert.equal(options.length, 2);
-  assert.ok(options[0].secureContext, "a secure context is passed");
-  assert.equal(options[1].secureContext, options[0].secureContext, "the same one, not one each");
-  assert.equal(options[0].ca, undefined, "the CA rides in the context, not per connection");
-  assert.equal(options[0].rejectUnauthorized, true);
-});
-
-Deno.test("should a runtime skip the pin in checkServerIdentity, secureConnect still checks it", async () => {
-  // Only the default host-name check runs in this runtime double: the key is read afterwards.
-  const tlsConnect: TlsConnect = (o) =>
-    tls.connect({ ...o, checkServerIdentity: tls.checkServerIdentity });
-  let mismatches = 0;
-  const opts = {
-    spkiSha256: good.spkiSha256,
-    ca: ca.certPem,
-    tlsConnect,
-    onMismatch: () => mismatches++,
-  };
-  await withServer(other, echo, opts, async (s, pf, base) => {
-    await assert.rejects(pf(`${base}/`, { method: "POST", body: "x" }), PinMismatchError);
-    await settle();
-    assert.equal(mismatches, 1);
-    assert.equal(s.bytesReceived(), 0);
-  });
-  await withServer(good, echo, opts, async (_s, pf, base) => {
-    assert.equal(await (await pf(`${base}/`, { method: "POST", body: "x" })).text(), "|x");
-  });
 });
