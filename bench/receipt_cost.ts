@@ -11,6 +11,10 @@
  */
 import process from "node:process";
 import { DatabaseSync } from "node:sqlite";
+import { creditSettlementWrites } from "../src/accounts/credits.ts";
+import { holdClosedWrites } from "../src/accounts/holds.ts";
+import { tokenSettlementWrites } from "../src/accounts/rate_limit.ts";
+import { dailyUsageWrites } from "../src/accounts/usage_daily.ts";
 import { newReceiptId } from "../src/aci/receipt.ts";
 import { createIdentity } from "../src/attestation/identity.ts";
 import { type ReceiptDraft, ReceiptRecorder } from "../src/receipts/recorder.ts";
@@ -136,14 +140,41 @@ export interface CommitCost {
   pages: TablePages;
 }
 
+/** One usage sum per receipt (the bench's historical shape). */
+const oneSum = (): KvWrite[] => [{ op: "sum", key: ["usage", "k1", "requests"], value: 1n }];
+
 /**
- * Group commits of `group` receipts (plus a usage sum each, as the gateway
+ * What the gateway commits with a receipt when it settles a request of one
+ * key and model: the hold closed, credit refund and usage totals, token
+ * refund, daily usage (the pipeline's own write builders).
+ */
+function settlementSums(i: number): KvWrite[] {
+  const actual = { promptTokens: 20 + (i % 7), completionTokens: 30, costNano: 900n };
+  return [
+    ...holdClosedWrites("instance-1", "k1", 1000n),
+    ...creditSettlementWrites("k1", 1000n, actual),
+    ...tokenSettlementWrites("k1", 80, actual.promptTokens + actual.completionTokens),
+    ...dailyUsageWrites("k1", "bench/chat", Date.now(), actual),
+  ];
+}
+
+/** An upstream's response id: `chatcmpl-` and 29 random letters and digits, as OpenAI's. */
+function randomChatId(): string {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  let s = "chatcmpl-";
+  for (const b of random(29)) s += alphabet[b % alphabet.length];
+  return s;
+}
+
+/**
+ * Group commits of `group` receipts (plus `extra` writes each, as the gateway
  * settles) through the committer, on a fresh KV file: CPU, WAL frames, pages.
  */
 async function commitCost(
   path: string,
   receipts: (kv: Deno.Kv) => ReceiptService,
   draft: (i: number) => ReceiptDraft,
+  extra: (i: number) => KvWrite[],
   groups: number,
   group: number,
   finalizeUs: number,
@@ -160,8 +191,9 @@ async function commitCost(
     const oneGroup = async () => {
       const all: Promise<void>[] = [];
       for (let j = 0; j < group; j++) {
-        const writes: KvWrite[] = service.finalize(draft(seq++));
-        writes.push({ op: "sum", key: ["usage", "k1", "requests"], value: 1n });
+        const i = seq++;
+        const writes: KvWrite[] = service.finalize(draft(i));
+        writes.push(...extra(i));
         all.push(committer.write(writes));
       }
       await Promise.all(all);
@@ -181,13 +213,23 @@ async function commitCost(
   };
 }
 
+/** The commit cases measured, each on a fresh store. */
+export const COMMIT_CASES = {
+  /** The gateway's shape with the bench's one sum (comparable with earlier runs). */
+  "gateway shape, +1 sum": { chat: "sequential", extra: oneSum },
+  "no chat index, +1 sum": { chat: "none", extra: oneSum },
+  /** Response ids as upstreams make them: each index row lands at a random place in the B-tree. */
+  "random response ids, +1 sum": { chat: "random", extra: oneSum },
+  "random response ids, settlement sums": { chat: "random", extra: settlementSums },
+  /** What bench/receipt_floor.ts commits: the receipt alone. */
+  "floor shape, receipt only": { chat: "floor", extra: () => [] },
+} as const;
+
 export interface ReceiptCost {
   finalizeUs: number;
+  floorFinalizeUs: number;
   signOnlyUs: number;
-  /** The gateway's shape (8 events, response id, owner): receipt row and chat index. */
-  commit: CommitCost;
-  /** The same receipts without a response id: no chat-index row. */
-  commitNoIndex: CommitCost;
+  commits: Record<keyof typeof COMMIT_CASES, CommitCost>;
   /** Stored receipt row's value, bytes: the gateway's shape and the floor's. */
   rowBytes: number;
   floorRowBytes: number;
@@ -207,6 +249,7 @@ export async function receiptCost(dir: string, n = 20_000, group = 16): Promise<
     createReceiptService(kv, { identity, now: Date.now, retentionDays: 30 });
   const kv = await Deno.openKv(`${dir}/finalize.kv`);
   let fin: { cpu: number };
+  let floorFin: { cpu: number };
   let sign: { cpu: number };
   let sample: KvWrite[];
   let floorSample: KvWrite[];
@@ -214,6 +257,8 @@ export async function receiptCost(dir: string, n = 20_000, group = 16): Promise<
     const receipts = service(kv);
     const drafts = Array.from({ length: 1000 }, (_, i) => gatewayLikeDraft(i, now).draft);
     fin = await measure(n, (i) => receipts.finalize(drafts[i % drafts.length]));
+    const floorDrafts = Array.from({ length: 1000 }, (_, i) => floorLikeDraft(i, now));
+    floorFin = await measure(n, (i) => receipts.finalize(floorDrafts[i % floorDrafts.length]));
     const keys = identity.current().keys;
     const msg = encoder.encode("x".repeat(900));
     sign = await measure(n, () => keys.signEd25519(msg));
@@ -223,21 +268,30 @@ export async function receiptCost(dir: string, n = 20_000, group = 16): Promise<
     kv.close();
   }
   const groups = Math.max(50, Math.floor(n / group / 4));
-  const gateway = (i: number) => gatewayLikeDraft(i, Date.now()).draft;
-  const commit = await commitCost(`${dir}/commit.kv`, service, gateway, groups, group, fin.cpu);
-  const commitNoIndex = await commitCost(
-    `${dir}/commit_no_index.kv`,
-    service,
-    (i) => ({ ...gateway(i), chatId: null }),
-    groups,
-    group,
-    fin.cpu,
-  );
+  const commits = {} as Record<keyof typeof COMMIT_CASES, CommitCost>;
+  for (const [name, c] of Object.entries(COMMIT_CASES)) {
+    const draft = (i: number): ReceiptDraft => {
+      if (c.chat === "floor") return floorLikeDraft(i, Date.now());
+      const d = gatewayLikeDraft(i, Date.now()).draft;
+      if (c.chat === "none") return { ...d, chatId: null };
+      return c.chat === "random" ? { ...d, chatId: randomChatId() } : d;
+    };
+    const path = `${dir}/commit_${Object.keys(commits).length}.kv`;
+    commits[name as keyof typeof COMMIT_CASES] = await commitCost(
+      path,
+      service,
+      draft,
+      c.extra,
+      groups,
+      group,
+      c.chat === "floor" ? floorFin.cpu : fin.cpu,
+    );
+  }
   return {
     finalizeUs: fin.cpu,
+    floorFinalizeUs: floorFin.cpu,
     signOnlyUs: sign.cpu,
-    commit,
-    commitNoIndex,
+    commits,
     rowBytes: valueBytes(sample[0]),
     floorRowBytes: valueBytes(floorSample[0]),
     rowsPerReceipt: sample.length,
@@ -253,9 +307,12 @@ if (import.meta.main) {
     const f = (x: number) => x.toFixed(1);
     console.log(`finalize (JCS + Ed25519 + stored row): ${f(r.finalizeUs)} µs CPU per receipt`);
     console.log(`  of which Ed25519 sign of ~900 bytes: ${f(r.signOnlyUs)} µs`);
-    for (const [name, c] of [["", r.commit], [" (no chat index)", r.commitNoIndex]] as const) {
+    console.log(
+      `finalize, the floor's shape (4 events): ${f(r.floorFinalizeUs)} µs CPU per receipt`,
+    );
+    for (const [name, c] of Object.entries(r.commits)) {
       console.log(
-        `group commit of ${group} receipts (+1 sum each)${name}, beyond finalize: ` +
+        `group commit of ${group} receipts (${name}), beyond finalize: ` +
           `${f(c.perReceiptUs)} µs CPU per receipt (all threads), ` +
           `${c.wallPerGroupMs.toFixed(3)} ms wall per commit, ` +
           `${c.walFramesPerReceipt.toFixed(2)} WAL frames per receipt; kv table: ` +
