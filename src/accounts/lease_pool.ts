@@ -5,7 +5,7 @@
  * and idle or old ones handed back by a sweep.
  */
 import type { KvWrite } from "../store/group_commit.ts";
-import { holdClosedWrites } from "./holds.ts";
+import { holdClosedWrites, holdRateClosedWrites } from "./holds.ts";
 import type { KeyRecord } from "./keys.ts";
 import {
   type Lease,
@@ -129,10 +129,14 @@ export class LeasePool {
         grantedAt: tm,
         lastUse: tm,
         size: slice,
+        heldReq: slice.req,
+        heldTok: slice.tok,
       });
       w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
       w.balance -= slice.credit;
       w.held += slice.credit;
+      w.rate.heldReq += slice.req;
+      w.rate.heldTok += slice.tok;
       w.admitted = true; // a renewal-only key writes its entries too
     }
     return granted;
@@ -158,13 +162,36 @@ export class LeasePool {
     await this.#sweep(true);
   }
 
-  /** A lease's hand-back: its unused part, and the hold it closes. */
+  /** A lease's hand-back: its unused part, and the holds it closes. */
   #returnWrites(id: string, l: Lease): KvWrite[] {
     const inst = this.#o.holdInstance;
     return [
       ...leaseReturnWrites(id, l),
-      ...(inst === undefined ? [] : holdClosedWrites(inst, id, l.credit)),
+      ...(inst === undefined ? [] : [
+        ...holdClosedWrites(inst, id, l.credit),
+        ...holdRateClosedWrites(inst, id, l.heldReq, l.heldTok),
+      ]),
     ];
+  }
+
+  /**
+   * Closes in the hold ledger the requests and tokens taken from a live lease
+   * since the last checkpoint, so that the key figures count them as used
+   * (at most one sweep period late) without a write per request.
+   */
+  #checkpoint(id: string, l: Lease, writes: KvWrite[], done: (() => void)[]): void {
+    const inst = this.#o.holdInstance;
+    const req = l.heldReq - l.req;
+    const tok = l.heldTok - l.tok;
+    if (inst === undefined || (req <= 0 && tok <= 0)) return;
+    writes.push(...holdRateClosedWrites(inst, id, req, tok));
+    l.heldReq -= req;
+    l.heldTok -= tok;
+    // A write that failed closed nothing: the lease's hand-back closes it instead.
+    done.push(() => {
+      l.heldReq += req;
+      l.heldTok += tok;
+    });
   }
 
   #install(id: string, l: Lease): void {
@@ -184,11 +211,14 @@ export class LeasePool {
       : await this.#o.soleReplica().catch(() => false);
     const t = this.#o.monotonic();
     const writes: KvWrite[] = [];
+    const undo: (() => void)[] = [];
     for (const [id, l] of this.#leases) {
       const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS;
       if (all || !sole || stale) {
         this.#leases.delete(id);
         writes.push(...this.#returnWrites(id, l));
+      } else {
+        this.#checkpoint(id, l, writes, undo);
       }
     }
     if (this.#leases.size === 0 && this.#sweeper !== undefined) {
@@ -197,6 +227,12 @@ export class LeasePool {
     }
     // A failed return leaves the slice reserved in the store (it never
     // over-admits); the committer reports the failure.
-    if (writes.length > 0) await this.#o.write(writes);
+    if (writes.length === 0) return;
+    try {
+      await this.#o.write(writes);
+    } catch (e) {
+      for (const f of undo) f();
+      throw e;
+    }
   }
 }

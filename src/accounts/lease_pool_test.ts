@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { KeyRecord } from "./keys.ts";
-import { EMPTY_STATE, reqRefundKey } from "./kv_layout.ts";
+import { creditRefundKey, EMPTY_STATE, reqRefundKey, tokRefundKey } from "./kv_layout.ts";
+import { holdKey } from "./holds.ts";
 import { DEFAULT_TIERS } from "./rate_limit.ts";
 import { LeasePool } from "./lease_pool.ts";
 import type { Working } from "./admission_decide.ts";
@@ -27,6 +28,7 @@ function working(balance: bigint): Working {
     last: est,
     held: 0n,
     released: 0n,
+    rate: { heldReq: 0, heldTok: 0, closedReq: 0, closedTok: 0 },
     entries: [],
   };
 }
@@ -70,7 +72,54 @@ Deno.test("lease pool: a granted slice is reserved in the batch, admits from mem
 
   await p.close();
   assert.equal(p.take(key, est, () => {}), null, "closed: nothing from memory");
-  assert.deepEqual(writes, [], "a used-up slice has nothing to hand back");
+  // A used-up slice has nothing to hand back; the ledger closes what its requests took.
+  assert.deepEqual(writes, [[
+    { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 4n },
+    { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 400n },
+  ]]);
+});
+
+Deno.test("lease pool: the sweep checkpoints the requests taken from a live lease in the hold ledger", async () => {
+  const t = { now: 0 };
+  const writes: KvWrite[][] = [];
+  let landed = () => {};
+  const p = new LeasePool({
+    write: (ops) => {
+      writes.push(ops);
+      landed();
+      return Promise.resolve();
+    },
+    soleReplica: () => Promise.resolve(true),
+    // Frozen: the lease never goes idle or old, so the sweep only checkpoints it.
+    monotonic: () => t.now,
+    holdInstance: "i1",
+    leaseMaxRequests: 4,
+    tiers: DEFAULT_TIERS,
+  });
+  const w = working(1_000n);
+  const granted = await p.grant([pending], new Map([["k1", w]]));
+  assert.deepEqual(w.rate, { heldReq: 4, heldTok: 400, closedReq: 0, closedTok: 0 });
+  p.committed(["k1"], granted);
+  assert.ok(p.take(key, est, () => {}));
+  assert.ok(p.take(key, est, () => {}));
+  // Wait for the sweep's write (its timer runs every LEASE_IDLE_MS / 2).
+  await new Promise<void>((r) => landed = r);
+  assert.deepEqual(writes, [[
+    { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 2n },
+    { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 200n },
+  ]]);
+  const live = granted.get("k1")!; // the lease installed live
+  assert.deepEqual([live.req, live.heldReq, live.tok, live.heldTok], [2, 2, 200, 200]);
+  await p.close();
+  // The hand-back returns the unused half and closes exactly what is still open.
+  assert.deepEqual(writes[1], [
+    { op: "sum", key: creditRefundKey("k1"), value: 20n },
+    { op: "sum", key: reqRefundKey("k1"), value: 2n },
+    { op: "sum", key: tokRefundKey("k1"), value: 200n },
+    { op: "sum", key: holdKey("i1", "k1", "closed"), value: 20n },
+    { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 2n },
+    { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 200n },
+  ]);
 });
 
 Deno.test("lease pool: no slice unless sole replica; a detached lease is restored when its batch fails", async () => {
