@@ -69,7 +69,7 @@ export function foldAccount(
     last: null,
     held: 0n,
     released: 0n,
-    rate: { heldReq: 0, heldTok: 0, closedReq: back?.heldReq ?? 0, closedTok: back?.heldTok ?? 0 },
+    rate: { heldReq: 0, heldTok: 0, closedReq: back?.req ?? 0, closedTok: back?.tok ?? 0 },
     entries: [b, s],
   };
   if (back) {

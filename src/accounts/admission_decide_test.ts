@@ -54,14 +54,11 @@ Deno.test("foldAccount: a lease folded back returns its credit and bucket use, a
     grantedAt: 0,
     lastUse: 0,
     size: { req: 3, tok: 300, credit: 50n },
-    // One request was taken since the last checkpoint: the ledger still holds it open.
-    heldReq: 4,
-    heldTok: 400,
   };
   const w = foldAccount(entries(1_000n), key, DEFAULT_TIERS, T, back);
   assert.equal(w.balance, 1_050n);
   assert.equal(w.released, 50n);
-  assert.deepEqual(w.rate, { heldReq: 0, heldTok: 0, closedReq: 4, closedTok: 400 });
+  assert.deepEqual(w.rate, { heldReq: 0, heldTok: 0, closedReq: 3, closedTok: 300 });
   assert.equal(w.admitted, true, "balance and state are rewritten with the lease returned");
 });
 

@@ -13,11 +13,11 @@
  * requests.
  *
  * Quota leases also reserve requests and tokens from the key's rate buckets:
- * the ledger records those too (`req_reserved` / `tok_reserved` when a slice
- * is granted, the `*_closed` sides when it is handed back, folded back, or as
- * the requests taken from it are checkpointed by the lease sweep), so the key
- * figures (key_figures.ts) can tell the buckets' real use from what leases
- * hold. No request adds a write for it: only grants, hand-backs and the sweep.
+ * the ledger records those too (`req_reserved` / `tok_reserved` in the commit
+ * granting a slice; `req_closed` / `tok_closed` for its unused part when it is
+ * handed back or folded back, and for each request taken from it in that
+ * request's settlement), so the key figures (key_figures.ts) can tell the
+ * buckets' real use from what leases hold.
  *
  * When a process is gone (no live replica announcement), any other process
  * on the store refunds its open holds to the keys (the usual credit refund

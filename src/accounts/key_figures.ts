@@ -14,9 +14,9 @@
  * - `available` = `balance − reserved`, what new requests can spend;
  * - bucket levels are split into `used` and what lease slices hold unused.
  *
- * Requests count against the rate limits when admitted (their token estimate
- * corrected at settlement); requests taken from a lease move from reserved to
- * used when the lease sweep checkpoints them (every 250 ms) or the lease ends.
+ * Requests count against the rate limits when admitted from the store (their
+ * token estimate corrected at settlement); a request taken from a lease counts
+ * as the lease's (reserved) until it is settled, then as used.
  * Everything is read as one consistent snapshot (see `readSnapshot`).
  */
 import { foldDebt, type Usage } from "./credits.ts";
@@ -117,8 +117,9 @@ export function figuresOf(
     usage: { requests, prompt_tokens, completion_tokens, spent_nano },
     rate: {
       limits,
-      requests: Math.ceil(usedReq - 1e-9),
-      tokens: Math.ceil(usedTok - 1e-9),
+      // max(0, …): Math.ceil of a tiny negative is -0.
+      requests: Math.max(0, Math.ceil(usedReq - 1e-9)),
+      tokens: Math.max(0, Math.ceil(usedTok - 1e-9)),
       requestsReserved: Math.floor(reqInBucket + 1e-9),
       tokensReserved: Math.floor(tokInBucket + 1e-9),
       resetSeconds: Number(rateHeaders(limits, usedReq, usedTok)["X-RateLimit-Reset"]),

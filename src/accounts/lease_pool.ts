@@ -129,8 +129,6 @@ export class LeasePool {
         grantedAt: tm,
         lastUse: tm,
         size: slice,
-        heldReq: slice.req,
-        heldTok: slice.tok,
       });
       w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
       w.balance -= slice.credit;
@@ -169,29 +167,9 @@ export class LeasePool {
       ...leaseReturnWrites(id, l),
       ...(inst === undefined ? [] : [
         ...holdClosedWrites(inst, id, l.credit),
-        ...holdRateClosedWrites(inst, id, l.heldReq, l.heldTok),
+        ...holdRateClosedWrites(inst, id, l.req, l.tok),
       ]),
     ];
-  }
-
-  /**
-   * Closes in the hold ledger the requests and tokens taken from a live lease
-   * since the last checkpoint, so that the key figures count them as used
-   * (at most one sweep period late) without a write per request.
-   */
-  #checkpoint(id: string, l: Lease, writes: KvWrite[], done: (() => void)[]): void {
-    const inst = this.#o.holdInstance;
-    const req = l.heldReq - l.req;
-    const tok = l.heldTok - l.tok;
-    if (inst === undefined || (req <= 0 && tok <= 0)) return;
-    writes.push(...holdRateClosedWrites(inst, id, req, tok));
-    l.heldReq -= req;
-    l.heldTok -= tok;
-    // A write that failed closed nothing: the lease's hand-back closes it instead.
-    done.push(() => {
-      l.heldReq += req;
-      l.heldTok += tok;
-    });
   }
 
   #install(id: string, l: Lease): void {
@@ -211,14 +189,11 @@ export class LeasePool {
       : await this.#o.soleReplica().catch(() => false);
     const t = this.#o.monotonic();
     const writes: KvWrite[] = [];
-    const undo: (() => void)[] = [];
     for (const [id, l] of this.#leases) {
       const stale = t - l.lastUse >= LEASE_IDLE_MS || t - l.grantedAt >= LEASE_LIFETIME_MS;
       if (all || !sole || stale) {
         this.#leases.delete(id);
         writes.push(...this.#returnWrites(id, l));
-      } else {
-        this.#checkpoint(id, l, writes, undo);
       }
     }
     if (this.#leases.size === 0 && this.#sweeper !== undefined) {
@@ -227,12 +202,6 @@ export class LeasePool {
     }
     // A failed return leaves the slice reserved in the store (it never
     // over-admits); the committer reports the failure.
-    if (writes.length === 0) return;
-    try {
-      await this.#o.write(writes);
-    } catch (e) {
-      for (const f of undo) f();
-      throw e;
-    }
+    if (writes.length > 0) await this.#o.write(writes);
   }
 }

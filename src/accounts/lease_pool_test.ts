@@ -72,54 +72,30 @@ Deno.test("lease pool: a granted slice is reserved in the batch, admits from mem
 
   await p.close();
   assert.equal(p.take(key, est, () => {}), null, "closed: nothing from memory");
-  // A used-up slice has nothing to hand back; the ledger closes what its requests took.
-  assert.deepEqual(writes, [[
-    { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 4n },
-    { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 400n },
-  ]]);
+  assert.deepEqual(writes, [], "a used-up slice has nothing to hand back");
 });
 
-Deno.test("lease pool: the sweep checkpoints the requests taken from a live lease in the hold ledger", async () => {
+Deno.test("lease pool: the slice's requests and tokens are held in the ledger; a hand-back closes the unused part", async () => {
   const t = { now: 0 };
   const writes: KvWrite[][] = [];
-  let landed = () => {};
-  const p = new LeasePool({
-    write: (ops) => {
-      writes.push(ops);
-      landed();
-      return Promise.resolve();
-    },
-    soleReplica: () => Promise.resolve(true),
-    // Frozen: the lease never goes idle or old, so the sweep only checkpoints it.
-    monotonic: () => t.now,
-    holdInstance: "i1",
-    leaseMaxRequests: 4,
-    tiers: DEFAULT_TIERS,
-  });
+  const p = pool(true, t, writes);
   const w = working(1_000n);
   const granted = await p.grant([pending], new Map([["k1", w]]));
+  // The admission commit writes these as req_reserved / tok_reserved (admission_commit.ts).
   assert.deepEqual(w.rate, { heldReq: 4, heldTok: 400, closedReq: 0, closedTok: 0 });
   p.committed(["k1"], granted);
   assert.ok(p.take(key, est, () => {}));
   assert.ok(p.take(key, est, () => {}));
-  // Wait for the sweep's write (its timer runs every LEASE_IDLE_MS / 2).
-  await new Promise<void>((r) => landed = r);
-  assert.deepEqual(writes, [[
-    { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 2n },
-    { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 200n },
-  ]]);
-  const live = granted.get("k1")!; // the lease installed live
-  assert.deepEqual([live.req, live.heldReq, live.tok, live.heldTok], [2, 2, 200, 200]);
   await p.close();
-  // The hand-back returns the unused half and closes exactly what is still open.
-  assert.deepEqual(writes[1], [
+  // The two requests taken close their share when settled (admission_settlement.ts).
+  assert.deepEqual(writes, [[
     { op: "sum", key: creditRefundKey("k1"), value: 20n },
     { op: "sum", key: reqRefundKey("k1"), value: 2n },
     { op: "sum", key: tokRefundKey("k1"), value: 200n },
     { op: "sum", key: holdKey("i1", "k1", "closed"), value: 20n },
     { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 2n },
     { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 200n },
-  ]);
+  ]]);
 });
 
 Deno.test("lease pool: no slice unless sole replica; a detached lease is restored when its batch fails", async () => {

@@ -29,12 +29,6 @@ export interface Lease {
   lastUse: number;
   /** The slice as last granted (to tell when it runs low). */
   size: Remaining;
-  /**
-   * Requests and tokens the hold ledger counts open for this lease: its unused
-   * part plus what was taken since the lease sweep last checkpointed it.
-   */
-  heldReq: number;
-  heldTok: number;
 }
 
 /** A lease older than this is not used again (its unused part is returned). */
@@ -103,8 +97,6 @@ export function mergeLease(live: Lease, fresh: Lease): void {
   live.req += fresh.req;
   live.tok += fresh.tok;
   live.credit += fresh.credit;
-  live.heldReq += fresh.heldReq;
-  live.heldTok += fresh.heldTok;
   live.grantedAt = fresh.grantedAt;
   live.size = fresh.size;
 }
