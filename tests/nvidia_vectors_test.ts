@@ -340,20 +340,27 @@ Deno.test("vector blackwell-575.32: chain, signature, DICE FWID and nonce pass; 
   assert.equal(asHopper.failing?.check, "fwid");
 });
 
+/** The pickled report and chains of go-nvattest-tools: objects, or their text with single quotes. */
+type Pickled<T> = T | string;
+interface GoNvattestDoc {
+  gpus: {
+    Arch?: string;
+    AttestationReport: Pickled<{ "py/b64": string }>;
+    CertificateChains: Pickled<{ GpuAttestationCertificateChain: { pem: string }[] }>;
+  }[];
+}
+
+function unpickle<T>(v: Pickled<T>): T {
+  return typeof v === "string" ? JSON.parse(v.replaceAll("'", '"')) as T : v;
+}
+
 /** Google go-nvattest-tools JSON: `{gpus:[{Arch?, AttestationReport:{'py/b64'}, CertificateChains}]}`. */
 function goNvattestItems(rel: string, arch: "HOPPER" | "BLACKWELL"): GpuEvidenceItem[] {
-  const doc = JSON.parse(readFixtureText(rel));
-  // deno-lint-ignore no-explicit-any
-  return doc.gpus.map((g: any) => {
-    const report = typeof g.AttestationReport === "string"
-      ? JSON.parse(g.AttestationReport.replaceAll("'", '"'))
-      : g.AttestationReport;
-    const chains = typeof g.CertificateChains === "string"
-      ? JSON.parse(g.CertificateChains.replaceAll("'", '"'))
-      : g.CertificateChains;
-    const pem = chains.GpuAttestationCertificateChain.map((c: { pem: string }) => atob(c.pem)).join(
-      "",
-    );
+  const doc = JSON.parse(readFixtureText(rel)) as GoNvattestDoc;
+  return doc.gpus.map((g) => {
+    const report = unpickle(g.AttestationReport);
+    const chains = unpickle(g.CertificateChains);
+    const pem = chains.GpuAttestationCertificateChain.map((c) => atob(c.pem)).join("");
     return {
       arch,
       certificatePem: pem,
