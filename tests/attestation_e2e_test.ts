@@ -213,14 +213,16 @@ Deno.test("archived keysets survive a restart and rotation on the same store", a
   const report = (gw: { baseURL: string }, q = "") =>
     fetch(`${gw.baseURL}/aci/attestation${q}`).then((r) => jsonOf<CanonicalReport>(r));
   let firstDigest: string;
+  let rotatedDigest: string;
   try {
     firstDigest = (await report(first)).workload_keyset_digest;
     // Rotation: within the last tenth of the keyset's life a new keyset is used.
     t += 950_000;
     const rotated = await report(first);
     assert.notEqual(rotated.workload_keyset_digest, firstDigest);
-    await new Promise((r) => setTimeout(r, 50)); // archive write of the rotated keyset
+    rotatedDigest = rotated.workload_keyset_digest;
   } finally {
+    // Closing waits for the rotated keyset's archive write (app/replica_upkeep.ts).
     await first.close();
   }
   const second = await startTestGateway({ kvPath, now: clock });
@@ -238,6 +240,10 @@ Deno.test("archived keysets survive a restart and rotation on the same store", a
     const archived = await jsonOf<CanonicalReport>(old);
     checkBinding(archived, null);
     assert.equal(archived.workload_keyset_digest, firstDigest);
+    // The rotated keyset, archived just before the first gateway stopped, is there too.
+    const rotated = await report(second, `?workload_keyset_digest=${rotatedDigest}`);
+    checkBinding(rotated, null);
+    assert.equal(rotated.workload_keyset_digest, rotatedDigest);
   } finally {
     await second.close();
     await Deno.remove(dir, { recursive: true });
