@@ -128,9 +128,12 @@ Deno.test("show prints balance, usage totals, limits and the rate bucket levels"
   assert.match(text, /^name: shown$/m);
   assert.match(text, /^status: active$/m);
   assert.match(text, /^balance: 0\.75$/m);
+  assert.match(text, /^reserved: 0$/m);
+  assert.match(text, /^available: 0\.75$/m);
   assert.match(text, /^usage: requests=1 prompt_tokens=100 completion_tokens=50 spent=0\.25$/m);
   assert.match(text, /^limits: rpm=60 tpm=100000$/m);
   assert.match(text, /^rate buckets: requests=1\/60 tokens=150\/100000 resets_in=\d+s$/m);
+  assert.match(text, /^rate reserved by quota leases: requests=0 tokens=0$/m);
   assert.ok(!text.includes(key));
   assert.equal((await cli(kv, "show", "key_000000000000")).code, 1);
   kv.close();
