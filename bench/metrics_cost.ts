@@ -99,8 +99,12 @@ export async function metricsCostRow(o: {
   return {
     metric: `Throughput cost of metrics (closed loop, ${CONCURRENCY} conn., scraped 1/s, ` +
       `${o.rounds} paired rounds of ${o.seconds} s; median paired difference, rounds ranged ` +
-      `${fmt(sorted[0], 2)} to ${fmt(sorted.at(-1)!, 2)} %; ${fmt(a, 0)} rps with vs ${fmt(b, 0)} ` +
-      `without; gateway CPU ${fmt(cOn, 1)} vs ${fmt(cOff, 1)} µs/req, paired ${fmt(cpuPaired, 2)} %; ` +
+      `${fmt(sorted[0], 2)} to ${fmt(sorted.at(-1)!, 2)} %; ${fmt(a, 0)} rps with vs ${
+        fmt(b, 0)
+      } ` +
+      `without; gateway CPU ${fmt(cOn, 1)} vs ${fmt(cOff, 1)} µs/req, paired ${
+        fmt(cpuPaired, 2)
+      } %; ` +
       `${scrapes} scrapes)`,
     gateway: `${fmt(cost, 2)} %`,
     target: `< ${TARGET_PCT} %`,
