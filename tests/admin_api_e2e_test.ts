@@ -219,63 +219,63 @@ Deno.test("admin API: off (404) without a token; a weak token stops start-up", a
   );
 });
 
+/** `withGateway` on a frozen wall clock: the rate buckets do not drain during the test. */
+const withFrozenClock = (fn: (gw: TestGateway) => Promise<void>) =>
+  withGateway(fn, undefined, fakeClock(Date.now()).now);
+
 Deno.test("GET /v1/key and /v1/usage answer only for the calling key", async () => {
-  await withGateway(
-    async (gw) => {
-      const a = await gw.newKey({ tier: "free", credits: 3 });
-      const b = await gw.newKey({ tier: "pro", credits: 5 });
-      const client = new OpenAI({ baseURL: gw.baseURL, apiKey: a, maxRetries: 0 });
-      await client.chat.completions.create({
-        model: "demo/echo",
-        messages: [{ role: "user", content: "hello there" }],
-      });
-      await client.embeddings.create({ model: "demo/embed-small", input: "x" });
+  await withFrozenClock(async (gw) => {
+    const a = await gw.newKey({ tier: "free", credits: 3 });
+    const b = await gw.newKey({ tier: "pro", credits: 5 });
+    const client = new OpenAI({ baseURL: gw.baseURL, apiKey: a, maxRetries: 0 });
+    await client.chat.completions.create({
+      model: "demo/echo",
+      messages: [{ role: "user", content: "hello there" }],
+    });
+    await client.embeddings.create({ model: "demo/embed-small", input: "x" });
 
-      const ka = await own(gw, "/v1/key", a);
-      assert.equal(ka.status, 200);
-      assert.equal(ka.json.data.tier, "free");
-      assert.deepEqual(ka.json.data.limits, { rpm: 60, tpm: 100_000 });
-      assert.equal(ka.json.data.usage.requests, 2);
-      assert.ok(Number(ka.json.data.spent) > 0);
-      assert.equal(ka.json.data.rate_limit.interval_seconds, 60);
-      // The two requests made (the wall clock is frozen: the bucket does not drain), apart
-      // from what a quota lease holds unused.
-      const rl = ka.json.data.rate_limit;
-      assert.equal(rl.requests_used, 2);
-      assert.equal(rl.requests_remaining, 60 - rl.requests_used - rl.requests_reserved);
-      // The credit figures are the admin API's for the same key.
-      const shown = await admin(gw, "GET", `/keys/${ka.json.data.key_id}`);
-      for (const f of ["balance", "reserved", "available"]) {
-        assert.equal(ka.json.data[f], shown.json[f], f);
-      }
+    const ka = await own(gw, "/v1/key", a);
+    assert.equal(ka.status, 200);
+    assert.equal(ka.json.data.tier, "free");
+    assert.deepEqual(ka.json.data.limits, { rpm: 60, tpm: 100_000 });
+    assert.equal(ka.json.data.usage.requests, 2);
+    assert.ok(Number(ka.json.data.spent) > 0);
+    assert.equal(ka.json.data.rate_limit.interval_seconds, 60);
+    // The two requests made (the wall clock is frozen: the bucket does not drain), apart
+    // from what a quota lease holds unused.
+    const rl = ka.json.data.rate_limit;
+    assert.equal(rl.requests_used, 2);
+    assert.equal(rl.requests_remaining, 60 - rl.requests_used - rl.requests_reserved);
+    // The credit figures are the admin API's for the same key.
+    const shown = await admin(gw, "GET", `/keys/${ka.json.data.key_id}`);
+    for (const f of ["balance", "reserved", "available"]) {
+      assert.equal(ka.json.data[f], shown.json[f], f);
+    }
 
-      const kb = await own(gw, "/v1/key", b);
-      assert.equal(kb.json.data.tier, "pro");
-      assert.equal(kb.json.data.usage.requests, 0);
-      assert.notEqual(kb.json.data.key_id, ka.json.data.key_id);
+    const kb = await own(gw, "/v1/key", b);
+    assert.equal(kb.json.data.tier, "pro");
+    assert.equal(kb.json.data.usage.requests, 0);
+    assert.notEqual(kb.json.data.key_id, ka.json.data.key_id);
 
-      const ua = await own(gw, "/v1/usage", a);
-      assert.equal(ua.status, 200);
-      const models = ua.json.data.map((r: { model: string }) => r.model).sort();
-      assert.deepEqual(models, ["demo/echo", "demo/embed-small"]);
-      assert.equal(ua.json.key_id, ka.json.data.key_id);
-      const ub = await own(gw, "/v1/usage", b);
-      assert.deepEqual(ub.json.data, []);
-      // Ranges: the day before has nothing; bad ranges are 400 naming the parameter.
-      const y = dayOf(Date.now() - 86_400_000);
-      assert.deepEqual((await own(gw, `/v1/usage?from=${y}&to=${y}`, a)).json.data, []);
-      const bad = await own(gw, "/v1/usage?from=2026-02-01&to=2026-01-01", a);
-      assert.equal(bad.status, 400);
-      const tooLong = await own(gw, "/v1/usage?from=2020-01-01&to=2026-01-01", a);
-      assert.equal(tooLong.status, 400);
-      assert.equal((await own(gw, "/v1/usage", "cgw-" + "A".repeat(43))).status, 401);
-      const none = await fetch(`${gw.url}/v1/key`);
-      assert.equal(none.status, 401);
-      await none.body?.cancel();
-    },
-    undefined,
-    fakeClock(Date.now()).now,
-  );
+    const ua = await own(gw, "/v1/usage", a);
+    assert.equal(ua.status, 200);
+    const models = ua.json.data.map((r: { model: string }) => r.model).sort();
+    assert.deepEqual(models, ["demo/echo", "demo/embed-small"]);
+    assert.equal(ua.json.key_id, ka.json.data.key_id);
+    const ub = await own(gw, "/v1/usage", b);
+    assert.deepEqual(ub.json.data, []);
+    // Ranges: the day before has nothing; bad ranges are 400 naming the parameter.
+    const y = dayOf(Date.now() - 86_400_000);
+    assert.deepEqual((await own(gw, `/v1/usage?from=${y}&to=${y}`, a)).json.data, []);
+    const bad = await own(gw, "/v1/usage?from=2026-02-01&to=2026-01-01", a);
+    assert.equal(bad.status, 400);
+    const tooLong = await own(gw, "/v1/usage?from=2020-01-01&to=2026-01-01", a);
+    assert.equal(tooLong.status, 400);
+    assert.equal((await own(gw, "/v1/usage", "cgw-" + "A".repeat(43))).status, 401);
+    const none = await fetch(`${gw.url}/v1/key`);
+    assert.equal(none.status, 401);
+    await none.body?.cancel();
+  });
 });
 
 Deno.test("/healthz: status only in public, detail with the operator token", async () => {
