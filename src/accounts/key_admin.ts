@@ -52,7 +52,8 @@ export interface KeyDetail extends KeySummary {
   usage: { requests: number; prompt_tokens: number; completion_tokens: number; spent: string };
   /**
    * The rate-limit buckets: how full each is with requests made (requests,
-   * tokens), what quota-lease slices hold in them unused, and when the
+   * tokens), what quota-lease slices hold in them (unused, or taken by
+   * requests not yet settled), and when the
    * requests made have drained.
    */
   rate_limit: {

@@ -12,7 +12,7 @@
  * - `balance` = credits given − credits spent by settled requests;
  * - `reserved` = credits held by all replicas (requests in flight, lease slices);
  * - `available` = `balance − reserved`, what new requests can spend;
- * - bucket levels are split into `used` and what lease slices hold unused.
+ * - bucket levels are split into `used` and what lease slices hold.
  *
  * Requests count against the rate limits when admitted from the store (their
  * token estimate corrected at settlement); a request taken from a lease counts
@@ -51,10 +51,10 @@ export interface KeyFigures {
 
 export interface RateFigures {
   limits: TierLimits;
-  /** Bucket levels without the lease slices' unused part (whole, rounded up). */
+  /** Bucket levels without what lease slices hold (whole, rounded up). */
   requests: number;
   tokens: number;
-  /** What lease slices hold in the buckets unused (whole, rounded down). */
+  /** What lease slices hold in the buckets: unused, or taken by unsettled requests (rounded down). */
   requestsReserved: number;
   tokensReserved: number;
   /** Seconds until both buckets (without the lease slices) are empty. */

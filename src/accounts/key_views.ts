@@ -11,6 +11,8 @@ import type { KeyDetail } from "./key_admin.ts";
 const credits = (what: string) =>
   z.string().regex(/^-?\d+(\.\d{1,9})?$/).describe(`${what} (exact decimal credits)`);
 const count = (what: string) => z.number().int().nonnegative().describe(what);
+const LEASE_HELD = (what: string) =>
+  `${what} quota-lease slices hold in the bucket: unused, or taken by requests not yet settled`;
 
 /** The three credit figures, the same on every surface (key_figures.ts). */
 const creditFigures = {
@@ -48,8 +50,8 @@ export const KeyDetailSchema = KeySummarySchema.extend({
   rate_limit: z.object({
     requests: count("Requests made in the request bucket (draining at rpm)"),
     tokens: count("Tokens in the token bucket (draining at tpm)"),
-    requests_reserved: count("Requests quota-lease slices hold in the bucket unused"),
-    tokens_reserved: count("Tokens quota-lease slices hold in the bucket unused"),
+    requests_reserved: count(LEASE_HELD("Requests")),
+    tokens_reserved: count(LEASE_HELD("Tokens")),
     resets_in_seconds: count("Seconds until both buckets are empty"),
   }),
 });
@@ -66,10 +68,10 @@ export const OwnKeySchema = z.object({
     rate_limit: z.object({
       interval_seconds: count("A full bucket drains in this long"),
       requests_used: count("Requests made in the request bucket"),
-      requests_reserved: count("Requests quota-lease slices hold unused"),
+      requests_reserved: count(LEASE_HELD("Requests")),
       requests_remaining: count("rpm − used − reserved"),
       tokens_used: count("Tokens in the token bucket (estimates until settled)"),
-      tokens_reserved: count("Tokens quota-lease slices hold unused"),
+      tokens_reserved: count(LEASE_HELD("Tokens")),
       tokens_remaining: count("tpm − used − reserved"),
       resets_in_seconds: count("Seconds until both buckets are empty"),
     }),
