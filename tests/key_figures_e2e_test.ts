@@ -119,3 +119,51 @@ Deno.test("one request with a quota lease: 1 request used, the exact spend, the 
     await gw.close();
   }
 });
+
+Deno.test("a gateway stopped cleanly hands its lease back: keys show on its store reads reserved 0", async () => {
+  const dir = await Deno.makeTempDir();
+  const kvPath = `${dir}/gw.kv`;
+  const wall = fakeClock();
+  try {
+    const gw = await startTestGateway({ kvPath, now: wall.now, monotonic: fakeClock(0).now });
+    let keyId: string, spent: bigint, reservedLive: string;
+    try {
+      const key = await gw.newKey({ tier: "pro", credits: 10 });
+      const client = new OpenAI({ baseURL: gw.baseURL, apiKey: key, maxRetries: 0 });
+      const res = await client.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: "and then the gateway stops" }],
+      });
+      const p = await prices(gw);
+      spent = BigInt(res.usage!.prompt_tokens) * p.prompt +
+        BigInt(res.usage!.completion_tokens) * p.completion;
+      const k = (await ownKey(gw, key)).data;
+      keyId = k.key_id;
+      reservedLive = k.reserved;
+    } finally {
+      await gw.close(); // hands every lease back (the frozen clock never let it expire)
+    }
+    assert.notEqual(reservedLive, "0", "a lease was held while the gateway ran");
+    const kv = await Deno.openKv(kvPath);
+    try {
+      const lines: string[] = [];
+      const code = await runKeys(["show", keyId], {
+        kv,
+        print: (l) => lines.push(l),
+        now: wall.now,
+        tiers: DEFAULT_TIERS,
+      });
+      assert.equal(code, 0);
+      const balance = formatCredits(10n * NANO_PER_CREDIT - spent);
+      for (const l of [`balance: ${balance}`, "reserved: 0", `available: ${balance}`]) {
+        assert.ok(lines.includes(l), `${l} in ${lines.join(" | ")}`);
+      }
+      assert.ok(lines.some((l) => l.startsWith("rate buckets: requests=1/600 ")));
+      assert.ok(lines.includes("rate reserved by quota leases: requests=0 tokens=0"));
+    } finally {
+      kv.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
