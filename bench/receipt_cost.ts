@@ -12,7 +12,7 @@
 import process from "node:process";
 import { DatabaseSync } from "node:sqlite";
 import { creditSettlementWrites } from "../src/accounts/credits.ts";
-import { holdClosedWrites } from "../src/accounts/holds.ts";
+import { holdClosedWrites, holdRateClosedWrites } from "../src/accounts/holds.ts";
 import { tokenSettlementWrites } from "../src/accounts/rate_limit.ts";
 import { dailyUsageWrites } from "../src/accounts/usage_daily.ts";
 import { newReceiptId } from "../src/aci/receipt.ts";
@@ -145,13 +145,15 @@ const oneSum = (): KvWrite[] => [{ op: "sum", key: ["usage", "k1", "requests"], 
 
 /**
  * What the gateway commits with a receipt when it settles a request of one
- * key and model: the hold closed, credit refund and usage totals, token
- * refund, daily usage (the pipeline's own write builders).
+ * key and model served from a quota lease: the hold closed (credits, the
+ * lease's request and tokens), credit refund and usage totals, token refund,
+ * daily usage (the pipeline's own write builders).
  */
 function settlementSums(i: number): KvWrite[] {
   const actual = { promptTokens: 20 + (i % 7), completionTokens: 30, costNano: 900n };
   return [
     ...holdClosedWrites("instance-1", "k1", 1000n),
+    ...holdRateClosedWrites("instance-1", "k1", 1, 80),
     ...creditSettlementWrites("k1", 1000n, actual),
     ...tokenSettlementWrites("k1", 80, actual.promptTokens + actual.completionTokens),
     ...dailyUsageWrites("k1", "bench/chat", Date.now(), actual),
@@ -220,7 +222,7 @@ export const COMMIT_CASES = {
   "no chat index, +1 sum": { chat: "none", extra: oneSum },
   /** Response ids as upstreams make them: each index row lands at a random place in the B-tree. */
   "random response ids, +1 sum": { chat: "random", extra: oneSum },
-  "random response ids, settlement sums": { chat: "random", extra: settlementSums },
+  "random response ids, 13 settlement sums": { chat: "random", extra: settlementSums },
   /** What bench/receipt_floor.ts commits: the receipt alone. */
   "floor shape, receipt only": { chat: "floor", extra: () => [] },
 } as const;
