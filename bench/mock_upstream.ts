@@ -3,7 +3,7 @@
  * never bounds a measurement: every answer is pre-encoded at start-up.
  *
  * `POST /v1/chat/completions`, chosen by the upstream model name:
- *   - `chat`  : a fixed small `chat.completion`, at once;
+ *   - `chat`  : a fixed small `chat.completion` (its id fresh each time), at once;
  *   - `delay` : the same after `DELAY_MS`;
  *   - `chat` with `"stream": true` : `STREAM_CHUNKS` content chunks, the first
  *     at once, then one every `CHUNK_GAP_MS`, then usage and `[DONE]`;
@@ -21,8 +21,11 @@ export const CHUNK_GAP_MS = 10;
 
 const enc = new TextEncoder();
 
+/** A completion id's random part: 29 letters and digits, as OpenAI's ids have. */
+const ID_CHARS = 29;
+const ID_PLACEHOLDER = "x".repeat(ID_CHARS);
 const COMPLETION = enc.encode(JSON.stringify({
-  id: "chatcmpl-bench",
+  id: `chatcmpl-${ID_PLACEHOLDER}`,
   object: "chat.completion",
   created: 1,
   model: "chat",
@@ -66,6 +69,28 @@ const TAIL = enc.encode(
   }\n\ndata: [DONE]\n\n`,
 );
 
+const ID_AT = new TextDecoder().decode(COMPLETION).indexOf(ID_PLACEHOLDER);
+const ALPHABET = enc.encode("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+let idState = (Date.now() ^ 0x9e3779b9) >>> 0 || 1;
+
+/**
+ * The completion with a fresh random-looking id, as real upstreams answer: the
+ * gateway indexes its receipt by that id, and an index of random ids costs
+ * the store more (a page per insert) than one id repeated.
+ */
+function completion(): Uint8Array<ArrayBuffer> {
+  const out = COMPLETION.slice();
+  for (let i = 0; i < ID_CHARS; i++) {
+    // xorshift32: cheap, never repeats within the 2^32 − 1 period.
+    idState ^= idState << 13;
+    idState ^= idState >>> 17;
+    idState ^= idState << 5;
+    idState >>>= 0;
+    out[ID_AT + i] = ALPHABET[idState % ALPHABET.length];
+  }
+  return out;
+}
+
 const JSON_HEADERS = { "content-type": "application/json" };
 const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache" };
 
@@ -105,7 +130,7 @@ export function createMockHandler(): (req: Request) => Promise<Response> {
     const { model, stream } = (body ?? {}) as { model?: unknown; stream?: unknown };
     if (stream === true) return new Response(paced(model === "hold"), { headers: SSE_HEADERS });
     if (model === "delay") await sleep(DELAY_MS);
-    return new Response(COMPLETION, { headers: JSON_HEADERS });
+    return new Response(completion(), { headers: JSON_HEADERS });
   };
 }
 

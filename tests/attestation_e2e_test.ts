@@ -13,16 +13,23 @@ import { startTestGateway } from "./support/gateway.ts";
 import { parseDevQuote } from "../src/aci/dev_quote.ts";
 import { startFakeConfigfsTsm, TDX_V4_REPORT_DATA_OFFSET } from "../enclave/configfs_fake.ts";
 import { createConfigfsTsmProvider } from "../enclave/configfs_tsm.ts";
+import { type CanonicalReport, type ErrorEnvelope, jsonOf } from "./support/wire.ts";
 
 const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 const unhex = (s: string) => Uint8Array.from(s.match(/../g)!.map((h) => parseInt(h, 16)));
 const sha256 = (b: Uint8Array | string) => createHash("sha256").update(b).digest();
 const randomNonce = () => hex(crypto.getRandomValues(new Uint8Array(32)));
 
-// deno-lint-ignore no-explicit-any
-type Json = any;
+/** The legacy report (`/v1/attestation/report`): the canonical one plus the legacy fields. */
+interface LegacyReport extends CanonicalReport {
+  signing_algo: "ecdsa" | "ed25519";
+  signing_address: string;
+  signing_public_key: string;
+  request_nonce: string;
+  intel_quote: string;
+}
 
-function checkBinding(report: Json, nonce: string | null): Uint8Array {
+function checkBinding(report: CanonicalReport, nonce: string | null): Uint8Array {
   const keyset = report.attestation.workload_keyset;
   const digest = "sha256:" + sha256(canonicalize(keyset)!).toString("hex");
   assert.equal(report.workload_keyset_digest, digest);
@@ -44,7 +51,7 @@ Deno.test("canonical report binds keyset and nonce (development provider)", asyn
     const res = await fetch(`${gw.baseURL}/aci/attestation?nonce=${nonce}`);
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("x-aci-version"), "aci/1");
-    const report = await res.json();
+    const report = await jsonOf<CanonicalReport>(res);
     assert.equal(res.headers.get("x-aci-keyset-digest"), report.workload_keyset_digest);
     assert.equal(report.api_version, "aci/1");
     const slot = checkBinding(report, nonce);
@@ -53,17 +60,17 @@ Deno.test("canonical report binds keyset and nonce (development provider)", asyn
     assert.deepEqual(parseDevQuote(unhex(report.attestation.evidence.quote)), slot);
     // keyset shape
     const ks = report.attestation.workload_keyset;
-    assert.deepEqual(ks.receipt_signing_keys.map((k: Json) => k.algo), ["ed25519", "secp256k1"]);
+    assert.deepEqual(ks.receipt_signing_keys.map((k) => k.algo), ["ed25519", "secp256k1"]);
     assert.equal(typeof ks.not_after, "number");
     // E2EE v2: one key per suite, X25519 first, never a receipt key reused.
-    assert.deepEqual(ks.e2ee_public_keys.map((k: Json) => k.algo), [
+    assert.deepEqual(ks.e2ee_public_keys.map((k) => k.algo), [
       "x25519-aes-256-gcm-hkdf-sha256",
       "secp256k1-aes-256-gcm-hkdf-sha256",
     ]);
     assert.match(ks.e2ee_public_keys[0].public_key, /^[0-9a-f]{64}$/);
     assert.match(ks.e2ee_public_keys[1].public_key, /^04[0-9a-f]{128}$/);
     for (const e of ks.e2ee_public_keys) {
-      assert.ok(!ks.receipt_signing_keys.some((r: Json) => r.public_key === e.public_key));
+      assert.ok(!ks.receipt_signing_keys.some((r) => r.public_key === e.public_key));
     }
     assert.deepEqual(report.service_capabilities.supported_e2ee_versions, ["2"]);
     assert.equal(report.service_capabilities.serving, "aggregator");
@@ -71,7 +78,7 @@ Deno.test("canonical report binds keyset and nonce (development provider)", asyn
     // nonce-less report: null statement, cacheable
     const plain = await fetch(`${gw.baseURL}/aci/attestation`);
     assert.match(plain.headers.get("cache-control") ?? "", /max-age/);
-    checkBinding(await plain.json(), null);
+    checkBinding(await jsonOf<CanonicalReport>(plain), null);
   } finally {
     await gw.close();
   }
@@ -91,7 +98,7 @@ Deno.test("canonical report through the configfs-tsm provider (imitation), concu
     const reports = await Promise.all(
       nonces.map(async (n) => {
         const r = await fetch(`${gw.baseURL}/aci/attestation?nonce=${n}`);
-        const body = await r.json();
+        const body = await jsonOf<CanonicalReport>(r);
         assert.equal(r.status, 200, JSON.stringify(body));
         return body;
       }),
@@ -129,7 +136,7 @@ Deno.test("bad nonces and parameters → 400 invalid_request_error", async () =>
     ) {
       const r = await fetch(`${gw.baseURL}/aci/attestation?${q}`);
       assert.equal(r.status, 400, q);
-      assert.equal((await r.json()).error.type, "invalid_request_error");
+      assert.equal((await jsonOf<ErrorEnvelope>(r)).error.type, "invalid_request_error");
     }
     const unknown = await fetch(
       `${gw.baseURL}/aci/attestation?workload_keyset_digest=sha256:${"0".repeat(64)}`,
@@ -148,7 +155,9 @@ Deno.test("legacy report: address derivation, padding, nonce rules, signing_algo
   const gw = await startTestGateway();
   try {
     const nonce = randomNonce();
-    const r = await (await fetch(`${gw.baseURL}/attestation/report?nonce=${nonce}`)).json();
+    const legacy = (q: string) =>
+      fetch(`${gw.baseURL}/attestation/report${q}`).then((r) => jsonOf<LegacyReport>(r));
+    const r = await legacy(`?nonce=${nonce}`);
     assert.equal(r.signing_algo, "ecdsa");
     // Independent derivation: address = last 20 bytes of keccak256(uncompressed key without 04).
     const pub = unhex(r.signing_public_key);
@@ -166,15 +175,13 @@ Deno.test("legacy report: address derivation, padding, nonce rules, signing_algo
     assert.equal(r.all_attestations.length, 1);
     // The keyset covers the ecdsa key.
     assert.ok(
-      r.attestation.workload_keyset.receipt_signing_keys.some((k: Json) =>
+      r.attestation.workload_keyset.receipt_signing_keys.some((k) =>
         k.public_key === r.signing_public_key
       ),
     );
 
     // A flexible nonce is hashed; ed25519 switches the key.
-    const r2 =
-      await (await fetch(`${gw.baseURL}/attestation/report?nonce=hello-world&signing_algo=ed25519`))
-        .json();
+    const r2 = await legacy("?nonce=hello-world&signing_algo=ed25519");
     assert.equal(r2.signing_algo, "ed25519");
     assert.equal(r2.signing_address, r2.signing_public_key);
     assert.equal(r2.signing_public_key.length, 64);
@@ -182,8 +189,8 @@ Deno.test("legacy report: address derivation, padding, nonce rules, signing_algo
     assert.equal(hex(slot2.subarray(0, 32)), r2.signing_public_key);
     assert.equal(hex(slot2.subarray(32)), sha256("hello-world").toString("hex"));
     // No nonce: a fresh random one each time.
-    const a = await (await fetch(`${gw.baseURL}/attestation/report`)).json();
-    const b = await (await fetch(`${gw.baseURL}/attestation/report`)).json();
+    const a = await legacy("");
+    const b = await legacy("");
     assert.notEqual(a.request_nonce, b.request_nonce);
     const rep = await fetch(`${gw.baseURL}/attestation/report?nonce=a&nonce=b`);
     assert.equal(rep.status, 400);
@@ -203,21 +210,24 @@ Deno.test("archived keysets survive a restart and rotation on the same store", a
     now: clock,
     configure: (c) => (c.identity.keyset_ttl_seconds = 1000),
   });
+  const report = (gw: { baseURL: string }, q = "") =>
+    fetch(`${gw.baseURL}/aci/attestation${q}`).then((r) => jsonOf<CanonicalReport>(r));
   let firstDigest: string;
+  let rotatedDigest: string;
   try {
-    firstDigest =
-      (await (await fetch(`${first.baseURL}/aci/attestation`)).json()).workload_keyset_digest;
+    firstDigest = (await report(first)).workload_keyset_digest;
     // Rotation: within the last tenth of the keyset's life a new keyset is used.
     t += 950_000;
-    const rotated = await (await fetch(`${first.baseURL}/aci/attestation`)).json();
+    const rotated = await report(first);
     assert.notEqual(rotated.workload_keyset_digest, firstDigest);
-    await new Promise((r) => setTimeout(r, 50)); // archive write of the rotated keyset
+    rotatedDigest = rotated.workload_keyset_digest;
   } finally {
+    // Closing waits for the rotated keyset's archive write (app/replica_upkeep.ts).
     await first.close();
   }
   const second = await startTestGateway({ kvPath, now: clock });
   try {
-    const current = await (await fetch(`${second.baseURL}/aci/attestation`)).json();
+    const current = await report(second);
     assert.notEqual(
       current.workload_keyset_digest,
       firstDigest,
@@ -227,9 +237,13 @@ Deno.test("archived keysets survive a restart and rotation on the same store", a
       `${second.baseURL}/aci/attestation?workload_keyset_digest=${firstDigest}`,
     );
     assert.equal(old.status, 200);
-    const archived = await old.json();
+    const archived = await jsonOf<CanonicalReport>(old);
     checkBinding(archived, null);
     assert.equal(archived.workload_keyset_digest, firstDigest);
+    // The rotated keyset, archived just before the first gateway stopped, is there too.
+    const rotated = await report(second, `?workload_keyset_digest=${rotatedDigest}`);
+    checkBinding(rotated, null);
+    assert.equal(rotated.workload_keyset_digest, rotatedDigest);
   } finally {
     await second.close();
     await Deno.remove(dir, { recursive: true });

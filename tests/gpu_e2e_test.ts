@@ -27,8 +27,16 @@ import {
   vector,
 } from "./support/nvidia_fixtures.ts";
 
-// deno-lint-ignore no-explicit-any
-type Json = any;
+import {
+  decided,
+  type ErrorEnvelope,
+  eventTypes,
+  extraClaim,
+  jsonOf,
+  type Receipt,
+  type SessionDocument,
+  verifiedEvent,
+} from "./support/wire.ts";
 const FULL = vector("hopper-550.90.07-FULL");
 
 function gateway(up: DstackUpstream, forge: TdxForge, requireGpu: boolean): Promise<TestGateway> {
@@ -62,7 +70,11 @@ async function chat(gw: TestGateway, provider?: unknown) {
       ...(provider ? { provider } : {}),
     }),
   });
-  return { status: res.status, receiptId: res.headers.get("x-receipt-id"), body: await res.json() };
+  return {
+    status: res.status,
+    receiptId: res.headers.get("x-receipt-id"),
+    body: await jsonOf<ErrorEnvelope>(res),
+  };
 }
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -91,11 +103,11 @@ async function verifyCli(session: string, at: string, rimAt?: string) {
   return { code: out.code, lines: new TextDecoder().decode(out.stdout).trim().split("\n") };
 }
 
-async function get(gw: TestGateway, path: string) {
+async function get<T>(gw: TestGateway, path: string): Promise<T> {
   const res = await fetch(`${gw.url}${path}`, {
     headers: { authorization: `Bearer ${gw.apiKey}` },
   });
-  return await res.json();
+  return await jsonOf<T>(res);
 }
 
 Deno.test("real Hopper evidence through the dstack upstream: gpu_attested is hardware_proven", async () => {
@@ -112,13 +124,14 @@ Deno.test("real Hopper evidence through the dstack upstream: gpu_attested is har
     const r = await chat(gw, { aci_verified: true });
     assert.equal(r.status, 200);
     assert.equal(up.demo.stats.total, 1);
-    const receipt = await get(gw, `/v1/aci/receipts/${r.receiptId}`);
-    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
-    const doc = await get(gw, `/v1/aci/sessions/${ev.session_id}`);
-    assert.equal(doc.claims.gpu_attested.status, "asserted");
-    assert.equal(doc.claims.gpu_attested.source, "hardware_proven");
-    assert.match(doc.claims.gpu_attested.reason, /^1 HOPPER GPU\(s\)/);
-    const extra = doc.claims.extra.gpu_evidence;
+    const receipt = await get<Receipt>(gw, `/v1/aci/receipts/${r.receiptId}`);
+    const ev = verifiedEvent(receipt);
+    const doc = await get<SessionDocument>(gw, `/v1/aci/sessions/${ev.session_id}`);
+    const gpu = decided(doc.claims.gpu_attested);
+    assert.equal(gpu.status, "asserted");
+    assert.equal(gpu.source, "hardware_proven");
+    assert.match(gpu.reason ?? "", /^1 HOPPER GPU\(s\)/);
+    const extra = extraClaim(doc, "gpu_evidence");
     assert.equal(extra.status, "pass");
     assert.equal(extra.gpu_count, 1);
     assert.deepEqual(extra.gpus, [{
@@ -194,8 +207,8 @@ Deno.test("require_gpu: a tampered GPU payload fails verification and no prompt 
       const r = await chat(gw, provider);
       assert.equal(r.status, 503, JSON.stringify(r.body));
       assert.equal(r.body.error.type, "upstream_verification_failed");
-      const receipt = await get(gw, `/v1/aci/receipts/${r.receiptId}`);
-      assert.ok(!receipt.event_log.some((e: Json) => e.type === "request.forwarded"));
+      const receipt = await get<Receipt>(gw, `/v1/aci/receipts/${r.receiptId}`);
+      assert.ok(!eventTypes(receipt).includes("request.forwarded"));
     }
     assert.equal(up.demo.stats.total, 0, "no prompt reached the upstream");
   } finally {
@@ -232,11 +245,12 @@ Deno.test("without require_gpu a tampered payload refutes gpu_attested but the T
   try {
     const state = gw.gateway.ctx.verification("tdx");
     assert.ok(state?.verified, JSON.stringify(state));
-    const doc = await get(gw, `/v1/aci/sessions/${state.sessionId}`);
-    assert.equal(doc.claims.gpu_attested.status, "refuted");
-    assert.match(doc.claims.gpu_attested.reason, /^GPU 0 nonce: /);
-    assert.equal(doc.claims.extra.gpu_evidence.failing_check, "nonce");
-    assert.equal(doc.claims.tee_attested.source, "hardware_proven");
+    const doc = await get<SessionDocument>(gw, `/v1/aci/sessions/${state.sessionId}`);
+    const gpu = decided(doc.claims.gpu_attested);
+    assert.equal(gpu.status, "refuted");
+    assert.match(gpu.reason ?? "", /^GPU 0 nonce: /);
+    assert.equal(extraClaim(doc, "gpu_evidence").failing_check, "nonce");
+    assert.equal(decided(doc.claims.tee_attested).source, "hardware_proven");
   } finally {
     await gw.close();
     await up.close();

@@ -26,6 +26,7 @@ import {
   gpuItem,
   hexEvidence,
   hexToBytes,
+  must,
   readFixtureBytes,
   readFixtureText,
   ROOTS,
@@ -70,7 +71,7 @@ const CRYPTO_PASS = {
 
 function itemOf(id: string): GpuEvidenceItem {
   const v = vector(id);
-  return gpuItem(v.evidence, v.cert_chain, v.arch);
+  return gpuItem(v.evidence, must(v, "cert_chain"), v.arch);
 }
 
 Deno.test("vector hopper-550.90.07-FULL: every check passes at its pinned times", async () => {
@@ -86,8 +87,8 @@ Deno.test("vector hopper-550.90.07-FULL: every check passes at its pinned times"
     measurements: "pass",
   });
   const g = verdict.gpus[0];
-  assert.equal(g.driverVersion, v.driver_version);
-  assert.equal(g.vbiosVersion, v.vbios_version);
+  assert.equal(g.driverVersion, must(v, "driver_version"));
+  assert.equal(g.vbiosVersion, must(v, "vbios_version"));
   assert.equal(g.hwmodel, "GH100 A01 GSP BROM");
   assert.equal(g.ocsp, "good");
   assert.equal(g.rimOcsp, "good");
@@ -96,8 +97,8 @@ Deno.test("vector hopper-550.90.07-FULL: every check passes at its pinned times"
   // The binary copy of the same evidence and the alternative chain file verify the same way.
   const alt: GpuEvidenceItem = {
     arch: "HOPPER",
-    evidence: readFixtureBytes(v.evidence_alt),
-    certificatePem: readFixtureText(v.cert_chain_alt),
+    evidence: readFixtureBytes(must(v, "evidence_alt")),
+    certificatePem: readFixtureText(must(v, "cert_chain_alt")),
   };
   assert.equal((await run([alt], v.nonce, collateralWith(FULL_RIMS), FULL_TIMES)).status, "pass");
 });
@@ -149,8 +150,8 @@ Deno.test("vector FULL: each artefact at its own time; one shared time leaves OC
 Deno.test("vector hopper-545.00-2023: passes with its own RIMs; no revocation data", async () => {
   const v = vector("hopper-545.00-2023-FULL-no-OCSP");
   const c = collateralWith({
-    "NV_GPU_DRIVER_GH100_545.00": v.driver_rim,
-    "NV_GPU_VBIOS_1010_0200_882_96005E0001": v.vbios_rim,
+    "NV_GPU_DRIVER_GH100_545.00": must(v, "driver_rim"),
+    "NV_GPU_VBIOS_1010_0200_882_96005E0001": must(v, "vbios_rim"),
   }, false);
   const verdict = await run([itemOf(v.id)], v.nonce, c, at("2024-06-01T00:00:00Z"));
   assert.deepEqual(statusOf(verdict), {
@@ -172,7 +173,10 @@ Deno.test("vector hopper-545.00-2023: passes with its own RIMs; no revocation da
 
 Deno.test("vector hopper-580.95.05-coco: the trailing byte is handled; VBIOS 2023 RIM differs at index 9", async () => {
   const v = vector("hopper-580.95.05-coco");
-  const c = collateralWith({ "NV_GPU_VBIOS_1010_0200_882_960074001A": v.vbios_rim }, false);
+  const c = collateralWith(
+    { "NV_GPU_VBIOS_1010_0200_882_960074001A": must(v, "vbios_rim") },
+    false,
+  );
   const verdict = await run([itemOf(v.id)], v.nonce, c, at("2024-06-01T00:00:00Z"));
   assert.deepEqual(statusOf(verdict), {
     ...CRYPTO_PASS,
@@ -186,7 +190,7 @@ Deno.test("vector hopper-580.95.05-coco: the trailing byte is handled; VBIOS 202
   const ev = parseSpdmEvidence(hexEvidence(v.evidence));
   assert.ok(ev.ok);
   const rim = await verifyRim(
-    readFixtureText(v.vbios_rim),
+    readFixtureText(must(v, "vbios_rim")),
     ROOTS.rim,
     Date.parse("2024-06-01"),
     "vbios",
@@ -205,7 +209,10 @@ Deno.test("vector hopper-580.95.05-coco: the trailing byte is handled; VBIOS 202
 
 Deno.test("vector hopper-580.159.03: crypto passes; the 2023 VBIOS RIM differs at index 9 only", async () => {
   const v = vector("hopper-580.159.03");
-  const c = collateralWith({ "NV_GPU_VBIOS_1010_0205_862_9600740020": v.vbios_rim }, false);
+  const c = collateralWith(
+    { "NV_GPU_VBIOS_1010_0205_862_9600740020": must(v, "vbios_rim") },
+    false,
+  );
   const verdict = await run([itemOf(v.id)], v.nonce, c, at("2024-06-01T00:00:00Z"));
   assert.deepEqual({ ...statusOf(verdict) }, {
     ...CRYPTO_PASS,
@@ -220,7 +227,7 @@ Deno.test("vector hopper-580.159.03: crypto passes; the 2023 VBIOS RIM differs a
   const ev = parseSpdmEvidence(hexEvidence(v.evidence));
   assert.ok(ev.ok);
   // The NVIDIA SDK's golden parse of this report is the oracle for the parser.
-  const golden = JSON.parse(readFixtureText(v.golden_parse));
+  const golden = JSON.parse(readFixtureText(must(v, "golden_parse")));
   assert.equal(ev.evidence.blocks.length, golden.NumberOfBlocks);
   for (const b of ev.evidence.blocks) {
     const g = golden.MeasurementRecord.MeasurementBlocks[String(b.index)];
@@ -234,7 +241,7 @@ Deno.test("vector hopper-580.159.03: crypto passes; the 2023 VBIOS RIM differs a
     golden.Signature,
   );
   const rim = await verifyRim(
-    readFixtureText(v.vbios_rim),
+    readFixtureText(must(v, "vbios_rim")),
     ROOTS.rim,
     Date.parse("2024-06-01"),
     "vbios",
@@ -248,8 +255,8 @@ Deno.test("vector hopper-580.159.03: crypto passes; the 2023 VBIOS RIM differs a
 Deno.test("vector hopper-535.86.09-mismatch: the edited driver RIM is refused on its digest; re-issued VBIOS RIM mismatches", async () => {
   const v = vector("hopper-535.86.09-mismatch");
   const c = collateralWith({
-    "NV_GPU_DRIVER_GH100_535.86.09": v.driver_rim,
-    "NV_GPU_VBIOS_1010_0200_882_96005E0001": v.vbios_rim,
+    "NV_GPU_DRIVER_GH100_535.86.09": must(v, "driver_rim"),
+    "NV_GPU_VBIOS_1010_0200_882_96005E0001": must(v, "vbios_rim"),
   }, false);
   const verdict = await run([itemOf(v.id)], v.nonce, c, at("2025-10-24T12:00:00Z"));
   assert.equal(verdict.status, "fail");
@@ -258,7 +265,7 @@ Deno.test("vector hopper-535.86.09-mismatch: the edited driver RIM is refused on
   const ev = parseSpdmEvidence(hexEvidence(v.evidence));
   assert.ok(ev.ok);
   const reissued = await verifyRim(
-    readFixtureText(v.vbios_rim),
+    readFixtureText(must(v, "vbios_rim")),
     ROOTS.rim,
     Date.parse("2025-10-24T12:00:00Z"),
     "v",
@@ -268,7 +275,7 @@ Deno.test("vector hopper-535.86.09-mismatch: the edited driver RIM is refused on
   assert.ok(!cmp.ok && /index 9 \(runtime 7f3e93/.test(cmp.reason));
   // The 2023 PROD RIM (its signer expired in 2025) matches all 12 VBIOS measurements.
   const prod = await verifyRim(
-    readFixtureText(v.vbios_rim_alt),
+    readFixtureText(must(v, "vbios_rim_alt")),
     ROOTS.rim,
     Date.parse("2024-06-01"),
     "v",
@@ -281,8 +288,8 @@ Deno.test("vector hopper-535.86.09-mismatch: the edited driver RIM is refused on
 Deno.test("vector hopper-570.124.03-expired-driver-rim: expired signer, and edited content", async () => {
   const v = vector("hopper-570.124.03-expired-driver-rim");
   const c = collateralWith({
-    "NV_GPU_DRIVER_GH100_570.124.03": v.driver_rim,
-    "NV_GPU_VBIOS_1010_0205_862_96005E0004": v.vbios_rim,
+    "NV_GPU_DRIVER_GH100_570.124.03": must(v, "driver_rim"),
+    "NV_GPU_VBIOS_1010_0205_862_96005E0004": must(v, "vbios_rim"),
   }, false);
   const expired = await run([itemOf(v.id)], v.nonce, c, at("2025-03-01T00:00:00Z"));
   assert.deepEqual(
@@ -292,7 +299,7 @@ Deno.test("vector hopper-570.124.03-expired-driver-rim: expired signer, and edit
   assert.equal(expired.failing?.check, "driver_rim");
   assert.match(expired.failing!.detail, /"RIM L4 Signer" expired \(notAfter 2025-01-02/);
   const inWindow = await verifyRim(
-    readFixtureText(v.driver_rim),
+    readFixtureText(must(v, "driver_rim")),
     ROOTS.rim,
     Date.parse("2025-01-01T12:00:00Z"),
     "d",
@@ -308,7 +315,11 @@ Deno.test("vector hopper-invalid-signature: report from another GPU fails FWID a
   // The signature is invalid as well (checked on its own).
   const ev = parseSpdmEvidence(hexEvidence(v.evidence));
   assert.ok(ev.ok);
-  const chain = await verifyDeviceChain(readFixtureText(v.cert_chain), ROOTS.device, Date.now());
+  const chain = await verifyDeviceChain(
+    readFixtureText(must(v, "cert_chain")),
+    ROOTS.device,
+    Date.now(),
+  );
   assert.ok(chain.ok);
   const { verifySpdmSignature } = await import("../src/verify/nvidia/device.ts");
   const sig = await verifySpdmSignature(
@@ -333,27 +344,34 @@ Deno.test("vector blackwell-575.32: chain, signature, DICE FWID and nonce pass; 
   assert.equal(verdict.status, "unverifiable");
   assert.match(verdict.gpus[0].checks.find((c) => c.name === "fwid")!.detail, /DICE TcbInfo/);
   assert.equal(verdict.gpus[0].hwmodel, "GB100 A01 GSP BROM");
-  assert.equal(verdict.gpus[0].driverVersion, v.driver_version);
-  assert.equal(verdict.gpus[0].vbiosVersion, v.vbios_version);
+  assert.equal(verdict.gpus[0].driverVersion, must(v, "driver_version"));
+  assert.equal(verdict.gpus[0].vbiosVersion, must(v, "vbios_version"));
   // The Hopper rule (last 48 bytes) on a Blackwell leaf gives a wrong FWID.
   const asHopper = await run([{ ...itemOf(v.id), arch: "HOPPER" }], v.nonce);
   assert.equal(asHopper.failing?.check, "fwid");
 });
 
+/** The pickled report and chains of go-nvattest-tools: objects, or their text with single quotes. */
+type Pickled<T> = T | string;
+interface GoNvattestDoc {
+  gpus: {
+    Arch?: string;
+    AttestationReport: Pickled<{ "py/b64": string }>;
+    CertificateChains: Pickled<{ GpuAttestationCertificateChain: { pem: string }[] }>;
+  }[];
+}
+
+function unpickle<T>(v: Pickled<T>): T {
+  return typeof v === "string" ? JSON.parse(v.replaceAll("'", '"')) as T : v;
+}
+
 /** Google go-nvattest-tools JSON: `{gpus:[{Arch?, AttestationReport:{'py/b64'}, CertificateChains}]}`. */
 function goNvattestItems(rel: string, arch: "HOPPER" | "BLACKWELL"): GpuEvidenceItem[] {
-  const doc = JSON.parse(readFixtureText(rel));
-  // deno-lint-ignore no-explicit-any
-  return doc.gpus.map((g: any) => {
-    const report = typeof g.AttestationReport === "string"
-      ? JSON.parse(g.AttestationReport.replaceAll("'", '"'))
-      : g.AttestationReport;
-    const chains = typeof g.CertificateChains === "string"
-      ? JSON.parse(g.CertificateChains.replaceAll("'", '"'))
-      : g.CertificateChains;
-    const pem = chains.GpuAttestationCertificateChain.map((c: { pem: string }) => atob(c.pem)).join(
-      "",
-    );
+  const doc = JSON.parse(readFixtureText(rel)) as GoNvattestDoc;
+  return doc.gpus.map((g) => {
+    const report = unpickle(g.AttestationReport);
+    const chains = unpickle(g.CertificateChains);
+    const pem = chains.GpuAttestationCertificateChain.map((c) => atob(c.pem)).join("");
     return {
       arch,
       certificatePem: pem,
@@ -388,7 +406,7 @@ for (
 for (const id of ["hopper-590.12-nvattest-json", "hopper-570.86.10-cert-hold"]) {
   Deno.test(`vector ${id}: nvattest JSON evidence passes the crypto checks`, async () => {
     const v = vector(id);
-    const files = [v.evidence, ...(v.evidence_alt ?? [])];
+    const files = [v.evidence, ...[v.evidence_alt ?? []].flat()];
     let total = 0;
     for (const f of files) {
       const p = parseGpuPayload(readFixtureText(f));
@@ -426,8 +444,8 @@ Deno.test("negative device chains are rejected", async () => {
     assert.match(verdict.failing!.detail, /device chain has \d certificates, expected 5/);
   }
   // Five certificates but out of order: a precise signature reason.
-  const certs = pemCertificatesToDer(readFixtureText(full.cert_chain));
-  const bw = pemCertificatesToDer(readFixtureText(vector("blackwell-575.32").cert_chain));
+  const certs = pemCertificatesToDer(readFixtureText(must(full, "cert_chain")));
+  const bw = pemCertificatesToDer(readFixtureText(must(vector("blackwell-575.32"), "cert_chain")));
   const mixed = [certs[0], certs[1], bw[2], certs[3], certs[4]]
     .map((d) =>
       `-----BEGIN CERTIFICATE-----\n${btoa(String.fromCharCode(...d))}\n-----END CERTIFICATE-----\n`
@@ -535,7 +553,7 @@ Deno.test("independent WebCrypto check of the SPDM signature (not through the mo
   // FULL: the signature is the last 96 bytes, over everything before it.
   const full = vector("hopper-550.90.07-FULL");
   const e = hexEvidence(full.evidence);
-  const key = await leafKey(full.cert_chain);
+  const key = await leafKey(must(full, "cert_chain"));
   assert.equal(await verify(key, e.slice(-96), e.slice(0, -96)), true);
   const flipped = e.slice();
   flipped[100] ^= 1;
@@ -543,7 +561,7 @@ Deno.test("independent WebCrypto check of the SPDM signature (not through the mo
   // The trustee capture: "last 96 bytes" fails because of the trailing byte; without it, it verifies.
   const coco = vector("hopper-580.95.05-coco");
   const c = hexEvidence(coco.evidence);
-  const ckey = await leafKey(coco.cert_chain);
+  const ckey = await leafKey(must(coco, "cert_chain"));
   assert.equal(c[c.length - 1], 0);
   assert.equal(await verify(ckey, c.slice(-96), c.slice(0, -96)), false);
   assert.equal(await verify(ckey, c.slice(-97, -1), c.slice(0, -97)), true);

@@ -10,6 +10,7 @@ import { z } from "zod";
 import { startTestGateway } from "./support/gateway.ts";
 import { chatRequestSchema } from "../src/formats/chat.ts";
 import { MessagesRequestSchema } from "../src/formats/messages/schema.ts";
+import { OwnKeySchema } from "../src/accounts/key_views.ts";
 
 type Json = Record<string, unknown>;
 
@@ -53,6 +54,12 @@ Deno.test("/openapi.json: valid OpenAPI 3.1, every route documented and nothing 
     };
     assert.deepEqual(body("/v1/chat/completions"), gen(chatRequestSchema));
     assert.deepEqual(body("/v1/messages"), gen(MessagesRequestSchema));
+    // …and the key holder's own key, every figure of it (balance, reserved, available, …).
+    const keyOk = ((paths["/v1/key"].get as Json).responses as Json)["200"] as Json;
+    assert.deepEqual(
+      ((keyOk.content as Json)["application/json"] as Json).schema,
+      gen(OwnKeySchema),
+    );
 
     // Errors and headers: inference answers document the receipt and rate-limit headers,
     // the Anthropic route its own envelope.

@@ -113,6 +113,11 @@ Deno.test("every endpoint, streamed and not: the receipt binds the exact bytes o
         assert.equal(got.status, 200, label);
         assert.match(got.headers.get("content-type") ?? "", /^application\/json/);
         const receipt = got.body as Json;
+        // Served exactly as signed: the canonical (JCS) bytes, which the stored row keeps.
+        const served = await fetch(`${gw.url}/v1/aci/receipts/${ex.receiptId}`, {
+          headers: { authorization: `Bearer ${gw.apiKey}` },
+        });
+        assert.deepEqual(new Uint8Array(await served.arrayBuffer()), jcs(receipt), label);
 
         // The library's checks, against the bytes the client holds.
         const checks = verifyReceipt(receipt, {

@@ -19,6 +19,7 @@ import { verifyReceipt } from "../src/verify/receipt.ts";
 import { revokeKey } from "../src/accounts/keys.ts";
 import { keyDigest } from "../src/accounts/keys.ts";
 import type { GatewayConfig } from "../src/config/schema.ts";
+import type { ErrorEnvelope } from "./support/wire.ts";
 
 const m = [{ role: "user", content: "the secret prompt text" }];
 
@@ -29,9 +30,15 @@ async function receiptOf(gw: TestGateway, id: string | null, key = gw.apiKey): P
   return asRecord(r.body);
 }
 
-// deno-lint-ignore no-explicit-any
-function json(bytes: Uint8Array): any {
-  return JSON.parse(new TextDecoder().decode(bytes));
+function json(bytes: Uint8Array): Json {
+  return asRecord(JSON.parse(new TextDecoder().decode(bytes)));
+}
+
+/** The error of an OpenAI- or Anthropic-format error answer. */
+function errorOf(bytes: Uint8Array): ErrorEnvelope["error"] {
+  const e = json(bytes).error;
+  assert.ok(e && typeof e === "object", "an error envelope");
+  return e as ErrorEnvelope["error"];
 }
 
 Deno.test("allow_unverified: an operator's explicit opt-out serves while unverified, warned at start-up and on every use", async () => {
@@ -87,7 +94,7 @@ Deno.test("aci_verified needs a hardware_proven session: a dev session without t
       provider: { aci_verified: true },
     }, gw.apiKey);
     assert.equal(refused.status, 503);
-    assert.match(json(refused.response).error.message as string, /hardware_proven/);
+    assert.match(errorOf(refused.response).message, /hardware_proven/);
     assert.equal(gw.secure.stats.total, 0, "no prompt for a session without hardware evidence");
     const sessionId = (gw.gateway.ctx.verification("secure") as { sessionId: string }).sessionId;
     const pinned = await postRaw(gw.url, "/v1/chat/completions", {
@@ -96,7 +103,7 @@ Deno.test("aci_verified needs a hardware_proven session: a dev session without t
       provider: { aci_session_ids: [sessionId] },
     }, gw.apiKey);
     assert.equal(pinned.status, 503);
-    assert.equal(json(pinned.response).error.code, "session_not_accepted");
+    assert.equal(errorOf(pinned.response).code, "session_not_accepted");
 
     const served = await postRaw(gw.url, "/v1/chat/completions", {
       model: "demo/private",
@@ -418,7 +425,7 @@ Deno.test("spec limits: temperature up to 2 on /v1/messages; context_length enfo
     assert.equal(json(ok.response).type, "message");
     const bad = await messages(2.5);
     assert.equal(bad.status, 400);
-    assert.equal(json(bad.response).error.type, "invalid_request_error");
+    assert.equal(errorOf(bad.response).type, "invalid_request_error");
     assert.equal(
       (await anthropic.messages.create({
         model: "demo/echo",

@@ -16,8 +16,19 @@ import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
 import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
 
-// deno-lint-ignore no-explicit-any
-type Json = any;
+import {
+  decided,
+  type ErrorEnvelope,
+  eventTypes,
+  type HealthDetail,
+  jsonOf,
+  type ModelList,
+  type ModelObject,
+  type Receipt,
+  type SessionDocument,
+  type SessionListEntry,
+  verifiedEvent,
+} from "./support/wire.ts";
 const sha256hex = (s: string) => createHash("sha256").update(s).digest("hex");
 
 /** A gateway with the TEE provider at `up`, verified with the real verifiers under the forge's root. */
@@ -49,14 +60,28 @@ async function chat(gw: TestGateway, provider: unknown, model = "tee/model") {
       provider,
     }),
   });
-  return { status: res.status, receiptId: res.headers.get("x-receipt-id"), body: await res.json() };
+  const receiptId = res.headers.get("x-receipt-id");
+  // Only a refusal's body is read: its error envelope.
+  if (res.ok) await res.body?.cancel();
+  const error = res.ok ? null : (await jsonOf<ErrorEnvelope>(res)).error;
+  return { status: res.status, receiptId, error };
 }
 
-async function get(gw: TestGateway, path: string, key: string | null = gw.apiKey) {
+async function get<T>(
+  gw: TestGateway,
+  path: string,
+  key: string | null = gw.apiKey,
+): Promise<{ status: number; body: T }> {
   const res = await fetch(`${gw.url}${path}`, {
     headers: key ? { authorization: `Bearer ${key}` } : {},
   });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, body: await jsonOf<T>(res) };
+}
+
+/** `GET /v1/aci/sessions`: current sessions, without evidence data. */
+interface SessionList {
+  api_version: "aci/1";
+  sessions: SessionListEntry[];
 }
 
 Deno.test("a forged-root TDX upstream is verified into a session; aci constraints route through it", async () => {
@@ -72,18 +97,17 @@ Deno.test("a forged-root TDX upstream is verified into a session; aci constraint
     assert.equal(up.demo.stats.total, 1);
 
     // The receipt cites the session, and the session recomputes to its id.
-    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
-    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
-    assert.equal(ev.result, "verified");
+    const receipt = (await get<Receipt>(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    const ev = verifiedEvent(receipt);
     assert.equal(ev.required, true);
     assert.equal(ev.model_id, "tee/model");
-    const doc = (await get(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
+    const doc = (await get<SessionDocument>(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
     assert.equal(sha256hex(canonicalize(doc)!), ev.session_id);
     assert.equal(doc.api_version, "aci/1");
     assert.equal(doc.upstream_name, "tdx");
     assert.equal(doc.verifier_id, "dstack-tdx/1");
     assert.deepEqual(doc.claims.tee_attested.status, "asserted");
-    assert.equal(doc.claims.tee_attested.source, "hardware_proven");
+    assert.equal(decided(doc.claims.tee_attested).source, "hardware_proven");
     assert.equal(doc.claims.gpu_attested.status, "unknown");
     assert.deepEqual(doc.channel_binding, [{
       type: "tls_spki_sha256",
@@ -94,18 +118,21 @@ Deno.test("a forged-root TDX upstream is verified into a session; aci constraint
     assert.equal(doc.evidence.digest, "sha256:" + createHash("sha256").update(data).digest("hex"));
 
     // The list: current sessions, with ids and without evidence data.
-    const list = (await get(gw, "/v1/aci/sessions?model=tee/model")).body;
+    const list = (await get<SessionList>(gw, "/v1/aci/sessions?model=tee/model")).body;
     assert.equal(list.api_version, "aci/1");
     assert.equal(list.sessions.length, 1);
     assert.equal(list.sessions[0].session_id, ev.session_id);
-    assert.equal(list.sessions[0].evidence.data, undefined);
-    assert.equal((await get(gw, "/v1/aci/sessions?upstream_name=plain")).body.sessions.length, 0);
+    assert.ok(!("data" in list.sessions[0].evidence));
+    assert.equal(
+      (await get<SessionList>(gw, "/v1/aci/sessions?upstream_name=plain")).body.sessions.length,
+      0,
+    );
 
     // Pinning to a session: the listed id serves; another id is refused before anything is sent.
     assert.equal((await chat(gw, { aci_session_ids: [ev.session_id] })).status, 200);
     const refused = await chat(gw, { aci_session_ids: ["0".repeat(64)] });
     assert.equal(refused.status, 503);
-    assert.equal(refused.body.error.type, "session_not_accepted");
+    assert.equal(refused.error?.type, "session_not_accepted");
     assert.equal(up.demo.stats.total, 2);
     // Combined with zdr (the TEE provider is ZDR) and through the waiver header: still the verified one.
     assert.equal((await chat(gw, { aci_verified: true, zdr: true })).status, 200);
@@ -120,7 +147,7 @@ Deno.test("a forged-root TDX upstream is verified into a session; aci constraint
     const again = await gw.gateway.manager!.verify("tdx");
     assert.ok(again.verified && again.sessionId !== ev.session_id);
     assert.equal((await get(gw, `/v1/aci/sessions/${ev.session_id}`)).status, 200);
-    const health = (await get(gw, "/healthz", TEST_ADMIN_TOKEN)).body;
+    const health = (await get<HealthDetail>(gw, "/healthz", TEST_ADMIN_TOKEN)).body;
     assert.equal(health.upstreams.tdx.verified, true);
   } finally {
     await gw.close();
@@ -152,7 +179,7 @@ Deno.test("a server with another TLS key at the verified origin never receives t
     });
     const r = await chat(gw, { aci_verified: true });
     assert.equal(r.status, 503);
-    assert.equal(r.body.error.type, "upstream_verification_failed");
+    assert.equal(r.error?.type, "upstream_verification_failed");
     assert.ok(r.receiptId);
     // Re-verification may probe the impostor (and fail), but no inference request ever reaches it.
     assert.ok(
@@ -165,10 +192,10 @@ Deno.test("a server with another TLS key at the verified origin never receives t
     );
     // The session was dropped; the gateway re-verifies (against the impostor, which fails).
     assert.equal(gw.gateway.ctx.verification("tdx")?.verified, false);
-    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
-    assert.ok(receipt.event_log.some((e: Json) => e.type === "upstream.attempt_failed"));
+    const receipt = (await get<Receipt>(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    const types = eventTypes(receipt);
+    assert.ok(types.includes("upstream.attempt_failed"), types.join(","));
     // #20 item 5: no request byte was written, so the receipt claims no forwarding.
-    const types = receipt.event_log.map((e: Json) => e.type);
     assert.ok(!types.includes("request.forwarded"), types.join(","));
     assert.ok(types.includes("request.refused"), types.join(","));
   } finally {
@@ -201,8 +228,10 @@ Deno.test("verification failure: 503 with a refusal receipt, no prompt sent", as
         }),
       });
       assert.equal(res.status, 503);
-      const receipt = (await get(gw, `/v1/aci/receipts/${res.headers.get("x-receipt-id")}`)).body;
-      assert.ok(!receipt.event_log.some((e: Json) => e.type === "request.forwarded"));
+      const receipt =
+        (await get<Receipt>(gw, `/v1/aci/receipts/${res.headers.get("x-receipt-id")}`))
+          .body;
+      assert.ok(!eventTypes(receipt).includes("request.forwarded"));
       await res.body?.cancel();
     }
     assert.equal(up.demo.stats.total, 0, "no prompt reached the unverified upstream");
@@ -211,26 +240,26 @@ Deno.test("verification failure: 503 with a refusal receipt, no prompt sent", as
     for (const provider of [undefined, { zdr: true }, { aci_verified: false }]) {
       const r = await chat(gw, provider);
       assert.equal(r.status, 503, JSON.stringify(provider));
-      assert.equal(r.body.error.code, "upstream_verification_failed");
-      assert.match(r.body.error.message, /tdx/);
-      const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
-      assert.ok(!receipt.event_log.some((e: Json) => e.type === "request.forwarded"));
-      assert.ok(receipt.event_log.some((e: Json) => e.type === "request.refused"));
+      assert.equal(r.error?.code, "upstream_verification_failed");
+      assert.match(r.error?.message ?? "", /tdx/);
+      const types = eventTypes((await get<Receipt>(gw, `/v1/aci/receipts/${r.receiptId}`)).body);
+      assert.ok(!types.includes("request.forwarded"));
+      assert.ok(types.includes("request.refused"));
     }
     assert.equal(up.demo.stats.total, 0, "no prompt byte reached the unverified upstream");
     // /healthz names it; /v1/models?tee=true does not list its model as TEE.
     // (Publicly only the status; the names are operator detail.)
-    assert.deepEqual((await get(gw, "/healthz", null)).body, { status: "degraded" });
-    const health = (await get(gw, "/healthz", TEST_ADMIN_TOKEN)).body;
+    assert.deepEqual((await get<HealthDetail>(gw, "/healthz", null)).body, { status: "degraded" });
+    const health = (await get<HealthDetail>(gw, "/healthz", TEST_ADMIN_TOKEN)).body;
     assert.equal(health.status, "degraded");
     assert.deepEqual(health.unverified_upstreams, ["tdx"]);
-    const tee = (await get(gw, "/v1/models?tee=true", null)).body;
-    assert.ok(!tee.data.some((m: Json) => m.id === "tee/model"), "unverified model not is_tee");
-    const all = (await get(gw, "/v1/models", null)).body;
-    assert.equal(all.data.find((m: Json) => m.id === "tee/model").is_tee, false);
-    assert.equal((await get(gw, "/v1/models/tee/model", null)).body.is_tee, false);
+    const tee = (await get<ModelList>(gw, "/v1/models?tee=true", null)).body;
+    assert.ok(!tee.data.some((m) => m.id === "tee/model"), "unverified model not is_tee");
+    const all = (await get<ModelList>(gw, "/v1/models", null)).body;
+    assert.equal(all.data.find((m) => m.id === "tee/model")?.is_tee, false);
+    assert.equal((await get<ModelObject>(gw, "/v1/models/tee/model", null)).body.is_tee, false);
     // The demo confidential upstream (verified) is still listed as TEE.
-    assert.ok(tee.data.some((m: Json) => m.id === "demo/private"));
+    assert.ok(tee.data.some((m) => m.id === "demo/private"));
   } finally {
     await gw.close();
     await up.close();
@@ -242,10 +271,9 @@ Deno.test("development mode: the demo confidential upstream is verified honestly
   try {
     const r = await chat(gw, { aci_verified: true }, "demo/private");
     assert.equal(r.status, 200);
-    const receipt = (await get(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
-    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
-    assert.equal(ev.result, "verified");
-    const doc = (await get(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
+    const receipt = (await get<Receipt>(gw, `/v1/aci/receipts/${r.receiptId}`)).body;
+    const ev = verifiedEvent(receipt);
+    const doc = (await get<SessionDocument>(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
     assert.equal(doc.verifier_id, "dev-insecure/1");
     assert.equal(doc.claims.tee_attested.status, "refuted");
     assert.ok(

@@ -19,8 +19,14 @@ import { LocalCollateralSource } from "../src/verify/tdx/collateral_source.ts";
 import { snpTrustFromConfig } from "../src/verify/sev_snp/trust.ts";
 import { ConfigError, type GatewayConfig, parseConfig } from "../src/config/schema.ts";
 
-// deno-lint-ignore no-explicit-any
-type Json = any;
+import {
+  decided,
+  type ErrorEnvelope,
+  jsonOf,
+  type Receipt,
+  type SessionDocument,
+  verifiedEvent,
+} from "./support/wire.ts";
 
 function addSnpProvider(c: GatewayConfig, up: SnpUpstream) {
   c.providers.push({
@@ -84,11 +90,11 @@ const MINIMAL = {
   store: { path: ":memory:" },
 };
 
-async function get(gw: TestGateway, path: string) {
+async function get<T>(gw: TestGateway, path: string): Promise<{ status: number; body: T }> {
   const res = await fetch(`${gw.url}${path}`, {
     headers: { authorization: `Bearer ${gw.apiKey}` },
   });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, body: await jsonOf<T>(res) };
 }
 
 Deno.test("an SEV-SNP upstream is verified into a session and serves aci_verified requests", async () => {
@@ -110,15 +116,17 @@ Deno.test("an SEV-SNP upstream is verified into a session and serves aci_verifie
     }).withResponse();
     assert.ok(data.choices[0].message.content);
     assert.equal(up.demo.stats.total, 1);
-    const receipt = (await get(gw, `/v1/aci/receipts/${response.headers.get("x-receipt-id")}`))
-      .body;
-    const ev = receipt.event_log.find((e: Json) => e.type === "upstream.verified");
-    assert.equal(ev.result, "verified");
+    const receipt = (await get<Receipt>(
+      gw,
+      `/v1/aci/receipts/${response.headers.get("x-receipt-id")}`,
+    )).body;
+    const ev = verifiedEvent(receipt);
     assert.equal(ev.required, true);
-    const doc = (await get(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
+    const doc = (await get<SessionDocument>(gw, `/v1/aci/sessions/${ev.session_id}`)).body;
     assert.equal(doc.verifier_id, "sev-snp/1");
-    assert.equal(doc.claims.tee_attested.source, "hardware_proven");
-    assert.match(doc.claims.tee_attested.reason, /pinned AMD ARK \(Genoa\)/);
+    const tee = decided(doc.claims.tee_attested);
+    assert.equal(tee.source, "hardware_proven");
+    assert.match(tee.reason ?? "", /pinned AMD ARK \(Genoa\)/);
     assert.equal(doc.claims.os_known_good.status, "asserted");
     assert.deepEqual(doc.channel_binding, [
       { type: "tls_spki_sha256", origin: up.url, spki_sha256: up.spkiSha256 },
@@ -155,7 +163,7 @@ Deno.test("an SNP report binding another TLS key: 503, no prompt sent", async ()
       }),
     });
     assert.equal(res.status, 503);
-    assert.equal((await res.json()).error.code, "upstream_verification_failed");
+    assert.equal((await jsonOf<ErrorEnvelope>(res)).error.code, "upstream_verification_failed");
     assert.equal(up.demo.stats.total, 0, "no prompt reached the unbound upstream");
   } finally {
     await gw.close();

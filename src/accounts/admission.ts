@@ -79,8 +79,12 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       tiers: opts.tiers,
     })
     : null;
-  const admitted = (key: KeyRecord, est: AdmissionEstimate, headers: Record<string, string>) =>
-    makeAdmission(key, est, headers, inst);
+  const admitted = (
+    key: KeyRecord,
+    est: AdmissionEstimate,
+    headers: Record<string, string>,
+    fromLease = false,
+  ) => makeAdmission(key, est, headers, inst, fromLease);
 
   /** Takes queued requests touching at most `maxKeys` distinct keys, in order. */
   function takeBatch(): Pending[] {
@@ -211,7 +215,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
         return Promise.reject(e);
       }
       const headers = pool?.take(key, est, () => renew(key, est));
-      if (headers) return Promise.resolve(admitted(key, est, headers));
+      if (headers) return Promise.resolve(admitted(key, est, headers, true));
       return new Promise<Admission>((resolve, reject) => {
         enqueue({
           key,

@@ -37,6 +37,11 @@ export function batchAtomic(
     if (holdInstance !== undefined) {
       if (w.held > 0n) atomic.sum(holdKey(holdInstance, id, "reserved"), w.held);
       if (w.released > 0n) atomic.sum(holdKey(holdInstance, id, "closed"), w.released);
+      const r = w.rate;
+      if (r.heldReq > 0) atomic.sum(holdKey(holdInstance, id, "req_reserved"), BigInt(r.heldReq));
+      if (r.heldTok > 0) atomic.sum(holdKey(holdInstance, id, "tok_reserved"), BigInt(r.heldTok));
+      if (r.closedReq > 0) atomic.sum(holdKey(holdInstance, id, "req_closed"), BigInt(r.closedReq));
+      if (r.closedTok > 0) atomic.sum(holdKey(holdInstance, id, "tok_closed"), BigInt(r.closedTok));
     }
     writes++;
   }

@@ -23,6 +23,8 @@ export interface Working {
   /** Credits this commit reserves (requests, slices) and hands back (folded leases). */
   held: bigint;
   released: bigint;
+  /** Requests and tokens of lease slices this commit reserves and closes (the hold ledger). */
+  rate: { heldReq: number; heldTok: number; closedReq: number; closedTok: number };
   /** The balance and state entries read, which the commit checks. */
   entries: AccountEntries;
 }
@@ -67,6 +69,7 @@ export function foldAccount(
     last: null,
     held: 0n,
     released: 0n,
+    rate: { heldReq: 0, heldTok: 0, closedReq: back?.req ?? 0, closedTok: back?.tok ?? 0 },
     entries: [b, s],
   };
   if (back) {

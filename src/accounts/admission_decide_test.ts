@@ -58,6 +58,7 @@ Deno.test("foldAccount: a lease folded back returns its credit and bucket use, a
   const w = foldAccount(entries(1_000n), key, DEFAULT_TIERS, T, back);
   assert.equal(w.balance, 1_050n);
   assert.equal(w.released, 50n);
+  assert.deepEqual(w.rate, { heldReq: 0, heldTok: 0, closedReq: 3, closedTok: 300 });
   assert.equal(w.admitted, true, "balance and state are rewritten with the lease returned");
 });
 

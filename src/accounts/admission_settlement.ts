@@ -4,7 +4,7 @@
  */
 import type { KvWrite } from "../store/group_commit.ts";
 import { creditSettlementWrites } from "./credits.ts";
-import { holdClosedWrites } from "./holds.ts";
+import { holdClosedWrites, holdRateClosedWrites } from "./holds.ts";
 import type { KeyRecord } from "./keys.ts";
 import { tokenSettlementWrites } from "./rate_limit.ts";
 import { type Admission, type AdmissionEstimate, validateActual } from "./admission_types.ts";
@@ -12,13 +12,17 @@ import { type Admission, type AdmissionEstimate, validateActual } from "./admiss
 /**
  * The admission of `est` for `key`. `settlement` returns its writes on the
  * first call only, so settling one admission twice cannot double-debit; with
- * `holdInstance` they also close the request's hold (holds.ts).
+ * `holdInstance` they also close the request's hold (holds.ts), and, for a
+ * request taken from a quota lease (`fromLease`), its share of the lease's
+ * requests and tokens in the ledger: from then on the key figures count it as
+ * used rather than as held by the lease (two sums, coalesced per commit).
  */
 export function makeAdmission(
   key: KeyRecord,
   est: AdmissionEstimate,
   headers: Record<string, string>,
   holdInstance: string | undefined,
+  fromLease = false,
 ): Admission {
   let settled = false;
   return {
@@ -28,9 +32,10 @@ export function makeAdmission(
       if (settled) return [];
       settled = true;
       return [
-        ...(holdInstance === undefined
-          ? []
-          : holdClosedWrites(holdInstance, key.key_id, est.costNano)),
+        ...(holdInstance === undefined ? [] : [
+          ...holdClosedWrites(holdInstance, key.key_id, est.costNano),
+          ...(fromLease ? holdRateClosedWrites(holdInstance, key.key_id, 1, est.tokens) : []),
+        ]),
         ...creditSettlementWrites(key.key_id, est.costNano, actual),
         ...tokenSettlementWrites(
           key.key_id,

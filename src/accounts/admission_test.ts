@@ -5,6 +5,9 @@ import { type AdmissionKv, createAdmitter } from "./admission.ts";
 import { getBalance } from "./credits.ts";
 import { createKey, type KeyRecord } from "./keys.ts";
 import { DEFAULT_TIERS, readRateWindow } from "./rate_limit.ts";
+import { LEASE_IDLE_MS } from "./leases.ts";
+import type { CommitLane } from "./admission_types.ts";
+import type { KvWrite } from "../store/group_commit.ts";
 
 const T0 = 1_700_000_010_000;
 const now = () => T0;
@@ -13,6 +16,8 @@ interface Counts {
   commits: number;
   reads: number;
   failFirstCommits: number;
+  /** Commits not yet answered (the lease tests wait on them, not on time). */
+  inflight?: Set<Promise<unknown>>;
 }
 
 /** Counts reads and commits; can make the first commits fail with a lock error. */
@@ -30,7 +35,17 @@ function instrument(kv: Deno.Kv, counts: Counts): AdmissionKv {
         if (counts.commits <= counts.failFirstCommits) {
           return Promise.reject(new TypeError("database is locked"));
         }
-        return commit();
+        const p = commit();
+        const inflight = counts.inflight;
+        if (inflight) {
+          // Tracked whatever the outcome (the admitter handles failures itself).
+          const settled: Promise<unknown> = p.then(
+            () => inflight.delete(settled),
+            () => inflight.delete(settled),
+          );
+          inflight.add(settled);
+        }
+        return p;
       };
       return a;
     },
@@ -216,26 +231,61 @@ Deno.test("near a limit, or after another process wrote, admission reads afresh 
   await Deno.remove(path);
 });
 
-/** A sole-replica admitter with quota leases on, its commits counted. */
+/** A turn of the event loop: every queued microtask has run. */
+const turn = () => new Promise((r) => setTimeout(r, 0));
+
+/** A group committer as admission's lane, telling the test when a write (a hand-back) landed. */
+function observedLane(c: GroupCommitter) {
+  const waiting: ((ops: KvWrite[]) => void)[] = [];
+  const lane: CommitLane = {
+    async write(ops) {
+      await c.write(ops);
+      waiting.splice(0).forEach((w) => w(ops));
+    },
+    borrow: (m, b) => c.borrow(m, b),
+    exclusive: (f) => c.exclusive(f),
+    laneFree: () => c.laneFree(),
+  };
+  return { lane, nextWrite: () => new Promise<KvWrite[]>((r) => waiting.push(r)) };
+}
+
+/**
+ * A sole-replica admitter with quota leases on, its commits counted. Its
+ * monotonic clock is the test's: leases go idle or old only when the test
+ * advances it, never because a loaded machine ran the test slowly.
+ */
 async function leasing(credits: bigint, rpm: number) {
   const kv = await Deno.openKv(":memory:");
   const key = (await createKey(kv, { tier: "pro", creditsNano: credits, rpm, tpm: 1_000_000, now }))
     .record;
-  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 0 };
+  const counts: Counts = { commits: 0, reads: 0, failFirstCommits: 0, inflight: new Set() };
   const committer = new GroupCommitter(kv);
+  const observed = observedLane(committer);
+  const clock = { t: 0 };
   const admitter = createAdmitter(instrument(kv, counts), {
     tiers: DEFAULT_TIERS,
     now,
-    piggyback: committer,
+    piggyback: observed.lane,
     soleReplica: () => Promise.resolve(true),
+    monotonic: () => clock.t,
   });
-  return { kv, key, counts, committer, admitter };
+  /** Waits until no admission work is left: queued batches have committed, renewals merged. */
+  const idle = async () => {
+    await turn();
+    while (counts.inflight!.size > 0) {
+      await Promise.allSettled([...counts.inflight!]);
+      await turn();
+    }
+  };
+  return { kv, key, counts, committer, admitter, clock, idle, nextWrite: observed.nextWrite };
 }
 
 Deno.test("leases: sequential requests far from the limits admit in memory, exactly", async () => {
   const { kv, key, counts, committer, admitter } = await leasing(1_000_000n, 500);
   for (let i = 0; i < 40; i++) await admitter.admit(key, est(i, 10n));
-  assert.ok(counts.commits <= 5, `40 admissions took ${counts.commits} commits`);
+  // One commit: the first request's, which granted a slice of 62 (499 left / 8) that the
+  // other 39 were taken from, never running low enough (a quarter) to renew it.
+  assert.equal(counts.commits, 1, `40 admissions took ${counts.commits} commits`);
   // The store counts the reserved slice; handing it back leaves exactly what was used.
   await admitter.close();
   await committer.close();
@@ -267,15 +317,19 @@ Deno.test("leases: N racing requests against a limit of M still admit exactly M"
 });
 
 Deno.test("leases: an idle lease is handed back on its own; none without sole-replica", async () => {
-  const { kv, key, committer, admitter } = await leasing(1_000_000n, 500);
+  const { kv, key, committer, admitter, clock, nextWrite } = await leasing(1_000_000n, 500);
   await admitter.admit(key, est(1, 10n));
-  assert.ok(await getBalance(kv, key.key_id) < 1_000_000n - 10n, "a slice is reserved");
-  let balance = 0n;
-  for (let i = 0; i < 150 && balance !== 1_000_000n - 10n; i++) {
-    await new Promise((r) => setTimeout(r, 20));
-    balance = await getBalance(kv, key.key_id);
-  }
-  assert.equal(balance, 1_000_000n - 10n, "the unused slice came back within 3 s");
+  assert.equal(
+    await getBalance(kv, key.key_id),
+    1_000_000n - 10n - 640n,
+    "a slice is reserved (credits: lease_max_requests = 64 requests' worth)",
+  );
+  // Idle for LEASE_IDLE_MS: the pool's sweep (its own timer) hands the slice back.
+  const handedBack = nextWrite();
+  clock.t += LEASE_IDLE_MS;
+  const ops = await handedBack;
+  assert.ok(ops.some((o) => o.op === "sum" && o.value === 640n), "the whole slice's credits");
+  assert.equal(await getBalance(kv, key.key_id), 1_000_000n - 10n, "the unused slice came back");
   await admitter.close();
   await committer.close();
   kv.close();
@@ -301,7 +355,7 @@ Deno.test("leases: an idle lease is handed back on its own; none without sole-re
 });
 
 Deno.test("leases: a steady stream of requests never waits for the store; renewals stay exact", async () => {
-  const { kv, key, counts, committer, admitter } = await leasing(100_000_000n, 6_000);
+  const { kv, key, counts, committer, admitter, idle } = await leasing(100_000_000n, 6_000);
   const WAITED = Symbol("waited");
   let waited = 0;
   const n = 400;
@@ -310,8 +364,10 @@ Deno.test("leases: a steady stream of requests never waits for the store; renewa
     const p = admitter.admit(key, est(i, 10n));
     if ((await Promise.race([p, Promise.resolve(WAITED)])) === WAITED) waited++;
     await p;
-    // Requests keep arriving while a renewal commit is in flight.
-    if (i % 8 === 7) await new Promise((r) => setTimeout(r, 1));
+    // Requests keep arriving while a renewal commit is in flight (up to 7 of them); every
+    // 8th lets the store answer. A renewal is asked with a quarter of the slice (16) left,
+    // so it lands before the lease runs dry however slow the store is.
+    if (i % 8 === 7) await idle();
   }
   // Only the first request went to the store; slices of at most 64 were renewed ahead of need.
   assert.equal(waited, 1, `${waited} of ${n} requests waited for an admission commit`);

@@ -12,6 +12,13 @@
  * the process holds at any moment: its live lease slices and its in-flight
  * requests.
  *
+ * Quota leases also reserve requests and tokens from the key's rate buckets:
+ * the ledger records those too (`req_reserved` / `tok_reserved` in the commit
+ * granting a slice; `req_closed` / `tok_closed` for its unused part when it is
+ * handed back or folded back, and for each request taken from it in that
+ * request's settlement), so the key figures (key_figures.ts) can tell the
+ * buckets' real use from what leases hold.
+ *
  * When a process is gone (no live replica announcement), any other process
  * on the store refunds its open holds to the keys (the usual credit refund
  * counter, folded in at the next admission) and deletes them. Requests that
@@ -24,9 +31,25 @@ import type { KvWrite } from "../store/group_commit.ts";
 import { retryTransient } from "../store/transient.ts";
 import { creditRefundKey, u64 } from "./kv_layout.ts";
 
-export type HoldSide = "reserved" | "closed";
+/** Credits (nano) reserved/closed; lease slices' requests and tokens reserved/closed. */
+export type HoldSide =
+  | "reserved"
+  | "closed"
+  | "req_reserved"
+  | "req_closed"
+  | "tok_reserved"
+  | "tok_closed";
 
-/** `["hold", instance, key_id, side]` → KvU64 nano-credits. */
+export const HOLD_SIDES: readonly HoldSide[] = [
+  "reserved",
+  "closed",
+  "req_reserved",
+  "req_closed",
+  "tok_reserved",
+  "tok_closed",
+];
+
+/** `["hold", instance, key_id, side]` → KvU64 (nano-credits, requests or tokens). */
 export const holdKey = (instance: string, keyId: string, side: HoldSide): Deno.KvKey => [
   "hold",
   instance,
@@ -39,6 +62,23 @@ export const holdInstanceKey = (instance: string): Deno.KvKey => ["hold_instance
 /** Closes `nano` of `instance`'s hold on a key (a settlement, a lease hand-back). */
 export function holdClosedWrites(instance: string, keyId: string, nano: bigint): KvWrite[] {
   return nano > 0n ? [{ op: "sum", key: holdKey(instance, keyId, "closed"), value: nano }] : [];
+}
+
+/** Closes a lease's `req` requests and `tok` tokens in `instance`'s ledger. */
+export function holdRateClosedWrites(
+  instance: string,
+  keyId: string,
+  req: number,
+  tok: number,
+): KvWrite[] {
+  const out: KvWrite[] = [];
+  if (req > 0) {
+    out.push({ op: "sum", key: holdKey(instance, keyId, "req_closed"), value: BigInt(req) });
+  }
+  if (tok > 0) {
+    out.push({ op: "sum", key: holdKey(instance, keyId, "tok_closed"), value: BigInt(tok) });
+  }
+  return out;
 }
 
 export interface Recovery {
@@ -76,9 +116,10 @@ export async function recoverHolds(
           holdKey(id, keyId, "closed"),
         ]);
         const open = u64(r.value) - u64(c.value);
-        const op = kv.atomic().check(r).check(c)
-          .delete(holdKey(id, keyId, "reserved"))
-          .delete(holdKey(id, keyId, "closed"));
+        const op = kv.atomic().check(r).check(c);
+        // The rate sides are only forgotten: a replica is recovered a whole TTL
+        // after its last heartbeat, while its buckets drained at their full rate.
+        for (const side of HOLD_SIDES) op.delete(holdKey(id, keyId, side));
         if (open > 0n) op.sum(creditRefundKey(keyId), open);
         const res = await op.commit();
         return res.ok ? (open > 0n ? open : 0n) : null;

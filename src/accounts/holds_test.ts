@@ -3,7 +3,7 @@ import { GroupCommitter } from "../store/group_commit.ts";
 import { createAdmitter } from "./admission.ts";
 import { getBalance } from "./credits.ts";
 import { createKey } from "./keys.ts";
-import { holdInstanceKey, recoverHolds } from "./holds.ts";
+import { holdInstanceKey, holdKey, recoverHolds } from "./holds.ts";
 import { DEFAULT_TIERS } from "./rate_limit.ts";
 
 const T0 = 1_700_000_010_000;
@@ -23,6 +23,11 @@ Deno.test("holds: unsettled reservations of a gone instance are refunded once; a
   // Live: 2 in flight.
   await Promise.all([5, 6].map((i) => live.admit(record, est(i))));
   assert.equal(await getBalance(kv, record.key_id), 10_000n - 140n - 500n);
+  // A lease's requests and tokens, as a granted slice leaves them in the ledger.
+  await kv.atomic()
+    .sum(holdKey("dead", record.key_id, "req_reserved"), 8n)
+    .sum(holdKey("dead", record.key_id, "tok_reserved"), 80n)
+    .commit();
   // Two processes recover at once: the refund happens once.
   const liveIds = () => Promise.resolve(new Set(["live"]));
   const [r1, r2] = await Promise.all([
@@ -33,6 +38,7 @@ Deno.test("holds: unsettled reservations of a gone instance are refunded once; a
   // What is left: given − spent − the live instance's two reservations.
   assert.equal(await getBalance(kv, record.key_id), 10_000n - 140n - 200n);
   assert.equal((await kv.get(holdInstanceKey("dead"))).value, null);
+  assert.equal((await Array.fromAsync(kv.list({ prefix: ["hold", "dead"] }))).length, 0);
   assert.notEqual((await kv.get(holdInstanceKey("live"))).value, null);
   // A later round finds nothing more to refund.
   assert.equal((await recoverHolds(kv, { self: "x", live: liveIds })).refundedNano, 0n);

@@ -1,12 +1,14 @@
 /**
  * Key administration, once: what `deno task keys`, the admin HTTP API
  * (`/admin/v1/…`) and the key holder's own `GET /v1/key` / `GET /v1/usage`
- * answer. Every figure comes from here, so the CLI and the API cannot
- * disagree: the balance is always the spendable balance (`getBalance`:
- * stored balance plus pending refunds, minus unpaid debt) and credits are
- * exact decimal strings.
+ * answer. Every figure comes from one function (key_figures.ts), so the CLI
+ * and the API cannot disagree: `balance` (given − spent), `reserved` (held
+ * by replicas for requests in flight and quota leases) and `available`
+ * (`balance − reserved`), as exact decimal strings, and the rate buckets'
+ * use apart from what lease slices hold.
  */
-import { addCredits, formatCredits, getBalance, getUsage, parseCredits } from "./credits.ts";
+import { addCredits, formatCredits, parseCredits } from "./credits.ts";
+import { type KeyFigures, readKeyFigures } from "./key_figures.ts";
 import {
   createKey,
   getKey,
@@ -18,7 +20,7 @@ import {
   type Tier,
 } from "./keys.ts";
 import { keyRecordKey } from "./kv_layout.ts";
-import { limitsFor, readRateWindow, type Tiers } from "./rate_limit.ts";
+import { limitsFor, type Tiers } from "./rate_limit.ts";
 import { type DayRange, readDailyUsage } from "./usage_daily.ts";
 import { retryTransient } from "../store/transient.ts";
 import { GatewayError } from "../http/errors.ts";
@@ -37,15 +39,30 @@ export interface KeySummary {
   status: "active" | "revoked";
   created_at: string;
   revoked_at: string | null;
-  /** Spendable credits (decimal string). */
+  /** Credits given minus credits spent by settled requests (decimal string). */
   balance: string;
+  /** Credits held by all replicas for requests in flight and quota leases. */
+  reserved: string;
+  /** `balance − reserved`: what new requests can spend. */
+  available: string;
   limits: { rpm: number; tpm: number; custom: boolean };
 }
 
 export interface KeyDetail extends KeySummary {
   usage: { requests: number; prompt_tokens: number; completion_tokens: number; spent: string };
-  /** The rate-limit buckets: how full each is (requests, tokens) and when they are empty again. */
-  rate_limit: { requests: number; tokens: number; resets_in_seconds: number };
+  /**
+   * The rate-limit buckets: how full each is with requests made (requests,
+   * tokens), what quota-lease slices hold in them (unused, or taken by
+   * requests not yet settled), and when the
+   * requests made have drained.
+   */
+  rate_limit: {
+    requests: number;
+    tokens: number;
+    requests_reserved: number;
+    tokens_reserved: number;
+    resets_in_seconds: number;
+  };
 }
 
 export interface KeyAdminDeps {
@@ -54,7 +71,10 @@ export interface KeyAdminDeps {
   tiers: Tiers;
 }
 
-function summary(rec: KeyRecord, balance: bigint, tiers: Tiers): KeySummary {
+/** The credit figures of a summary (a new key's: all given, nothing reserved). */
+type Credits = Pick<KeyFigures, "balance" | "reserved" | "available">;
+
+function summary(rec: KeyRecord, credits: Credits, tiers: Tiers): KeySummary {
   const lim = limitsFor(rec, tiers);
   return {
     key_id: rec.key_id,
@@ -63,7 +83,9 @@ function summary(rec: KeyRecord, balance: bigint, tiers: Tiers): KeySummary {
     status: rec.revoked_at === null ? "active" : "revoked",
     created_at: new Date(rec.created_at).toISOString(),
     revoked_at: rec.revoked_at === null ? null : new Date(rec.revoked_at).toISOString(),
-    balance: formatCredits(balance),
+    balance: formatCredits(credits.balance),
+    reserved: formatCredits(credits.reserved),
+    available: formatCredits(credits.available),
     limits: { rpm: lim.rpm, tpm: lim.tpm, custom: rec.rpm !== undefined },
   };
 }
@@ -99,14 +121,13 @@ function checkLimits(tier: Tier, rpm: number | undefined, tpm: number | undefine
 export function keyAdmin(deps: KeyAdminDeps) {
   const { kv, now, tiers } = deps;
 
+  const figures = (rec: KeyRecord) => readKeyFigures(kv, rec, tiers, now());
+
   async function detail(rec: KeyRecord): Promise<KeyDetail> {
-    const [balance, usage, win] = await Promise.all([
-      getBalance(kv, rec.key_id),
-      getUsage(kv, rec.key_id),
-      readRateWindow(kv, rec, tiers, now()),
-    ]);
+    const f = await figures(rec);
+    const { usage, rate } = f;
     return {
-      ...summary(rec, balance, tiers),
+      ...summary(rec, f, tiers),
       usage: {
         requests: Number(usage.requests),
         prompt_tokens: Number(usage.prompt_tokens),
@@ -114,9 +135,11 @@ export function keyAdmin(deps: KeyAdminDeps) {
         spent: formatCredits(usage.spent_nano),
       },
       rate_limit: {
-        requests: win.requests,
-        tokens: win.tokens,
-        resets_in_seconds: win.resetSeconds,
+        requests: rate.requests,
+        tokens: rate.tokens,
+        requests_reserved: rate.requestsReserved,
+        tokens_reserved: rate.tokensReserved,
+        resets_in_seconds: rate.resetSeconds,
       },
     };
   }
@@ -148,13 +171,14 @@ export function keyAdmin(deps: KeyAdminDeps) {
         creditsNano,
         now,
       });
-      return { key, summary: summary(record, creditsNano, tiers) };
+      const credits = { balance: creditsNano, reserved: 0n, available: creditsNano };
+      return { key, summary: summary(record, credits, tiers) };
     },
 
     async list(): Promise<KeySummary[]> {
       const recs = await listKeys(kv);
-      const balances = await Promise.all(recs.map((r) => getBalance(kv, r.key_id)));
-      return recs.map((r, i) => summary(r, balances[i], tiers));
+      const all = await Promise.all(recs.map(figures));
+      return recs.map((r, i) => summary(r, all[i], tiers));
     },
 
     async show(id: string): Promise<KeyDetail> {
@@ -173,7 +197,7 @@ export function keyAdmin(deps: KeyAdminDeps) {
       }
       const rec = await mustGet(id);
       return {
-        summary: summary(rec, await getBalance(kv, id), tiers),
+        summary: summary(rec, await figures(rec), tiers),
         revoked: rec.revoked_at !== null,
       };
     },
@@ -181,7 +205,7 @@ export function keyAdmin(deps: KeyAdminDeps) {
     async revoke(id: string): Promise<KeySummary> {
       const rec = await revokeKey(kv, id, now);
       if (rec === null) throw notFound(id);
-      return summary(rec, await getBalance(kv, id), tiers);
+      return summary(rec, await figures(rec), tiers);
     },
 
     /**
@@ -216,7 +240,7 @@ export function keyAdmin(deps: KeyAdminDeps) {
           const res = await kv.atomic().check(e).set(keyRecordKey(id), next).commit();
           return res.ok ? next : null;
         });
-        if (out !== null) return summary(out, await getBalance(kv, id), tiers);
+        if (out !== null) return summary(out, await figures(out), tiers);
       }
     },
 

@@ -5,7 +5,7 @@
  * and idle or old ones handed back by a sweep.
  */
 import type { KvWrite } from "../store/group_commit.ts";
-import { holdClosedWrites } from "./holds.ts";
+import { holdClosedWrites, holdRateClosedWrites } from "./holds.ts";
 import type { KeyRecord } from "./keys.ts";
 import {
   type Lease,
@@ -133,6 +133,8 @@ export class LeasePool {
       w.state = { ...w.state, req: w.state.req + slice.req, tok: w.state.tok + slice.tok };
       w.balance -= slice.credit;
       w.held += slice.credit;
+      w.rate.heldReq += slice.req;
+      w.rate.heldTok += slice.tok;
       w.admitted = true; // a renewal-only key writes its entries too
     }
     return granted;
@@ -158,12 +160,15 @@ export class LeasePool {
     await this.#sweep(true);
   }
 
-  /** A lease's hand-back: its unused part, and the hold it closes. */
+  /** A lease's hand-back: its unused part, and the holds it closes. */
   #returnWrites(id: string, l: Lease): KvWrite[] {
     const inst = this.#o.holdInstance;
     return [
       ...leaseReturnWrites(id, l),
-      ...(inst === undefined ? [] : holdClosedWrites(inst, id, l.credit)),
+      ...(inst === undefined ? [] : [
+        ...holdClosedWrites(inst, id, l.credit),
+        ...holdRateClosedWrites(inst, id, l.req, l.tok),
+      ]),
     ];
   }
 

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import type { KvWrite } from "../store/group_commit.ts";
 import type { KeyRecord } from "./keys.ts";
-import { EMPTY_STATE, reqRefundKey } from "./kv_layout.ts";
+import { creditRefundKey, EMPTY_STATE, reqRefundKey, tokRefundKey } from "./kv_layout.ts";
+import { holdKey } from "./holds.ts";
 import { DEFAULT_TIERS } from "./rate_limit.ts";
 import { LeasePool } from "./lease_pool.ts";
 import type { Working } from "./admission_decide.ts";
@@ -27,6 +28,7 @@ function working(balance: bigint): Working {
     last: est,
     held: 0n,
     released: 0n,
+    rate: { heldReq: 0, heldTok: 0, closedReq: 0, closedTok: 0 },
     entries: [],
   };
 }
@@ -71,6 +73,29 @@ Deno.test("lease pool: a granted slice is reserved in the batch, admits from mem
   await p.close();
   assert.equal(p.take(key, est, () => {}), null, "closed: nothing from memory");
   assert.deepEqual(writes, [], "a used-up slice has nothing to hand back");
+});
+
+Deno.test("lease pool: the slice's requests and tokens are held in the ledger; a hand-back closes the unused part", async () => {
+  const t = { now: 0 };
+  const writes: KvWrite[][] = [];
+  const p = pool(true, t, writes);
+  const w = working(1_000n);
+  const granted = await p.grant([pending], new Map([["k1", w]]));
+  // The admission commit writes these as req_reserved / tok_reserved (admission_commit.ts).
+  assert.deepEqual(w.rate, { heldReq: 4, heldTok: 400, closedReq: 0, closedTok: 0 });
+  p.committed(["k1"], granted);
+  assert.ok(p.take(key, est, () => {}));
+  assert.ok(p.take(key, est, () => {}));
+  await p.close();
+  // The two requests taken close their share when settled (admission_settlement.ts).
+  assert.deepEqual(writes, [[
+    { op: "sum", key: creditRefundKey("k1"), value: 20n },
+    { op: "sum", key: reqRefundKey("k1"), value: 2n },
+    { op: "sum", key: tokRefundKey("k1"), value: 200n },
+    { op: "sum", key: holdKey("i1", "k1", "closed"), value: 20n },
+    { op: "sum", key: holdKey("i1", "k1", "req_closed"), value: 2n },
+    { op: "sum", key: holdKey("i1", "k1", "tok_closed"), value: 200n },
+  ]]);
 });
 
 Deno.test("lease pool: no slice unless sole replica; a detached lease is restored when its batch fails", async () => {

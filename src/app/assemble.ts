@@ -31,6 +31,7 @@ import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import { keyAdmin } from "../accounts/key_admin.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
+import { DeadlineWheel } from "../http/deadlines.ts";
 import { createMetrics, type GatewayMetrics } from "../operator/metrics.ts";
 import type { UpstreamTransport } from "../upstream/transport.ts";
 import { createReplayGuard } from "../e2ee/replay.ts";
@@ -224,6 +225,7 @@ export function assembleGateway(
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
+  const deadlines = new DeadlineWheel(world.monotonic);
   const ctx: GatewayContext = {
     config,
     kv,
@@ -246,6 +248,7 @@ export function assembleGateway(
       global: config.limits.body_bytes_in_flight,
       perKey: config.limits.body_bytes_in_flight_per_key,
     }),
+    deadlines,
     receipts: createReceiptService(kv, {
       identity,
       now,
@@ -267,6 +270,7 @@ export function assembleGateway(
       credential: (name) => credentials.get(name),
       now,
       bodyLimits: {
+        after: deadlines.after,
         maxBytes: config.limits.max_upstream_body_bytes,
         idleMs: config.limits.upstream_read_idle_ms,
         totalMs: config.limits.upstream_body_timeout_ms,

@@ -17,7 +17,7 @@ export interface ReplicaUpkeep {
   recover(): Promise<void>;
   /** Whether no other replica is live (re-read at most twice a second). */
   soleReplica(): Promise<boolean>;
-  /** Stops the heartbeat at once, then waits for a running recovery. */
+  /** Stops the heartbeat at once, then waits for a running recovery and keyset archive writes. */
   close(): Promise<void>;
 }
 
@@ -35,10 +35,13 @@ export function startReplicaUpkeep(o: {
     const report = await o.reports.canonical(null);
     await replicas.announce(report.attestation);
   };
+  /** Archive writes of rotated keysets still running (close waits for them). */
+  const archiving = new Set<Promise<void>>();
   o.identity.onRotate((snap) => {
-    o.reports.archive(snap).catch((e) =>
+    const p: Promise<void> = o.reports.archive(snap).catch((e) =>
       log({ level: "error", msg: "keyset archive failed", error: String(e) })
-    );
+    ).finally(() => archiving.delete(p));
+    archiving.add(p);
   });
   let recovering: Promise<void> = Promise.resolve();
   const recover = () =>
@@ -73,7 +76,7 @@ export function startReplicaUpkeep(o: {
     },
     async close() {
       clearInterval(heartbeat);
-      await recovering;
+      await Promise.all([recovering, ...archiving]);
     },
   };
 }

@@ -1,7 +1,7 @@
 /**
  * `keys` command line: stands in for the dashboard. A thin client of
  * accounts/key_admin.ts, the code the admin HTTP API runs, so both show the
- * same figures (one balance: the spendable balance). Flags are parsed with
+ * same figures (key_figures.ts: balance, reserved, available). Flags are parsed with
  * `node:util` `parseArgs`; every command has `--help`. The created key is
  * printed once, alone on the last line, and never stored; no other command
  * can print it.
@@ -48,18 +48,26 @@ const COMMANDS: Record<string, Command> = {
   },
   list: {
     usage: "usage: keys list",
-    help: ["Lists every key: id, name, tier, status and balance (never the key itself)."],
+    help: [
+      "Lists every key: id, name, tier, status, balance, reserved and available",
+      "(never the key itself).",
+    ],
     options: {},
   },
   show: {
     usage: "usage: keys show <key-id>",
-    help: ["Shows a key's balance, usage totals, limits and rate bucket levels (used/limit)."],
+    help: [
+      "Shows a key's credits, usage totals, limits and rate bucket levels (used/limit).",
+      "  balance     credits given minus credits spent by settled requests",
+      "  reserved    held by the gateway replicas for requests in flight and quota leases",
+      "  available   balance minus reserved: what new requests can spend",
+    ],
     options: {},
   },
   credit: {
     usage: "usage: keys credit <key-id> <amount>",
     help: [
-      "Adds credits and prints the new balance (the same figure show prints).",
+      "Adds credits and prints the new balance, reserved and available (as show prints them).",
       "Warns when the key is revoked: its credits cannot be spent.",
     ],
     options: {},
@@ -146,9 +154,12 @@ const RUN: Record<string, (c: CommandCall) => Promise<number>> = {
   },
   list: async ({ admin, print, arity }) => {
     arity(0);
-    print(["KEY_ID", "NAME", "TIER", "STATUS", "BALANCE"].join("\t"));
+    print(["KEY_ID", "NAME", "TIER", "STATUS", "BALANCE", "RESERVED", "AVAILABLE"].join("\t"));
     for (const s of await admin.list()) {
-      print([s.key_id, JSON.stringify(s.name), s.tier, s.status, s.balance].join("\t"));
+      print(
+        [s.key_id, JSON.stringify(s.name), s.tier, s.status, s.balance, s.reserved, s.available]
+          .join("\t"),
+      );
     }
     return 0;
   },
@@ -164,7 +175,8 @@ const RUN: Record<string, (c: CommandCall) => Promise<number>> = {
     const id = keyIdArg(pos[0], usage);
     const { summary, revoked } = await admin.credit(id, pos[1]);
     print(
-      `credited ${formatCredits(parseCredits(pos[1]))} to ${id}; balance ${summary.balance}`,
+      `credited ${formatCredits(parseCredits(pos[1]))} to ${id}; balance ${summary.balance}` +
+        ` (reserved ${summary.reserved}, available ${summary.available})`,
     );
     if (revoked) print(`warning: ${id} is revoked: its credits cannot be spent`);
     return 0;
@@ -179,15 +191,20 @@ const RUN: Record<string, (c: CommandCall) => Promise<number>> = {
     print(`created_at: ${d.created_at}`);
     if (d.revoked_at) print(`revoked_at: ${d.revoked_at}`);
     print(`balance: ${d.balance}`);
+    print(`reserved: ${d.reserved}`);
+    print(`available: ${d.available}`);
     print(
       `usage: requests=${d.usage.requests} prompt_tokens=${d.usage.prompt_tokens} ` +
         `completion_tokens=${d.usage.completion_tokens} spent=${d.usage.spent}`,
     );
     print(`limits: rpm=${d.limits.rpm} tpm=${d.limits.tpm}`);
+    const r = d.rate_limit;
     print(
-      `rate buckets: requests=${d.rate_limit.requests}/${d.limits.rpm} ` +
-        `tokens=${d.rate_limit.tokens}/${d.limits.tpm} ` +
-        `resets_in=${d.rate_limit.resets_in_seconds}s`,
+      `rate buckets: requests=${r.requests}/${d.limits.rpm} tokens=${r.tokens}/${d.limits.tpm} ` +
+        `resets_in=${r.resets_in_seconds}s`,
+    );
+    print(
+      `rate reserved by quota leases: requests=${r.requests_reserved} tokens=${r.tokens_reserved}`,
     );
     return 0;
   },

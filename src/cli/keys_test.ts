@@ -61,11 +61,15 @@ Deno.test("list shows every key with status and balance, never the key", async (
   const { code, lines: all } = await cli(kv, "list");
   assert.equal(code, 0);
   assert.equal(all.length, 3);
-  assert.equal(all[0], "KEY_ID\tNAME\tTIER\tSTATUS\tBALANCE", "a header row");
+  assert.equal(
+    all[0],
+    "KEY_ID\tNAME\tTIER\tSTATUS\tBALANCE\tRESERVED\tAVAILABLE",
+    "a header row",
+  );
   const lines = all.slice(1);
   const byId = new Map(lines.map((l) => [l.split("\t")[0], l.split("\t")]));
-  assert.deepEqual(byId.get(a.id), [a.id, '"alpha"', "free", "active", "1"]);
-  assert.deepEqual(byId.get(b.id), [b.id, '""', "enterprise", "revoked", "0"]);
+  assert.deepEqual(byId.get(a.id), [a.id, '"alpha"', "free", "active", "1", "0", "1"]);
+  assert.deepEqual(byId.get(b.id), [b.id, '""', "enterprise", "revoked", "0", "0", "0"]);
   for (const l of lines) {
     assert.ok(!l.includes(a.key) && !l.includes(b.key));
     assert.ok(!l.includes("cgw-"));
@@ -79,7 +83,10 @@ Deno.test("credit adds exact decimal amounts and rejects bad numbers", async () 
   assert.equal((await cli(kv, "credit", id, "0.000000001")).code, 0);
   const r = await cli(kv, "credit", id, "10.5");
   assert.equal(r.code, 0);
-  assert.equal(r.lines[0], `credited 10.5 to ${id}; balance 10.500000001`);
+  assert.equal(
+    r.lines[0],
+    `credited 10.5 to ${id}; balance 10.500000001 (reserved 0, available 10.500000001)`,
+  );
   assert.equal(await getBalance(kv, id), 10_500_000_001n);
   for (const bad of ["-1", "0", "1e9", "abc", "0.0000000001", ""]) {
     const res = await cli(kv, "credit", id, bad);
@@ -121,9 +128,12 @@ Deno.test("show prints balance, usage totals, limits and the rate bucket levels"
   assert.match(text, /^name: shown$/m);
   assert.match(text, /^status: active$/m);
   assert.match(text, /^balance: 0\.75$/m);
+  assert.match(text, /^reserved: 0$/m);
+  assert.match(text, /^available: 0\.75$/m);
   assert.match(text, /^usage: requests=1 prompt_tokens=100 completion_tokens=50 spent=0\.25$/m);
   assert.match(text, /^limits: rpm=60 tpm=100000$/m);
   assert.match(text, /^rate buckets: requests=1\/60 tokens=150\/100000 resets_in=\d+s$/m);
+  assert.match(text, /^rate reserved by quota leases: requests=0 tokens=0$/m);
   assert.ok(!text.includes(key));
   assert.equal((await cli(kv, "show", "key_000000000000")).code, 1);
   kv.close();
@@ -193,7 +203,7 @@ Deno.test("credit and show print one balance figure, also with a refund pending"
     adm.settlement({ promptTokens: 100, completionTokens: 50, costNano: 250_000_000n }),
   );
   const credited = await cli(kv, "credit", id, "1");
-  assert.equal(credited.lines[0], `credited 1 to ${id}; balance 1.75`);
+  assert.equal(credited.lines[0], `credited 1 to ${id}; balance 1.75 (reserved 0, available 1.75)`);
   const shown = (await cli(kv, "show", id)).lines.find((l) => l.startsWith("balance: "));
   assert.equal(shown, "balance: 1.75");
   const listed = (await cli(kv, "list")).lines[1].split("\t")[4];

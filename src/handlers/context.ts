@@ -21,6 +21,7 @@ import type { OperatorAuth } from "../operator/admin_token.ts";
 import type { GatewayMetrics } from "../operator/metrics.ts";
 import type { PreAdmission } from "../accounts/pre_admission.ts";
 import type { BodyBudget } from "../http/body_budget.ts";
+import type { DeadlineWheel } from "../http/deadlines.ts";
 import type { E2eeDeps } from "../e2ee/service.ts";
 
 export type LogLine = Record<string, unknown>;
@@ -36,6 +37,8 @@ export interface GatewayContext {
   preAdmission: PreAdmission;
   /** Body bytes being read and parsed at once, globally and per key (#15). */
   bodyBudget: BodyBudget;
+  /** The request path's deadlines (body, upstream head and body): one runtime timer for all. */
+  deadlines: DeadlineWheel;
   receipts: ReceiptService;
   identity: Identity;
   reports: ReportService;

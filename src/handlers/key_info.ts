@@ -1,14 +1,15 @@
 /**
  * Self-service for key holders, each answering only for the calling key:
- * `GET /v1/key` (balance, spent, tier, limits and the rate-limit bucket levels
- * window, like OpenRouter's key endpoint) and `GET /v1/usage?from&to` (per
- * UTC day and model). The figures are the admin API's (accounts/key_admin.ts).
+ * `GET /v1/key` (balance, reserved, available, spent, tier, limits and the
+ * rate-limit bucket levels, like OpenRouter's key endpoint; accounts/key_views.ts)
+ * and `GET /v1/usage?from&to` (per UTC day and model). The figures are the
+ * admin API's (accounts/key_admin.ts).
  */
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { dayRange } from "../accounts/usage_daily.ts";
 import { credentialHeader } from "./pipeline.ts";
-import { WINDOW_MS } from "../accounts/rate_limit.ts";
+import { ownKeyView } from "../accounts/key_views.ts";
 import type { Authenticator } from "../accounts/keys.ts";
 import type { KeyAdmin } from "../accounts/key_admin.ts";
 
@@ -21,27 +22,7 @@ export interface KeyInfoDeps {
 
 export async function getOwnKey(req: Request, ctx: KeyInfoDeps): Promise<Response> {
   const key = await ctx.auth.authenticate(credentialHeader(req.headers));
-  const d = await ctx.keyAdmin.detailOf(key);
-  return jsonResponse({
-    data: {
-      key_id: d.key_id,
-      name: d.name,
-      tier: d.tier,
-      balance: d.balance,
-      spent: d.usage.spent,
-      usage: d.usage,
-      limits: { rpm: d.limits.rpm, tpm: d.limits.tpm },
-      rate_limit: {
-        // Token buckets holding one interval's worth, refilling continuously.
-        interval_seconds: WINDOW_MS / 1000,
-        requests_used: d.rate_limit.requests,
-        requests_remaining: Math.max(0, d.limits.rpm - d.rate_limit.requests),
-        tokens_used: d.rate_limit.tokens,
-        tokens_remaining: Math.max(0, d.limits.tpm - d.rate_limit.tokens),
-        resets_in_seconds: d.rate_limit.resets_in_seconds,
-      },
-    },
-  });
+  return jsonResponse(ownKeyView(await ctx.keyAdmin.detailOf(key)));
 }
 
 /** `from` / `to` query parameters as a day range; 400 naming the bad one. */

@@ -99,6 +99,7 @@ export async function handleInference(
       wire = await readBody(req, ctx.config.limits.max_body_bytes, {
         timeoutMs: ctx.config.limits.body_timeout_ms,
         reserve: bodyTicket.reserve,
+        after: ctx.deadlines.after,
       });
     } catch (e) {
       // Refused unread (413, unreadable): the receipt says so instead of binding a hash.

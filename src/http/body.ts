@@ -6,6 +6,7 @@
  */
 import { GatewayError } from "./errors.ts";
 import { concatBytes } from "../aci/bytes.ts";
+import { type After, timerAfter } from "./deadlines.ts";
 
 /** Bounds on reading one body beyond its size (#15): a deadline and reserved memory. */
 export interface BodyIntake {
@@ -13,6 +14,8 @@ export interface BodyIntake {
   timeoutMs: number;
   /** Reserves `total` body bytes before they are read (see body_budget.ts). */
   reserve(total: number, signal: AbortSignal): Promise<void>;
+  /** Arms the deadline (the gateway's wheel, http/deadlines.ts); default: a runtime timer. */
+  after?: After;
 }
 
 /** Declared bodies up to this size are read natively in one call (the fast path). */
@@ -35,7 +38,10 @@ export async function readBody(
   }
   if (!intake) return await readWithin(req, maxBytes, declared, null, null);
   const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(timedOut(intake.timeoutMs)), intake.timeoutMs);
+  const timer = (intake.after ?? timerAfter)(
+    intake.timeoutMs,
+    () => deadline.abort(timedOut(intake.timeoutMs)),
+  );
   const late = new Promise<never>((_, reject) =>
     deadline.signal.addEventListener("abort", () => reject(deadline.signal.reason), {
       once: true,
@@ -47,7 +53,7 @@ export async function readBody(
     const reserve = (n: number) => intake.reserve(n, deadline.signal);
     return await readWithin(req, maxBytes, declared, reserve, late);
   } finally {
-    clearTimeout(timer);
+    timer.cancel();
   }
 }
 

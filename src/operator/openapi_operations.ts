@@ -10,6 +10,7 @@ import { embeddingRequestSchema } from "../formats/embeddings.ts";
 import { MessagesRequestSchema } from "../formats/messages/schema.ts";
 import { ResponsesRequestSchema } from "../formats/responses/schema.ts";
 import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";
+import { KeyDetailSchema, KeySummarySchema, OwnKeySchema } from "../accounts/key_views.ts";
 
 export type Json = Record<string, unknown>;
 
@@ -215,9 +216,11 @@ export const OPERATIONS: Record<string, Op> = {
     errors: [400],
   },
   "GET /v1/key": {
-    summary: "The calling key: balance, spent, tier, limits and rate-limit bucket levels",
+    summary:
+      "The calling key: balance, reserved, available, spent, tier, limits and rate-limit buckets",
     tag: "account",
     auth: "key",
+    ok: { schema: schemaOf(OwnKeySchema) },
     errors: [401],
   },
   "GET /v1/usage": {
@@ -272,12 +275,20 @@ export const OPERATIONS: Record<string, Op> = {
     summary: "List keys",
     tag: "admin",
     auth: "operator",
+    ok: {
+      schema: {
+        type: "object",
+        properties: { data: { type: "array", items: schemaOf(KeySummarySchema) } },
+        required: ["data"],
+      },
+    },
     errors: [401, 404],
   },
   "GET /admin/v1/keys/:id": {
-    summary: "Show a key: balance, usage, limits, window",
+    summary: "Show a key: balance, reserved, available, usage, limits, rate-limit buckets",
     tag: "admin",
     auth: "operator",
+    ok: { schema: schemaOf(KeyDetailSchema) },
     errors: [400, 401, 404],
   },
   "PATCH /admin/v1/keys/:id": {

@@ -10,6 +10,7 @@ import type { KvWrite } from "../store/group_commit.ts";
 import type { ReceiptDraft } from "./recorder.ts";
 import type { Identity } from "../attestation/identity.ts";
 import { createRefusalStore, type RefusalPolicy } from "./refusals.ts";
+import { decodeReceiptRow, encodeReceiptRow } from "./stored_row.ts";
 
 export const RECEIPT_PREFIX = "receipts";
 export const CHAT_INDEX_PREFIX = "receipt_by_chat";
@@ -22,12 +23,16 @@ export interface StoredReceipt {
 }
 
 /**
- * A stored receipt entry's value. Written as JSON text: Deno KV serializes a
- * string several times faster than the nested object, and the committer sizes
- * it without another pass. Entries written as objects (older stores) still read.
+ * A stored receipt entry's value. Written as the packed row of stored_row.ts
+ * (a `Uint8Array` small enough to stay out of SQLite's overflow pages).
+ * Entries written before it still read: JSON text, and objects (older stores).
  */
 export function parseStoredReceipt(value: unknown): StoredReceipt | null {
   if (value === null || value === undefined) return null;
+  if (value instanceof Uint8Array) {
+    const row = decodeReceiptRow(value);
+    return { receipt: JSON.parse(row.jcs), owner: row.owner, until: row.until };
+  }
   const v: unknown = typeof value === "string" ? JSON.parse(value) : value;
   if (typeof v !== "object" || v === null || !("receipt" in v) || !("until" in v)) {
     throw new Error("corrupt stored receipt");
@@ -94,10 +99,13 @@ export function createReceiptService(
       // Events are hashes and metadata only (see ReceiptRecorder).
       event_log: draft.events,
     }, keys);
-    // A StoredReceipt's JSON, the receipt part being its JCS text (already
-    // made for the signature): no second serialization of the receipt.
-    const value = `{"receipt":${signed.jcs},"owner":${JSON.stringify(draft.ownerDigest)},` +
-      `"until":${JSON.stringify(opts.now() + expireIn)}}`;
+    // The receipt as its JCS text (already made for the signature): no second
+    // serialization of the receipt, and `get` serves the very bytes signed.
+    const value = encodeReceiptRow({
+      jcs: signed.jcs,
+      owner: draft.ownerDigest,
+      until: opts.now() + expireIn,
+    });
     const writes: KvWrite[] = [{
       op: "set",
       key: [RECEIPT_PREFIX, draft.receiptId],

@@ -51,8 +51,8 @@ Deno.test("receipt service: finalize signs with the current keyset and writes re
     assert.deepEqual(index.key, [CHAT_INDEX_PREFIX, "chatcmpl-1", "owner-a"]);
     assert.equal(main.op === "set" && main.expireIn, 2 * DAY);
     assert.equal(index.op === "set" && index.value, "rcpt_1");
-    // Stored as JSON text (see parseStoredReceipt); the receipt inside is signed.
-    assert.equal(typeof (main.op === "set" && main.value), "string");
+    // Stored as the packed row (stored_row.ts); the receipt inside is signed.
+    assert.ok(main.op === "set" && main.value instanceof Uint8Array);
     const stored = parseStoredReceipt(main.op === "set" ? main.value : null)!;
     assert.equal(stored.owner, "owner-a");
     assert.equal(stored.until, Date.parse("2026-01-01T00:00:00Z") + 2 * DAY);
@@ -128,7 +128,32 @@ Deno.test("receipt service: a receipt past its retention is gone even if KV stil
   }
 });
 
-Deno.test("parseStoredReceipt: JSON text and legacy objects read; anything else is corrupt", () => {
+Deno.test("receipt service: rows stored by earlier versions (JSON text, objects) still serve", async () => {
+  const { kv, service, draft } = await setup();
+  try {
+    // Each form as it was written before the packed row: the same receipt, JSON text and object.
+    const [packed] = service.finalize(draft("rcpt_new", "owner-a", null));
+    const stored = parseStoredReceipt(packed.op === "set" ? packed.value : null)!;
+    const legacy = (id: string) => ({ ...stored, receipt: { ...stored.receipt, receipt_id: id } });
+    const asText = legacy("rcpt_text");
+    await kv.set([RECEIPT_PREFIX, "rcpt_text"], JSON.stringify(asText));
+    await kv.set([RECEIPT_PREFIX, "rcpt_object"], legacy("rcpt_object"));
+    await kv.set([RECEIPT_PREFIX, "rcpt_new"], packed.op === "set" ? packed.value : null);
+    await kv.set([CHAT_INDEX_PREFIX, "chatcmpl-old", "owner-a"], "rcpt_text");
+    assert.deepEqual(await service.get("rcpt_text", "owner-a"), asText.receipt);
+    assert.deepEqual(await service.get("chatcmpl-old", "owner-a"), asText.receipt);
+    assert.deepEqual(await service.get("rcpt_object", "owner-a"), legacy("rcpt_object").receipt);
+    assert.deepEqual(await service.get("rcpt_new", "owner-a"), stored.receipt);
+    // The access rule reads the owner of every form.
+    for (const id of ["rcpt_text", "rcpt_object", "rcpt_new"]) {
+      assert.equal((await rejectedGatewayError(service.get(id, "owner-b"))).status, 404, id);
+    }
+  } finally {
+    kv.close();
+  }
+});
+
+Deno.test("parseStoredReceipt: packed rows, JSON text and legacy objects read; anything else is corrupt", () => {
   const v = { receipt: { receipt_id: "r" }, owner: null, until: 1 };
   assert.deepEqual(parseStoredReceipt(JSON.stringify(v)), v);
   assert.deepEqual(parseStoredReceipt(v), v);
@@ -136,4 +161,5 @@ Deno.test("parseStoredReceipt: JSON text and legacy objects read; anything else 
   assert.equal(parseStoredReceipt(undefined), null);
   assert.throws(() => parseStoredReceipt({ receipt: {} }), /corrupt stored receipt/);
   assert.throws(() => parseStoredReceipt("[]"), /corrupt stored receipt/);
+  assert.throws(() => parseStoredReceipt(new Uint8Array([1, 2, 3])), /corrupt stored receipt/);
 });

@@ -135,56 +135,68 @@ export function applyWrites(atomic: Deno.AtomicOperation, ops: KvWrite[]): void 
 }
 
 /**
+ * Key parts as exact Map keys: strings, finite non-zero numbers, bigints and
+ * booleans are themselves (Map keys compare by type and value); byte strings
+ * and numbers Map keys would confuse (-0 with 0) get a tagged text in a map of
+ * their own, so they cannot collide with a string part.
+ */
+interface KeyNode {
+  next?: Map<Deno.KvKeyPart, KeyNode>;
+  tagged?: Map<string, KeyNode>;
+  /** A set or delete in the batch touches this exact key. */
+  touched?: boolean;
+  sum?: { op: "sum"; key: Deno.KvKey; value: bigint };
+}
+
+function nodeOf(root: KeyNode, key: Deno.KvKey): KeyNode {
+  let n = root;
+  for (const p of key) {
+    let child: KeyNode | undefined;
+    if (p instanceof Uint8Array || (typeof p === "number" && (p === 0 || p !== p))) {
+      const tag = p instanceof Uint8Array ? `u${p.join(",")}` : Object.is(p, -0) ? "n-0" : `n${p}`;
+      n.tagged ??= new Map();
+      child = n.tagged.get(tag);
+      if (child === undefined) n.tagged.set(tag, child = {});
+    } else {
+      n.next ??= new Map();
+      child = n.next.get(p);
+      if (child === undefined) n.next.set(p, child = {});
+    }
+    n = child;
+  }
+  return n;
+}
+
+/**
  * Merges `sum` mutations on the same key into one (sums commute, and the
  * commit is all-or-nothing): a group of requests settling on one API key
  * writes each usage counter once instead of once per request. Keys that a
  * `set` or `delete` also touches in the batch are left as they are, in order.
+ * Keys are matched through a trie of their parts, not spelled out as text:
+ * this runs on every commit over every request's dozen sums.
  */
 export function coalesceSums(ops: KvWrite[]): KvWrite[] {
-  const keyOf = (k: Deno.KvKey) => {
-    let out = "";
-    for (const p of k) {
-      out += typeof p === "string"
-        ? `s${p.length}:${p}`
-        : p instanceof Uint8Array
-        ? `u${p.length}:${[...p].join(",")}`
-        : `${typeof p}:${String(p)};`;
-    }
-    return out;
-  };
-  // Only writes that may share a key with a sum need their key spelled out (a
+  // Only writes that may share a key with a sum need a place in the trie (a
   // receipt row never does: its first key part is no sum's).
-  const sumHeads = new Set<string>();
+  const sumHeads = new Set<Deno.KvKeyPart>();
+  for (const op of ops) if (op.op === "sum") sumHeads.add(op.key[0]);
+  if (sumHeads.size === 0) return ops;
+  const root: KeyNode = {};
   for (const op of ops) {
-    const head = op.key[0];
-    if (op.op === "sum" && typeof head === "string") sumHeads.add(head);
-  }
-  const touched = new Set<string>();
-  for (const op of ops) {
-    const head = op.key[0];
-    if (op.op !== "sum" && (typeof head !== "string" || sumHeads.has(head))) {
-      touched.add(keyOf(op.key));
+    if (op.op !== "sum" && (typeof op.key[0] !== "string" || sumHeads.has(op.key[0]))) {
+      nodeOf(root, op.key).touched = true;
     }
   }
-  const merged = new Map<string, { op: "sum"; key: Deno.KvKey; value: bigint }>();
   const out: KvWrite[] = [];
   for (const op of ops) {
     if (op.op !== "sum") {
       out.push(op);
       continue;
     }
-    const k = keyOf(op.key);
-    if (touched.has(k)) {
-      out.push(op);
-      continue;
-    }
-    const m = merged.get(k);
-    if (m) m.value += op.value;
-    else {
-      const first = { op: "sum" as const, key: op.key, value: op.value };
-      merged.set(k, first);
-      out.push(first);
-    }
+    const n = nodeOf(root, op.key);
+    if (n.touched) out.push(op);
+    else if (n.sum) n.sum.value += op.value;
+    else out.push(n.sum = { op: "sum", key: op.key, value: op.value });
   }
   return out;
 }

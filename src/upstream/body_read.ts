@@ -8,11 +8,14 @@
  */
 import { GatewayError } from "../http/errors.ts";
 import { concatBytes } from "../aci/bytes.ts";
+import { type After, type Deadline, timerAfter } from "../http/deadlines.ts";
 
 export interface BodyReadLimits {
   maxBytes: number;
   idleMs: number;
   totalMs: number;
+  /** Arms the deadlines (the gateway's wheel, http/deadlines.ts); default: runtime timers. */
+  after?: After;
 }
 
 export async function readWholeBody(
@@ -33,19 +36,20 @@ export async function readWholeBody(
   const onClient = () => fail(new GatewayError("invalid_request", "client closed the request"));
   if (clientSignal?.aborted) onClient();
   clientSignal?.addEventListener("abort", onClient, { once: true });
-  const total = setTimeout(
-    () => fail(new GatewayError("upstream_timeout", "upstream answer not complete in time")),
+  const after = limits.after ?? timerAfter;
+  const total = after(
     limits.totalMs,
+    () => fail(new GatewayError("upstream_timeout", "upstream answer not complete in time")),
   );
-  let idle: ReturnType<typeof setTimeout> | undefined;
+  let idle: Deadline | undefined;
   const parts: Uint8Array[] = [];
   let n = 0;
   try {
     while (true) {
-      clearTimeout(idle);
-      idle = setTimeout(
-        () => fail(new GatewayError("upstream_timeout", "upstream answer stalled")),
+      idle?.cancel();
+      idle = after(
         limits.idleMs,
+        () => fail(new GatewayError("upstream_timeout", "upstream answer stalled")),
       );
       let r: ReadableStreamReadResult<Uint8Array>;
       try {
@@ -65,8 +69,8 @@ export async function readWholeBody(
       parts.push(r.value);
     }
   } finally {
-    clearTimeout(idle);
-    clearTimeout(total);
+    idle?.cancel();
+    total.cancel();
     clientSignal?.removeEventListener("abort", onClient);
   }
   if (parts.length === 1) return new Uint8Array(parts[0]);

@@ -6,6 +6,7 @@
  */
 import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
 import { isPinMismatch } from "./pinned_tls.ts";
+import { timerAfter } from "../http/deadlines.ts";
 
 export type UpstreamFetch = (
   url: string,
@@ -66,7 +67,9 @@ export async function sendAttempt(r: AttemptRequest): Promise<AttemptAnswer | At
   const ctl = new AbortController();
   const onClientAbort = () => ctl.abort(signal.reason);
   signal.addEventListener("abort", onClientAbort, { once: true });
-  let timer = setTimeout(() => ctl.abort(new TimeoutMarker()), r.timeoutMs);
+  // The body limits' deadline source (the gateway's wheel) arms the head and error-body limits too.
+  const after = r.bodyLimits.after ?? timerAfter;
+  let timer = after(r.timeoutMs, () => ctl.abort(new TimeoutMarker()));
   const headers: Record<string, string> = {
     "content-type": "application/json",
     accept: "*/*",
@@ -84,7 +87,7 @@ export async function sendAttempt(r: AttemptRequest): Promise<AttemptAnswer | At
       onWritten: r.onWritten,
     });
     r.onWritten();
-    clearTimeout(timer);
+    timer.cancel();
     if (res.ok) {
       return {
         response: res,
@@ -93,12 +96,12 @@ export async function sendAttempt(r: AttemptRequest): Promise<AttemptAnswer | At
       };
     }
     // A stalled error body must not hold up failover: cut it (and its connection) short.
-    timer = setTimeout(() => ctl.abort(new TimeoutMarker()), ERROR_BODY_MS);
+    timer = after(ERROR_BODY_MS, () => ctl.abort(new TimeoutMarker()));
     const text = await readBounded(res, 4096);
-    clearTimeout(timer);
+    timer.cancel();
     return { kind: "status", status: res.status, detail: sanitizeUpstreamError(text) };
   } catch (e) {
-    clearTimeout(timer);
+    timer.cancel();
     if (signal.aborted) return { kind: "aborted", detail: "client closed the request" };
     const timedOut = ctl.signal.reason instanceof TimeoutMarker;
     if (timedOut) return { kind: "timeout", detail: `no response within ${r.timeoutMs} ms` };

@@ -42,6 +42,8 @@ export interface TestGatewayOptions {
   configure?: (c: GatewayConfig) => void;
   kvPath?: string;
   now?: () => number;
+  /** The gateway's monotonic clock (admission leases, phase timings); default `performance.now`. */
+  monotonic?: () => number;
   /** "off": no verifier at all (nothing is ever verified). Default: the configured verifiers. */
   verification?: "off";
   verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
@@ -86,7 +88,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   const gateway = assembleGateway(config, {
     kv,
     now,
-    monotonic: () => performance.now(),
+    monotonic: opts.monotonic ?? (() => performance.now()),
     random: Math.random,
     fetch: upstream.fetch,
     randomBytes: random,

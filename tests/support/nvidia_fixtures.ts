@@ -45,13 +45,60 @@ export const ROOTS = {
   )[0],
 };
 
-// deno-lint-ignore no-explicit-any
-export type Vector = Record<string, any>;
+/** One entry of `vectors.json` (see its `_note`): fixture paths are relative to fixtures/nvidia. */
+export interface Vector {
+  id: string;
+  arch: GpuArch;
+  evidence: string;
+  evidence_format: string;
+  /** One more evidence file, or several. */
+  evidence_alt?: string | string[];
+  nonce: string;
+  nonce_note?: string;
+  cert_chain?: string;
+  cert_chain_alt?: string;
+  driver_version?: string;
+  vbios_version?: string;
+  project?: string;
+  project_sku?: string;
+  chip_sku?: string;
+  driver_rim?: string;
+  vbios_rim?: string;
+  vbios_rim_alt?: string;
+  golden_parse?: string;
+  golden_request_parse?: string;
+  /** OCSP response files by certificate, plus their `encoding` and `nonce_extension`. */
+  ocsp?: Record<string, string | boolean>;
+  /** The verification time (ISO 8601) per artefact. */
+  verify_at?: { device_ocsp: string; rim_certs_and_rim_ocsp: string; rims?: string };
+  /** What verifying it must give, per check ("pass", "fail…", or a boolean match). */
+  expect: Record<string, string | boolean>;
+}
+
+/** The string fields of a vector that some vectors lack. */
+type OptionalText = Exclude<
+  { [K in keyof Vector]-?: Vector[K] extends string | undefined ? K : never }[keyof Vector],
+  undefined
+>;
+
+/** A field the test needs `v` to have (a missing one fails here, never reads "undefined"). */
+export function must(v: Vector, field: OptionalText | "evidence_alt"): string {
+  const x = v[field];
+  if (typeof x !== "string") throw new Error(`vector ${v.id} has no single ${field}`);
+  return x;
+}
+
+/** A negative certificate-chain or RIM file and what verifying it must give. */
+export interface NegativeVector {
+  path: string;
+  what?: string;
+  expect: string;
+}
 
 export function vectors(): {
   vectors: Vector[];
-  negative_cert_chains: Vector[];
-  negative_rims: Vector[];
+  negative_cert_chains: NegativeVector[];
+  negative_rims: NegativeVector[];
 } {
   return JSON.parse(readFixtureText("vectors.json"));
 }
@@ -73,9 +120,12 @@ export function gpuItem(
 
 /** Base64 text of each OCSP file in the FULL vector. */
 export function fullOcspFiles(): string[] {
-  return Object.entries(vector("hopper-550.90.07-FULL").ocsp)
+  return Object.entries(vector("hopper-550.90.07-FULL").ocsp ?? {})
     .filter(([k]) => k !== "encoding" && k !== "nonce_extension")
-    .map(([, p]) => p as string);
+    .map(([k, p]) => {
+      if (typeof p !== "string") throw new Error(`ocsp.${k} is not a file`);
+      return p;
+    });
 }
 
 /** A collateral source holding the given RIMs (by id) and the FULL vector's OCSP responses. */
@@ -104,7 +154,7 @@ export const FULL_RIMS = {
 /** The FULL vector's GPU as an NRAS payload object (base64 PEM chain, base64 evidence). */
 export function fullNrasPayload(): {
   nonce: string;
-  arch: string;
+  arch: GpuArch;
   evidence_list: Record<string, string>[];
 } {
   const v = vector("hopper-550.90.07-FULL");
@@ -113,7 +163,7 @@ export function fullNrasPayload(): {
     nonce: v.nonce,
     arch: "HOPPER",
     evidence_list: [{
-      certificate: btoa(readFixtureText(v.cert_chain)),
+      certificate: btoa(readFixtureText(must(v, "cert_chain"))),
       evidence: b64(hexEvidence(v.evidence)),
       arch: "HOPPER",
     }],

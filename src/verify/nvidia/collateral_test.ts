@@ -8,6 +8,7 @@ import {
   fullOcspFiles,
   gpuItem,
   hexToBytes,
+  must,
   readFixtureBytes,
   readFixtureText,
   ROOTS,
@@ -85,7 +86,7 @@ Deno.test("remote collateral: RIM service and OCSP responder, cached (RIMs for a
   });
   try {
     const verdict = await verifyGpuEvidence({
-      gpus: [gpuItem(FULL.evidence, FULL.cert_chain)],
+      gpus: [gpuItem(FULL.evidence, must(FULL, "cert_chain"))],
       nonce: hexToBytes(FULL.nonce),
       deviceRootDer: ROOTS.device,
       rimRootDer: ROOTS.rim,
@@ -107,7 +108,7 @@ Deno.test("remote collateral: RIM service and OCSP responder, cached (RIMs for a
     assert.equal(svc.hits.rim, 4);
 
     const again = await verifyGpuEvidence({
-      gpus: [gpuItem(FULL.evidence, FULL.cert_chain)],
+      gpus: [gpuItem(FULL.evidence, must(FULL, "cert_chain"))],
       nonce: hexToBytes(FULL.nonce),
       deviceRootDer: ROOTS.device,
       rimRootDer: ROOTS.rim,
@@ -118,7 +119,7 @@ Deno.test("remote collateral: RIM service and OCSP responder, cached (RIMs for a
     assert.equal(svc.hits.ocsp, 7, "OCSP answers are reused until nextUpdate");
     now = Date.parse("2025-12-01T00:00:00Z"); // past every nextUpdate
     await verifyGpuEvidence({
-      gpus: [gpuItem(FULL.evidence, FULL.cert_chain)],
+      gpus: [gpuItem(FULL.evidence, must(FULL, "cert_chain"))],
       nonce: hexToBytes(FULL.nonce),
       deviceRootDer: ROOTS.device,
       rimRootDer: ROOTS.rim,
