@@ -1,8 +1,8 @@
 /**
- * What Prometheus metrics cost: two gateways on the same mock upstream, one
- * recording metrics (and scraped once a second, as Prometheus would) and one
- * started with `GATEWAY_METRICS=off`, measured in alternation with the
- * closed loop of `task bench`. The row reports both throughputs and the
+ * What Prometheus metrics cost: pairs of gateways on the same mock upstream,
+ * one recording metrics (and scraped once a second, as Prometheus would) and
+ * one started with `GATEWAY_METRICS=off`, measured in alternation with the
+ * closed loop of `task bench`, two rounds per fresh pair. The row reports both throughputs and the
  * difference; the target is under 2%. `task bench` adds the row (one small
  * hook in bench/main.ts); alone, for a quick check:
  *
@@ -26,64 +26,75 @@ export async function metricsCostRow(o: {
   seconds: number;
   log: (msg: string) => void;
 }): Promise<Row> {
-  await Deno.mkdir(o.dir, { recursive: true });
-  const on = await startGateway(`${o.dir}`, o.mockUrl, o.serverCpu, [], undefined, {
-    GATEWAY_ADMIN_TOKEN: TOKEN,
-  });
-  const offDir = `${o.dir}/metrics-off`;
-  await Deno.mkdir(offDir, { recursive: true });
-  // The same operator token on both, so metrics are the only difference.
-  const off = await startGateway(offDir, o.mockUrl, o.serverCpu, [], undefined, {
-    GATEWAY_ADMIN_TOKEN: TOKEN,
-    GATEWAY_METRICS: "off",
-  });
-  const target = (g: typeof on): Target => ({
-    base: g.url,
-    headers: { authorization: `Bearer ${g.key}` },
-    model: gatewayModel,
-  });
-  let scrapes = 0;
-  let scraping = true;
-  const scraper = (async () => {
-    while (scraping) {
-      const r = await fetch(`${on.url}/admin/v1/metrics`, {
-        headers: { authorization: `Bearer ${TOKEN}` },
-      });
-      if (r.status !== 200) throw new Error(`metrics scrape answered ${r.status}`);
-      await r.text();
-      scrapes++;
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  })();
   const rps = { on: [] as number[], off: [] as number[] };
   // The gateway process's CPU per answered request: holds better than rps on a busy machine.
   const cpuUs = { on: [] as number[], off: [] as number[] };
-  try {
-    // One unrecorded warm-up each, then alternate which goes first.
-    await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
-    await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
-    for (let r = 0; r < o.rounds; r++) {
-      const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
-      for (const which of order) {
-        const g = which === "on" ? on : off;
-        const cpu0 = cpuMs(g.pid);
-        const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
-        rps[which].push(res.ok / res.seconds);
-        cpuUs[which].push(((cpuMs(g.pid) - cpu0) * 1000) / Math.max(1, res.ok));
+  let scrapes = 0;
+  // Two processes of the same build differ by a few percent by themselves (an
+  // A/A run of this row gave −2.2%, every round on one side), so the rounds
+  // are spread over fresh pairs of gateways, two rounds per pair.
+  const pairs = Math.max(1, Math.ceil(o.rounds / 2));
+  for (let pair = 0; pair < pairs; pair++) {
+    const dir = `${o.dir}/pair-${pair}`;
+    await Deno.mkdir(`${dir}/on`, { recursive: true });
+    await Deno.mkdir(`${dir}/off`, { recursive: true });
+    // Started in alternating order; the same operator token on both, so metrics are the
+    // only difference.
+    const start = (which: "on" | "off") =>
+      startGateway(`${dir}/${which}`, o.mockUrl, o.serverCpu, [], undefined, {
+        GATEWAY_ADMIN_TOKEN: TOKEN,
+        ...(which === "off" ? { GATEWAY_METRICS: "off" } : {}),
+      });
+    const first = await start(pair % 2 === 0 ? "on" : "off");
+    const second = await start(pair % 2 === 0 ? "off" : "on");
+    const [on, off] = pair % 2 === 0 ? [first, second] : [second, first];
+    const target = (g: typeof on): Target => ({
+      base: g.url,
+      headers: { authorization: `Bearer ${g.key}` },
+      model: gatewayModel,
+    });
+    let scraping = true;
+    const scraper = (async () => {
+      while (scraping) {
+        const r = await fetch(`${on.url}/admin/v1/metrics`, {
+          headers: { authorization: `Bearer ${TOKEN}` },
+        });
+        if (r.status !== 200) throw new Error(`metrics scrape answered ${r.status}`);
+        await r.text();
+        scrapes++;
+        await new Promise((r) => setTimeout(r, 1000));
       }
-      o.log(
-        `metrics round ${r + 1}: on ${fmt(rps.on.at(-1)!, 0)} rps, off ${
-          fmt(rps.off.at(-1)!, 0)
-        } rps; gateway CPU on ${fmt(cpuUs.on.at(-1)!, 1)} µs/req, off ${
-          fmt(cpuUs.off.at(-1)!, 1)
-        } µs/req`,
-      );
+    })();
+    try {
+      // One unrecorded warm-up each, then alternate which goes first.
+      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
+      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
+      for (let r = 0; r < 2 && rps.on.length < o.rounds; r++) {
+        const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
+        for (const which of order) {
+          const g = which === "on" ? on : off;
+          const cpu0 = cpuMs(g.pid);
+          const res = await closedLoop(target(g), {
+            concurrency: CONCURRENCY,
+            seconds: o.seconds,
+          });
+          rps[which].push(res.ok / res.seconds);
+          cpuUs[which].push(((cpuMs(g.pid) - cpu0) * 1000) / Math.max(1, res.ok));
+        }
+        o.log(
+          `metrics pair ${pair + 1} round ${r + 1}: on ${fmt(rps.on.at(-1)!, 0)} rps, off ${
+            fmt(rps.off.at(-1)!, 0)
+          } rps; gateway CPU on ${fmt(cpuUs.on.at(-1)!, 1)} µs/req, off ${
+            fmt(cpuUs.off.at(-1)!, 1)
+          } µs/req`,
+        );
+      }
+    } finally {
+      scraping = false;
+      await scraper.catch((e) => o.log(`scraper: ${e}`));
+      await on.stop();
+      await off.stop();
     }
-  } finally {
-    scraping = false;
-    await scraper.catch((e) => o.log(`scraper: ${e}`));
-    await on.stop();
-    await off.stop();
   }
   const a = median(rps.on);
   const b = median(rps.off);
@@ -98,7 +109,8 @@ export async function metricsCostRow(o: {
   const cpuPaired = median(cpuUs.on.map((x, i) => ((x - cpuUs.off[i]) / cpuUs.off[i]) * 100));
   return {
     metric: `Throughput cost of metrics (closed loop, ${CONCURRENCY} conn., scraped 1/s, ` +
-      `${o.rounds} paired rounds of ${o.seconds} s; median paired difference, rounds ranged ` +
+      `${rps.on.length} paired rounds of ${o.seconds} s on ${pairs} fresh pairs of gateways; ` +
+      `median paired difference, rounds ranged ` +
       `${fmt(sorted[0], 2)} to ${fmt(sorted.at(-1)!, 2)} %; ${fmt(a, 0)} rps with vs ${
         fmt(b, 0)
       } ` +
