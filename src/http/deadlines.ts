@@ -8,8 +8,8 @@
  * arming and cancelling are a Set insertion and deletion.
  *
  * A deadline fires no earlier than asked and at most one slot later; the slot
- * is 1/64 of the delay, at least `minSlotMs`, so a 60 s limit may fire up to
- * ~1 s late and a 200 ms one up to 10 ms late. Limits are patience bounds,
+ * is `minSlotMs` doubled until 64 slots cover the delay (1/64 to 1/32 of it),
+ * so a 60 s limit may fire up to 1.28 s late and a 200 ms one up to 10 ms late. Limits are patience bounds,
  * not schedules, so lateness in proportion is the right trade.
  */
 
