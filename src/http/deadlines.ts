@@ -66,7 +66,7 @@ export class DeadlineWheel {
 
   readonly after: After = (ms, fire) => {
     const delay = Math.max(0, ms);
-    // Slot width: a power of two times the minimum, about 1/64 of the delay,
+    // Slot width: a power of two times the minimum, 1/64 to 1/32 of the delay,
     // so each distinct delay keeps ~64–128 slots however many are armed.
     let width = this.#minSlotMs;
     while (width * 64 < delay) width *= 2;
