@@ -322,6 +322,10 @@ Deno.test("production rehearsal: task start, TLS tee listener, dstack-verified u
     assert.ok(l503, "the 503 is logged with its receipt id");
     assert.equal(l503.error_code, "upstream_verification_failed");
     assert.match(String(l503.key_id), /^key_[0-9a-f]{12}$/);
+    // Authenticated requests other than inference name their key too (receipt fetches here).
+    const fetched = logs.find((l) => l.route === "/v1/aci/receipts/:id" && l.status === 200);
+    assert.ok(fetched, "the receipt fetches are logged");
+    assert.equal(fetched.key_id, l503.key_id, "a receipt fetch names the key that made it");
     const l502 = line(noFallback.receiptId);
     assert.equal(l502.status, 502);
     assert.equal(l502.error_code, "upstream_error");

@@ -62,6 +62,14 @@ export function createApp(
   let openapi: string | undefined; // built on first request, then served as is
   const attestation = attestationHandlers(ctx.reports);
   const infos = new WeakMap<Request, RequestInfo>();
+  // The handlers' view of the context: the same context (read through, so later
+  // changes show) plus a way to name the authenticated key in the log line.
+  const handlerCtx: GatewayContext = Object.assign(Object.create(ctx), {
+    noteKey: (req: Request, keyId: string) => {
+      const info = infos.get(req);
+      if (info) info.keyId = keyId;
+    },
+  });
   const inferencePaths = new Set<string>();
   const inference = (ep: InferenceEndpoint) => {
     inferencePaths.add(ep.endpoint);
@@ -137,7 +145,7 @@ export function createApp(
         : router.match(req.method, url.pathname);
       pattern = m.pattern;
       infos.set(req, info);
-      res = await m.handler(req, ctx, m.params);
+      res = await m.handler(req, handlerCtx, m.params);
     } catch (e) {
       const err = asGatewayError(e);
       info.errorCode = errorCodeOf(err);

@@ -66,4 +66,9 @@ export interface GatewayContext {
   log: (line: LogLine) => void;
   /** The one JSON log line per request (never bodies, prompts, completions or keys). */
   logRequest: (info: RequestInfo, status: number, outcome?: string) => void;
+  /**
+   * Names the authenticated key in the request's log line (`key_id`). Set by
+   * the app (app/app.ts) for the requests it dispatches; absent elsewhere.
+   */
+  noteKey?: (req: Request, keyId: string) => void;
 }

@@ -16,7 +16,8 @@ import { credentialHeader } from "./pipeline.ts";
 const GENERATION_ONLY = ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences"];
 
 export async function countTokens(req: Request, ctx: GatewayContext): Promise<Response> {
-  await ctx.auth.authenticate(credentialHeader(req.headers));
+  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  ctx.noteKey?.(req, key.key_id);
   requireJsonContentType(req);
   const body = parseJsonBody(await readBody(req, ctx.config.limits.max_body_bytes));
   if (!body || typeof body !== "object" || Array.isArray(body)) {

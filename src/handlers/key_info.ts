@@ -18,10 +18,12 @@ export interface KeyInfoDeps {
   auth: Authenticator;
   keyAdmin: KeyAdmin;
   now(): number;
+  noteKey?: (req: Request, keyId: string) => void;
 }
 
 export async function getOwnKey(req: Request, ctx: KeyInfoDeps): Promise<Response> {
   const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  ctx.noteKey?.(req, key.key_id);
   return jsonResponse(ownKeyView(await ctx.keyAdmin.detailOf(key)));
 }
 
@@ -41,6 +43,7 @@ export function rangeFromQuery(req: Request, now: number) {
 
 export async function getOwnUsage(req: Request, ctx: KeyInfoDeps): Promise<Response> {
   const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  ctx.noteKey?.(req, key.key_id);
   const range = rangeFromQuery(req, ctx.now());
   return jsonResponse(await ctx.keyAdmin.usage(key.key_id, range));
 }

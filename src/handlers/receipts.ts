@@ -15,7 +15,9 @@ export async function callerDigest(req: Request, ctx: GatewayContext): Promise<s
   const header = credentialHeader(req.headers);
   if (header === null) return null;
   try {
-    return (await ctx.auth.authenticate(header)).digest;
+    const key = await ctx.auth.authenticate(header);
+    ctx.noteKey?.(req, key.key_id);
+    return key.digest;
   } catch {
     throw new GatewayError("unauthorized", "the presented API key is not valid");
   }

@@ -12,7 +12,8 @@ import { credentialHeader } from "./pipeline.ts";
 
 /** Missing, bad, unknown or revoked key: 401 `invalid_api_key`, as on the inference surface. */
 async function requireKey(req: Request, ctx: GatewayContext): Promise<void> {
-  await ctx.auth.authenticate(credentialHeader(req.headers));
+  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  ctx.noteKey?.(req, key.key_id);
 }
 
 export async function getSession(
