@@ -35,6 +35,7 @@ import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { metricsCostRow } from "./metrics_cost.ts";
 import { type HeldRss, measureHeld } from "./held_rss.ts";
 import { peerFreshRows } from "./peer_fresh.ts";
+import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
@@ -65,14 +66,6 @@ type PathName = "direct" | "bare" | "floor" | "gateway" | "verified" | "peer";
 const PATHS: PathName[] = ["direct", "bare", "floor", "gateway", "verified", "peer"];
 /** Paths served by the gateway under test (whose receipts are counted). */
 const isGateway = (p: PathName) => p === "gateway" || p === "verified";
-
-function numFlag(name: string, def: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  if (i < 0) return def;
-  const v = Number(Deno.args[i + 1]);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} needs a positive number`);
-  return v;
-}
 
 const log = (msg: string) => console.error(`[bench] ${msg}`);
 const MB = 1024 * 1024;

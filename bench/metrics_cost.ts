@@ -10,22 +10,16 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, pinSelf, type Server, spawnPinned } from "./processes.ts";
+import { cpuMs } from "./processes.ts";
 import { median } from "./stats.ts";
-import { atMost, fmt, renderTable, type Row } from "./report.ts";
+import { atMost, fmt, type Row } from "./report.ts";
+import { type MeasureOptions, runStandalone } from "./standalone.ts";
 
 const TOKEN = "bench-operator-token-" + "a1b2c3d4".repeat(4);
 const CONCURRENCY = 32;
 const TARGET_PCT = 2;
 
-export async function metricsCostRow(o: {
-  dir: string;
-  mockUrl: string;
-  serverCpu: number;
-  rounds: number;
-  seconds: number;
-  log: (msg: string) => void;
-}): Promise<Row> {
+export async function metricsCostRow(o: MeasureOptions): Promise<Row> {
   const rps = { on: [] as number[], off: [] as number[] };
   // The gateway process's CPU per answered request: holds better than rps on a busy machine.
   const cpuUs = { on: [] as number[], off: [] as number[] };
@@ -125,31 +119,5 @@ export async function metricsCostRow(o: {
 }
 
 if (import.meta.main) {
-  const num = (name: string, def: number) => {
-    const i = Deno.args.indexOf(`--${name}`);
-    return i < 0 ? def : Number(Deno.args[i + 1]);
-  };
-  await pinSelf(1);
-  const dir = await Deno.makeTempDir({ prefix: "gateway-bench-metrics-" });
-  const servers: Server[] = [];
-  try {
-    const mock = await spawnPinned(
-      1,
-      ["run", "-A", "bench/mock_upstream.ts"],
-      /mock listening on (\S+)/,
-    );
-    servers.push(mock);
-    const row = await metricsCostRow({
-      dir,
-      mockUrl: mock.url,
-      serverCpu: 0,
-      rounds: num("rounds", 4),
-      seconds: num("seconds", 2),
-      log: (m) => console.error(`[bench] ${m}`),
-    });
-    console.log(renderTable([row]));
-  } finally {
-    for (const s of servers) await s.stop();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
+  await runStandalone("metrics", { rounds: 4, seconds: 2 }, async (o) => [await metricsCostRow(o)]);
 }

@@ -12,22 +12,16 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, pinSelf, type Server, spawnPinned } from "./processes.ts";
+import { cpuMs, type Server, spawnPinned } from "./processes.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { median } from "./stats.ts";
-import { fmt, renderTable, type Row } from "./report.ts";
+import { fmt, type Row } from "./report.ts";
+import { type MeasureOptions, runStandalone } from "./standalone.ts";
 
 const CONCURRENCY = 32;
 const WARMUP_SECONDS = 10;
 
-export async function peerFreshRows(o: {
-  dir: string;
-  mockUrl: string;
-  serverCpu: number;
-  rounds: number;
-  seconds: number;
-  log: (msg: string) => void;
-}): Promise<Row[]> {
+export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
   await Deno.mkdir(o.dir, { recursive: true });
   const servers: Server[] = [];
   try {
@@ -94,32 +88,4 @@ export async function peerFreshRows(o: {
   }
 }
 
-if (import.meta.main) {
-  const num = (name: string, def: number) => {
-    const i = Deno.args.indexOf(`--${name}`);
-    return i < 0 ? def : Number(Deno.args[i + 1]);
-  };
-  await pinSelf(1);
-  const dir = await Deno.makeTempDir({ prefix: "gateway-bench-peer-" });
-  const servers: Server[] = [];
-  try {
-    const mock = await spawnPinned(
-      1,
-      ["run", "-A", "bench/mock_upstream.ts"],
-      /mock listening on (\S+)/,
-    );
-    servers.push(mock);
-    const rows = await peerFreshRows({
-      dir,
-      mockUrl: mock.url,
-      serverCpu: 0,
-      rounds: num("rounds", 4),
-      seconds: num("seconds", 3),
-      log: (msg) => console.error(`[bench] ${msg}`),
-    });
-    console.log(renderTable(rows));
-  } finally {
-    for (const s of servers) await s.stop();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  }
-}
+if (import.meta.main) await runStandalone("peer", { rounds: 4, seconds: 3 }, peerFreshRows);
