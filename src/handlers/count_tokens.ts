@@ -10,14 +10,13 @@ import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { parseMessagesRequest } from "../formats/messages/mod.ts";
 import { estimateChatTokens } from "../formats/chat.ts";
-import { credentialHeader } from "./pipeline.ts";
+import { authenticateCaller } from "./pipeline.ts";
 
 /** Members of a Messages request that describe generation, not input: accepted and not counted. */
 const GENERATION_ONLY = ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences"];
 
 export async function countTokens(req: Request, ctx: GatewayContext): Promise<Response> {
-  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
-  ctx.noteKey?.(req, key.key_id);
+  await authenticateCaller(req, ctx);
   requireJsonContentType(req);
   const body = parseJsonBody(await readBody(req, ctx.config.limits.max_body_bytes));
   if (!body || typeof body !== "object" || Array.isArray(body)) {

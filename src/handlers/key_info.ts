@@ -8,7 +8,7 @@
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { dayRange } from "../accounts/usage_daily.ts";
-import { credentialHeader } from "./pipeline.ts";
+import { authenticateCaller } from "./pipeline.ts";
 import { ownKeyView } from "../accounts/key_views.ts";
 import type { Authenticator } from "../accounts/keys.ts";
 import type { KeyAdmin } from "../accounts/key_admin.ts";
@@ -22,8 +22,7 @@ export interface KeyInfoDeps {
 }
 
 export async function getOwnKey(req: Request, ctx: KeyInfoDeps): Promise<Response> {
-  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
-  ctx.noteKey?.(req, key.key_id);
+  const key = await authenticateCaller(req, ctx);
   return jsonResponse(ownKeyView(await ctx.keyAdmin.detailOf(key)));
 }
 
@@ -42,8 +41,7 @@ export function rangeFromQuery(req: Request, now: number) {
 }
 
 export async function getOwnUsage(req: Request, ctx: KeyInfoDeps): Promise<Response> {
-  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
-  ctx.noteKey?.(req, key.key_id);
+  const key = await authenticateCaller(req, ctx);
   const range = rangeFromQuery(req, ctx.now());
   return jsonResponse(await ctx.keyAdmin.usage(key.key_id, range));
 }

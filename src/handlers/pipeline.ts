@@ -25,7 +25,7 @@ import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
 import type { GatewayContext } from "./context.ts";
 import type { Admission } from "../accounts/admission.ts";
-import type { KeyRecord } from "../accounts/keys.ts";
+import type { Authenticator, KeyRecord } from "../accounts/keys.ts";
 import type { BodyTicket } from "../http/body_budget.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import { dailyUsageWrites } from "../accounts/usage_daily.ts";
@@ -337,4 +337,17 @@ export function credentialHeader(h: Headers): string | null {
   if (auth !== null) return auth;
   const x = h.get("x-api-key");
   return x === null ? null : `Bearer ${x}`;
+}
+
+/**
+ * The request's key (401 as `authenticate` refuses one), named in the
+ * request's log line: the endpoints outside the inference pipeline use this.
+ */
+export async function authenticateCaller(
+  req: Request,
+  ctx: { auth: Authenticator; noteKey?: (req: Request, keyId: string) => void },
+): Promise<KeyRecord> {
+  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
+  ctx.noteKey?.(req, key.key_id);
+  return key;
 }

@@ -5,19 +5,16 @@ import type { Params } from "../http/params.ts";
 import { jsonResponse } from "../http/json.ts";
 import { signatureEnvelope } from "../aci/legacy.ts";
 import { signingAlgo } from "./attestation.ts";
-import { credentialHeader } from "./pipeline.ts";
+import { authenticateCaller, credentialHeader } from "./pipeline.ts";
 
 /**
  * The digest of the presented key (Bearer or `x-api-key`), null when no
  * credential was presented; 401 `unauthorized` for a bad one.
  */
 export async function callerDigest(req: Request, ctx: GatewayContext): Promise<string | null> {
-  const header = credentialHeader(req.headers);
-  if (header === null) return null;
+  if (credentialHeader(req.headers) === null) return null;
   try {
-    const key = await ctx.auth.authenticate(header);
-    ctx.noteKey?.(req, key.key_id);
-    return key.digest;
+    return (await authenticateCaller(req, ctx)).digest;
   } catch {
     throw new GatewayError("unauthorized", "the presented API key is not valid");
   }

@@ -8,20 +8,15 @@ import type { GatewayContext } from "./context.ts";
 import { badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { Params } from "../http/params.ts";
-import { credentialHeader } from "./pipeline.ts";
-
-/** Missing, bad, unknown or revoked key: 401 `invalid_api_key`, as on the inference surface. */
-async function requireKey(req: Request, ctx: GatewayContext): Promise<void> {
-  const key = await ctx.auth.authenticate(credentialHeader(req.headers));
-  ctx.noteKey?.(req, key.key_id);
-}
+import { authenticateCaller } from "./pipeline.ts";
 
 export async function getSession(
   req: Request,
   ctx: GatewayContext,
   params: Params,
 ): Promise<Response> {
-  await requireKey(req, ctx);
+  // Missing, bad, unknown or revoked key: 401 `invalid_api_key`, as on the inference surface.
+  await authenticateCaller(req, ctx);
   if (!/^[0-9a-f]{64}$/.test(params.id)) {
     throw badParam("session_id", "session ids are 64 lowercase hex characters");
   }
@@ -31,7 +26,7 @@ export async function getSession(
 }
 
 export async function listSessions(req: Request, ctx: GatewayContext): Promise<Response> {
-  await requireKey(req, ctx);
+  await authenticateCaller(req, ctx);
   const q = new URL(req.url).searchParams;
   const one = (name: string): string | null => {
     const all = q.getAll(name);
