@@ -3,10 +3,11 @@
  * handlers/admin.ts and described by the API document (operator/openapi.ts).
  */
 import { z } from "zod";
+import { TIERS } from "./keys.ts";
 
 const credits = z.string().regex(/^\d+(\.\d{1,9})?$/, "a decimal amount of credits");
 const limit = z.number().int().positive();
-const tier = z.enum(["free", "pro", "enterprise"]);
+const tier = z.enum(TIERS);
 
 export const CreateKeyBody = z.strictObject({
   tier,

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { WINDOW_MS } from "./rate_limit.ts";
 import type { KeyDetail } from "./key_admin.ts";
+import { TIERS } from "./keys.ts";
 
 const credits = (what: string) =>
   z.string().regex(/^-?\d+(\.\d{1,9})?$/).describe(`${what} (exact decimal credits)`);
@@ -33,7 +34,7 @@ const usage = z.object({
 export const KeySummarySchema = z.object({
   key_id: z.string(),
   name: z.string(),
-  tier: z.enum(["free", "pro", "enterprise"]),
+  tier: z.enum(TIERS),
   status: z.enum(["active", "revoked"]),
   created_at: z.string(),
   revoked_at: z.string().nullable(),
@@ -60,7 +61,7 @@ export const OwnKeySchema = z.object({
   data: z.object({
     key_id: z.string(),
     name: z.string(),
-    tier: z.enum(["free", "pro", "enterprise"]),
+    tier: z.enum(TIERS),
     ...creditFigures,
     spent: credits("Credits spent by settled requests"),
     usage,

@@ -25,8 +25,8 @@ const KEY_ID_RE = /^key_[0-9a-f]{12}$/;
 /** Prefixes of other platforms' keys, refused with a pointed message. */
 const FOREIGN_PREFIXES = ["sk-", "sk_", "pk-", "rk-", "xai-", "gsk_", "AIza", "hf_", "r8_"];
 
-export type Tier = "free" | "pro" | "enterprise";
-export const TIERS: readonly Tier[] = ["free", "pro", "enterprise"];
+export const TIERS = ["free", "pro", "enterprise"] as const;
+export type Tier = (typeof TIERS)[number];
 
 export interface KeyRecord {
   key_id: string;
