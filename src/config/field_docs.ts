@@ -34,7 +34,7 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "of the key's limits held in memory (no KV commit before the prompt leaves).",
   "store.lease_max_requests":
     "Most requests' worth of credits and tokens in one quota-lease slice: what a crashed process " +
-    "holds until another refunds it (docs/decisions.md, #15).",
+    "holds until another refunds it (docs/decisions/010-hostile-clients-money-and-storage.md).",
   "store.replica_ttl_seconds":
     "How long a replica's announcement lives without a heartbeat (sent every third of it); a " +
     "crashed replica's held credits are refunded once it lapses.",

@@ -49,7 +49,7 @@ export const configSchema = z.strictObject({
     sse_keepalive_ms: z.number().int().positive().default(15_000),
     /** Output tokens reserved (credits, tokens/min) when a request names no maximum. */
     default_output_reserve: z.number().int().positive().default(1024),
-    // Hostile clients (#15, docs/decisions.md): connections and request bodies.
+    // Hostile clients (docs/decisions/012-hostile-clients-connections-and-bodies.md): connections and request bodies.
     max_connections: z.number().int().positive().default(4096),
     header_timeout_ms: z.number().int().positive().default(10_000),
     idle_timeout_ms: z.number().int().positive().default(60_000),

@@ -38,7 +38,7 @@ const confidential = z.strictObject({
    * so `task dev` demonstrates the flow; the session's claims say so.
    */
   dev_counts_for_aci_verified: z.boolean().optional(),
-  /** Policy for the `sev-snp` verifier (docs/decisions.md, "SEV-SNP upstreams"). */
+  /** Policy for the `sev-snp` verifier (docs/decisions/014-sev-snp-upstreams.md). */
   sev_snp: z.strictObject({
     allowed_measurements: z.array(z.string().regex(/^[0-9a-f]{96}$/)).default([]),
     min_tcb: z.strictObject({

@@ -5,7 +5,7 @@
  * operator-pinned root (VCEK from a directory or the KDS), require
  * REPORT_DATA = sha256(SPKI DER) ‖ nonce, refuse debuggable guests, and judge
  * TCB and MEASUREMENT against the operator's policy. The binding is written
- * down in docs/decisions.md ("SEV-SNP upstreams (#18)").
+ * down in docs/decisions/014-sev-snp-upstreams.md.
  */
 import type {
   Claim,
