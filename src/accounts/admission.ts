@@ -21,7 +21,7 @@
 import { GatewayError } from "../http/errors.ts";
 import { backoffMs, isTransientKvError, sleep as defaultSleep } from "../store/transient.ts";
 import type { KeyRecord } from "./keys.ts";
-import { AccountCache } from "./account_cache.ts";
+import { AccountCache, type AccountEntries } from "./account_cache.ts";
 import { batchAtomic, commitInLane } from "./admission_commit.ts";
 import { decideBatch, foldAccount, type Working } from "./admission_decide.ts";
 import { makeAdmission } from "./admission_settlement.ts";
@@ -120,7 +120,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     for (const id of keyIds) {
       if (requested.has(id)) pool?.detach(id);
       const back = pool?.detachedOf(id);
-      work.set(id, foldAccount(entries.get(id) ?? [], keyOf.get(id)!, opts.tiers, t, back));
+      work.set(id, foldAccount(entries.get(id)!, keyOf.get(id)!, opts.tiers, t, back));
     }
     const outcomes = decideBatch(batch, work, opts.tiers, fromCache !== null, admitted);
     if (outcomes === "stale") return "stale";
@@ -204,7 +204,27 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     enqueue({ key, est, renewal: true, resolve: ignore, reject: ignore });
   }
 
+  /** Account reads of `mayPay` in flight, by key id (concurrent callers share one). */
+  const probing = new Map<string, Promise<Map<string, AccountEntries>>>();
+
+  async function mayPay(key: KeyRecord): Promise<boolean> {
+    const id = key.key_id;
+    if (pool?.holds(id)) return true;
+    let entries = cache.cached([id]);
+    if (entries === null) {
+      let read = probing.get(id);
+      if (read === undefined) {
+        read = cache.read([id]).finally(() => probing.delete(id));
+        probing.set(id, read);
+      }
+      entries = await read;
+    }
+    const w = foldAccount(entries.get(id)!, key, opts.tiers, opts.now(), undefined);
+    return w.unpaid === 0n && w.balance > 0n;
+  }
+
   return {
+    mayPay,
     async close() {
       await pool?.close();
     },

@@ -226,24 +226,29 @@ export function assembleGateway(
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
   const deadlines = new DeadlineWheel(world.monotonic);
+  const admitter = createAdmitter(kv, {
+    tiers: config.tiers,
+    now,
+    piggyback: committer,
+    monotonic: world.monotonic,
+    random: world.random,
+    soleReplica: config.store.quota_leases ? upkeep.soleReplica : undefined,
+    holdInstance: replicas.id,
+    leaseMaxRequests: config.store.lease_max_requests,
+  });
   const ctx: GatewayContext = {
     config,
     kv,
     catalog,
     auth: createAuthenticator(kv, { now }),
-    admitter: createAdmitter(kv, {
-      tiers: config.tiers,
-      now,
-      piggyback: committer,
-      monotonic: world.monotonic,
-      random: world.random,
-      soleReplica: config.store.quota_leases ? upkeep.soleReplica : undefined,
-      holdInstance: replicas.id,
-      leaseMaxRequests: config.store.lease_max_requests,
-    }),
+    admitter,
     committer,
     // #15: a rate-limited key's bodies go unread; bodies being read are bounded in bytes.
-    preAdmission: new PreAdmission(now),
+    // #25: a key that cannot pay, or whose refusals fill its bucket, is refused unread too.
+    preAdmission: new PreAdmission(now, {
+      mayPay: (k) => admitter.mayPay(k),
+      tiers: config.tiers,
+    }),
     bodyBudget: new BodyBudget({
       global: config.limits.body_bytes_in_flight,
       perKey: config.limits.body_bytes_in_flight_per_key,

@@ -70,6 +70,8 @@ export async function handleInference(
   let admission: Admission | null = null;
   let account: KeyRecord | null = null;
   let bodyTicket: BodyTicket | null = null;
+  /** Refused by pre-admission itself: not charged again to the key's bucket. */
+  let refusedUnread = false;
   const headers = new Headers({
     "x-service-trace-id": info.traceId,
     "x-request-id": info.requestId,
@@ -94,7 +96,13 @@ export async function handleInference(
     try {
       // #15: a key out of requests is refused before its body is read, and bodies being
       // read are bounded in bytes (globally and per key) and in time.
-      ctx.preAdmission.check(key);
+      // #25: nor does a key that cannot pay, or whose refusals filled its bucket.
+      try {
+        await ctx.preAdmission.admissible(key);
+      } catch (e) {
+        refusedUnread = true;
+        throw e;
+      }
       bodyTicket = ctx.bodyBudget.ticket(key.key_id);
       wire = await readBody(req, ctx.config.limits.max_body_bytes, {
         timeoutMs: ctx.config.limits.body_timeout_ms,
@@ -157,6 +165,7 @@ export async function handleInference(
         requestId: info.requestId,
       }));
     bodyTicket.release(); // admitted: the body's bytes no longer count as being read
+    ctx.preAdmission.admitted(key);
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.admitted();
 
@@ -229,7 +238,8 @@ export async function handleInference(
     info.refusal = err.kind;
     info.errorCode = errorCodeOf(err);
     bodyTicket?.release();
-    if (account) ctx.preAdmission.note(account, err);
+    // Every refusal (not an upstream's or the gateway's own failure) costs the key a request.
+    if (account) ctx.preAdmission.note(account, err, err.status < 500 && !refusedUnread);
     if (err.kind === "internal") {
       ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
     }
