@@ -208,3 +208,147 @@ Deno.test("usage: a cost past 2^64 nano-credits saturates; two settlements past 
     assert.equal(JSON.parse(refused.text).error.type, "insufficient_credits");
   });
 });
+
+const words = (n: number, tag: string) =>
+  Array.from({ length: n }, (_, i) => `${tag}${i % 97} word`).join(" ");
+
+Deno.test("disconnect: a client that leaves mid-stream is billed the delivered text of every choice, counted with the tokenizer", async () => {
+  await withGateway(() => {}, 100, async (gw, up) => {
+    const keyId = await keyIdOf(gw);
+    const first = words(2_000, "alpha");
+    const second = words(500, "beta");
+    let cancelled!: () => void;
+    const upstreamCancelled = new Promise<void>((r) => (cancelled = r));
+    up.set(() =>
+      new Response(
+        new ReadableStream({
+          start(c) {
+            const enc = new TextEncoder();
+            c.enqueue(enc.encode(chunk([{ index: 0, delta: { content: first } }])));
+            c.enqueue(enc.encode(chunk([{ index: 1, delta: { content: second } }])));
+            // then silence: the client leaves before any usage arrives
+          },
+          cancel: () => cancelled(),
+        }),
+        { headers: { "content-type": "text/event-stream" } },
+      )
+    );
+    const before = await getUsage(gw.kv, keyId);
+    const ctl = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      signal: ctl.signal,
+      headers: { "content-type": "application/json", authorization: `Bearer ${gw.apiKey}` },
+      body: JSON.stringify({
+        model: "demo/vision",
+        stream: true,
+        n: 2,
+        max_tokens: 4000,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    });
+    assert.equal(res.status, 200);
+    const receiptId = res.headers.get("x-receipt-id")!;
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let got = "";
+    while (!got.includes("beta96 word")) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, "stream ended early");
+      got += value;
+    }
+    ctl.abort();
+    await reader.cancel().catch(() => {});
+    await upstreamCancelled;
+    const receipt = await waitForReceipt(gw.url, receiptId, gw.apiKey);
+    assert.ok(eventsOf(receipt).some((e) => e.type === "stream.client_disconnected"));
+    const after = await getUsage(gw.kv, keyId);
+    const expected = countText(first, "o200k_base") + countText(second, "o200k_base");
+    assert.ok(expected > 2_500, `the delivered text is thousands of tokens (${expected})`);
+    assert.equal(after.completion_tokens - before.completion_tokens, BigInt(expected));
+  });
+});
+
+/** A raw HTTP/1.1 upstream whose answer has no length and no chunking: its end is EOF. */
+function eofUpstream(payload: string) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const served = (async () => {
+    for await (const conn of listener) {
+      (async () => {
+        const buf = new Uint8Array(65536);
+        let head = "";
+        let body = 0;
+        let want = -1;
+        while (want < 0 || body < want) {
+          const n = await conn.read(buf);
+          if (n === null) break;
+          const text = new TextDecoder().decode(buf.subarray(0, n));
+          if (want < 0) {
+            head += text;
+            const end = head.indexOf("\r\n\r\n");
+            if (end < 0) continue;
+            want = Number(/content-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
+            body = new TextEncoder().encode(head.slice(end + 4)).byteLength;
+          } else body += n;
+        }
+        await conn.write(
+          new TextEncoder().encode(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" +
+              payload,
+          ),
+        );
+        conn.close();
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return {
+    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    async close() {
+      listener.close();
+      await served;
+    },
+  };
+}
+
+async function expectCut(gw: TestGateway) {
+  const r = await chat(gw, { stream: true, max_tokens: 20 });
+  assert.equal(r.status, 200);
+  assert.match(r.text, /"partial answer"/, "what came was relayed");
+  assert.doesNotMatch(r.text, /data: \[DONE\]/, `a cut stream must not look complete: ${r.text}`);
+  assert.match(r.text, /data: \{"error":/);
+  const receipt = await waitForReceipt(gw.url, r.receiptId!, gw.apiKey);
+  const types = eventsOf(receipt).map((e) => e.type);
+  assert.ok(types.includes("stream.upstream_failed"), JSON.stringify(types));
+}
+
+Deno.test("truncation: an OpenAI stream that ends without [DONE] is an upstream failure (chunked end, EOF framing)", async () => {
+  const partial = chunk([{ index: 0, delta: { role: "assistant", content: "partial answer" } }]);
+  await withGateway(() => {}, 100, async (gw, up) => {
+    // A clean chunked end after a content chunk: no finish, no usage, no [DONE].
+    up.set(() => sseResponse([partial]));
+    await expectCut(gw);
+    // The spec's upstreams that never send [DONE]: complete when the finish and usage came.
+    up.set(() =>
+      sseResponse([
+        partial,
+        chunk([{ index: 0, delta: {}, finish_reason: "stop" }]),
+        chunk([], { usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }),
+      ])
+    );
+    const ok = await chat(gw, { stream: true, max_tokens: 20 });
+    assert.ok(ok.text.endsWith("data: [DONE]\n\n"), ok.text);
+    const receipt = await waitForReceipt(gw.url, ok.receiptId!, gw.apiKey);
+    assert.ok(!eventsOf(receipt).some((e) => String(e.type).startsWith("stream.")));
+  });
+  const eof = eofUpstream(partial);
+  try {
+    await withGateway(
+      (c) => {
+        c.providers.find((p) => p.name === "plain")!.base_url = eof.url;
+      },
+      100,
+      async (gw) => await expectCut(gw),
+    );
+  } finally {
+    await eof.close();
+  }
+});

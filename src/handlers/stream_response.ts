@@ -188,7 +188,10 @@ export function streamResponse(a: StreamArgs): Response {
             if (openAiUpstream && !sawDone && !(sawFinish && translator.usage() !== undefined)) {
               // Cut short (a clean chunked end or EOF): never relayed as a complete answer.
               if (out) emit(controller, out);
-              throw new GatewayError("upstream_error", "upstream stream ended before [DONE]");
+              throw new GatewayError(
+                "upstream_error",
+                "upstream stream ended before its end marker",
+              );
             }
             await finish(controller, out + translator.end(), "completed");
             return;
