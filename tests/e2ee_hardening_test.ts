@@ -125,3 +125,74 @@ Deno.test("E2EE replay: a captured request resent with another X-Client-Pub-Key 
     await gw.close();
   }
 });
+
+/** A loopback upstream answering with `answer(the request body it received)`. */
+function scriptedUpstream(answer: (body: Record<string, unknown>) => Response) {
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (req) => answer(await req.json()),
+  );
+  return { url: `http://127.0.0.1:${server.addr.port}`, close: () => server.shutdown() };
+}
+
+/** The prompt the upstream got, echoed in an error body: once with an apostrophe, once bare. */
+function echoingErrors(body: Record<string, unknown>): Response {
+  const msgs = body.messages as { content: string }[];
+  const prompt = msgs.map((m) => m.content).join(" ");
+  const known = prompt.includes("context-shape");
+  const message = known
+    ? `This model's maximum context length is 16 tokens. However, you requested 90: ${prompt}`
+    : `Invalid input: it's not allowed to say ${prompt} here`;
+  return Response.json({ object: "error", message, type: "BadRequestError", code: 400 }, {
+    status: 400,
+  });
+}
+
+Deno.test("upstream error text: never echoed (known shapes as fixed phrases), and none at all under E2EE", async () => {
+  const up = scriptedUpstream(echoingErrors);
+  const gw = await startTestGateway({
+    configure: (c) => {
+      c.providers.find((p) => p.name === "plain")!.base_url = up.url;
+    },
+  });
+  try {
+    // Plain requests: an unknown shape shows nothing of its text, a known one its fixed phrase.
+    for (
+      const [content, phrase] of [
+        [`other-shape ${SECRET}`, "upstream rejected the request: upstream answered 400"],
+        [
+          `context-shape ${SECRET}`,
+          "upstream rejected the request: upstream answered 400: the prompt and output exceed " +
+          "the upstream model's context length",
+        ],
+      ]
+    ) {
+      const r = await post(gw, "/v1/chat/completions", {}, {
+        model: "demo/vision",
+        messages: [{ role: "user", content }],
+      });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(JSON.parse(r.text).error.message, phrase);
+      assert.ok(!r.text.includes(SECRET));
+    }
+    // E2EE: the status and a fixed phrase, whatever the shape.
+    for (const content of [`other-shape ${SECRET}`, `context-shape ${SECRET}`]) {
+      const s = await sealed(gw, {
+        model: "demo/vision",
+        messages: [{ role: "user", content }],
+      });
+      const r = await post(gw, "/v1/chat/completions", s.headers, s.body);
+      assert.equal(r.status, 400, r.text);
+      assert.equal(
+        JSON.parse(r.text).error.message,
+        "upstream rejected the request: upstream answered 400: details withheld under " +
+          "end-to-end encryption",
+      );
+      assert.equal(r.headers.get("x-e2ee-applied"), null);
+    }
+    assert.ok(!JSON.stringify(gw.logs).includes(SECRET), "prompt text in the gateway's log");
+  } finally {
+    await gw.close();
+    await up.close();
+  }
+});

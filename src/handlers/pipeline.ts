@@ -180,6 +180,8 @@ export async function handleInference(
             return b;
           },
           verificationRequired: constraints.aciVerified,
+          // E2EE: an upstream's error text may echo the decrypted prompt; show none of it.
+          withholdUpstreamText: opened !== null,
           modelId: plan.modelId,
           partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
