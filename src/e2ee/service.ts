@@ -1,7 +1,7 @@
 /**
  * The gateway side of E2EE v2 (spec/e2ee-v2.md): validates the five request
  * headers, decrypts every encrypted request field in place with the attested
- * service key, claims the replay tuple in the shared store, and returns the
+ * service key, claims the (service key, nonce) pair in the shared store, and returns the
  * restored body with a session that encrypts the generated fields of the
  * answer (whole, or each streamed chunk) to the client's key. Errors are
  * `GatewayError`s of the spec's `e2ee_*` kinds; nothing decrypted is ever
@@ -176,11 +176,12 @@ export async function openE2ee(
   }
   // Claimed only once every field authenticated: a forged copy cannot burn a client's nonce.
   const first = await deps.replay.claim(
-    { clientKey: client, serviceKey: serviceKey.publicKeyHex, nonce },
+    // Not the client key: the AAD does not bind it, so it must not make a replay new.
+    { serviceKey: serviceKey.publicKeyHex, nonce },
     (ts + E2EE_WINDOW_SECONDS + 1) * 1000,
   );
   if (!first) {
-    throw fail("e2ee_replay_detected", "this E2EE nonce was already used with these keys");
+    throw fail("e2ee_replay_detected", "this E2EE nonce was already used with this service key");
   }
   return {
     body,

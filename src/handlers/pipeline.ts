@@ -30,6 +30,8 @@ import type { BodyTicket } from "../http/body_budget.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import { dailyUsageWrites } from "../accounts/usage_daily.ts";
 import type { RequestInfo } from "./request_info.ts";
+import { boundUsage } from "./usage_bounds.ts";
+import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/count.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
@@ -187,6 +189,8 @@ export async function handleInference(
             return b;
           },
           verificationRequired: constraints.aciVerified,
+          // E2EE: an upstream's error text may echo the decrypted prompt; show none of it.
+          withholdUpstreamText: opened !== null,
           modelId: plan.modelId,
           partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
@@ -210,7 +214,7 @@ export async function handleInference(
       ));
     info.provider = result.candidate.provider.name;
     bodies.clear(); // the prompt's bytes are not kept for the answer's life
-    const settle = settlementFor(admission, plan.pricing, info, key.key_id, ctx.now);
+    const settle = settlementFor(admission, plan, info, key.key_id, ctx, rec);
     const e2ee = opened?.session ?? null;
     if (e2ee) { for (const [k, v] of Object.entries(e2ee.headers)) headers.set(k, v); }
 
@@ -230,6 +234,8 @@ export async function handleInference(
         headers,
         settle,
         info,
+        countTokens: deliveredTokenCounter(plan.tokenizer ?? FALLBACK_TOKENIZER),
+        openAiUpstream: OPENAI_STREAM_PATH.test(plan.upstreamPath(result.candidate)),
       });
     }
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info, e2ee);
@@ -279,7 +285,7 @@ async function wholeResponse(
   rec: ReceiptRecorder,
   result: ForwardResult,
   headers: Headers,
-  settle: (u: TokenUsage | undefined) => KvWrite[],
+  settle: Settle,
   info: RequestInfo,
   e2ee: E2eeSession | null,
 ): Promise<Response> {
@@ -319,13 +325,38 @@ async function wholeResponse(
  */
 function settlementFor(
   admission: Admission,
-  pricing: InferencePlan["pricing"],
+  plan: InferencePlan,
   info: RequestInfo,
   keyId: string,
-  now: () => number,
-): (u: TokenUsage | undefined) => KvWrite[] {
-  return (u) => {
-    const usage = u ?? { prompt_tokens: 0, completion_tokens: 0 };
+  ctx: Pick<GatewayContext, "now" | "log">,
+  rec: ReceiptRecorder,
+): Settle {
+  const { pricing, estimate } = plan;
+  const { now, log } = ctx;
+  const bounds = {
+    promptTokens: estimate.maxPromptTokens,
+    completionTokens: estimate.outputTokens,
+  };
+  const estimated = {
+    prompt_tokens: estimate.promptTokens,
+    completion_tokens: estimate.outputTokens,
+  };
+  return (u, fallback = estimated) => {
+    // Numbers from the upstream: valid counts, within what the gateway let it do (#25).
+    const b = u === undefined ? null : boundUsage(u, fallback, bounds);
+    const usage = b?.usage ?? { prompt_tokens: 0, completion_tokens: 0 };
+    if (b && (b.invalid.length > 0 || b.clamped.length > 0)) {
+      rec.usageBounded(usage, b.invalid, b.clamped);
+      log({
+        level: "warn",
+        msg: "upstream usage bounded",
+        request_id: info.requestId,
+        invalid: b.invalid,
+        clamped: b.clamped,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+      });
+    }
     info.usage = usage;
     const actual = {
       promptTokens: usage.prompt_tokens,
@@ -340,6 +371,24 @@ function settlementFor(
     return writes;
   };
 }
+
+/** Upstream paths whose streams are OpenAI's format (ended by `data: [DONE]`). */
+const OPENAI_STREAM_PATH = /\/(chat\/)?completions$/;
+
+/**
+ * Tokens of text delivered to a client, for billing a stream the upstream never reported usage
+ * for (#25 item 8). The one call of the token counter on the answer's path: bounded and linear
+ * as `src/tokens/` makes it.
+ */
+function deliveredTokenCounter(tokenizer: TokenizerName): (text: string) => number {
+  return (text) => countText(text, tokenizer);
+}
+
+/**
+ * Settles the admission at reported usage (undefined: none reported), each field
+ * not a valid count replaced by `fallback`'s (default: the admission's estimate).
+ */
+export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
 
 /** `Authorization: Bearer <key>`, or the Anthropic SDK's `x-api-key: <key>`. */
 export function credentialHeader(h: Headers): string | null {
