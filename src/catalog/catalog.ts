@@ -54,7 +54,9 @@ export class Catalog {
       const tokenParam = m.supported_parameters.includes("max_completion_tokens")
         ? "max_completion_tokens"
         : "max_tokens";
-      const refusedParameters = [...new Set(m.routes.flatMap((r) => r.unsupported_parameters))];
+      const refusedParameters = [
+        ...new Set(m.routes.flatMap((r) => r.unsupported_parameters ?? [])),
+      ];
       for (const id of [m.id, ...m.aliases]) {
         const entry: ChatModel = {
           id,

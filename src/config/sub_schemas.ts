@@ -107,7 +107,7 @@ const route = z.strictObject({
   provider: providerName,
   model: z.string().min(1),
   /** Request parameters this upstream refuses (e.g. `n`): not advertised, refused with a 400 naming them. */
-  unsupported_parameters: z.array(z.string().min(1)).default([]),
+  unsupported_parameters: z.array(z.string().min(1)).optional(),
 });
 
 const tokenParam = z.enum(["max_tokens", "max_completion_tokens"]);
