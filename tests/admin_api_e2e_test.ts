@@ -191,7 +191,7 @@ Deno.test("admin API: a wrong or missing token is 401 on every route and logged"
       for (const token of [null, TOKEN + "x", TOKEN.slice(1), gw.apiKey]) {
         const r = await admin(gw, method, path, body, token);
         assert.equal(r.status, 401, `${method} ${path} with ${token?.slice(0, 4)}`);
-        assert.equal(r.json.error.code, "unauthorized");
+        assert.equal(r.json.error.code, "invalid_api_key");
       }
     }
     // Nothing was created by the refused calls.

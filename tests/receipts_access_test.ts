@@ -52,11 +52,11 @@ Deno.test("access: only the key that made the request reads its receipt; 401 wit
 
       const anon = await getJson(url(id));
       assert.equal(anon.status, 401, path);
-      assert.equal(errorOf(anon.body).type, "unauthorized");
+      assert.equal(errorOf(anon.body).code, "invalid_api_key");
 
       const bad = await getJson(url(id), "cgw-not-a-real-key");
       assert.equal(bad.status, 401, path);
-      assert.equal(errorOf(bad.body).type, "unauthorized");
+      assert.equal(errorOf(bad.body).code, "invalid_api_key");
 
       // Another key cannot tell an existing receipt from an unknown one.
       const foreign = await getJson(url(id), other);

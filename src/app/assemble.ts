@@ -188,6 +188,7 @@ export function assembleGateway(
   const sessions = createSessionStore(kv, {
     now,
     receiptRetentionMs: config.receipts.retention_days * 86_400_000,
+    replicas: { self: replicas.id, live: () => replicas.liveIds() },
   });
   let manager: VerificationManager | null = null;
   if (opts.verifiers && config.providers.some((p) => p.confidential)) {

@@ -18,6 +18,8 @@ export interface ChatModel {
   config: ModelConfig;
   isTee: boolean;
   zdr: boolean;
+  /** Request parameters some route's upstream refuses (routes[].unsupported_parameters): not advertised. */
+  refusedParameters: string[];
   /** Which of max_tokens / max_completion_tokens this model accepts. */
   tokenParam: "max_tokens" | "max_completion_tokens";
   /** The encoding its tokens are counted with (catalog `tokenizer`, else the fallback). */
@@ -52,10 +54,14 @@ export class Catalog {
       const tokenParam = m.supported_parameters.includes("max_completion_tokens")
         ? "max_completion_tokens"
         : "max_tokens";
+      const refusedParameters = [
+        ...new Set(m.routes.flatMap((r) => r.unsupported_parameters ?? [])),
+      ];
       for (const id of [m.id, ...m.aliases]) {
         const entry: ChatModel = {
           id,
           config: m,
+          refusedParameters,
           isTee: confidential.length > 0,
           zdr,
           tokenParam,
@@ -191,7 +197,8 @@ function modelObject(m: ChatModel, confidential: string[]): Record<string, unkno
     input_modalities: c.input_modalities,
     output_modalities: c.output_modalities,
     pricing,
-    supported_parameters: c.supported_parameters,
+    // Only what every route can do: a parameter one upstream refuses is not advertised.
+    supported_parameters: c.supported_parameters.filter((p) => !m.refusedParameters.includes(p)),
     supported_features: c.supported_features,
     providers: confidential,
   };

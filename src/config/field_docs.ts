@@ -228,9 +228,15 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "models[].tokenizer":
     "BPE encoding for token limits, estimates and `count_tokens` (`o200k_base`, `cl100k_base`); " +
     "absent: `o200k_base`, the documented fallback.",
+  "models[].strict_token_parameter":
+    "true: a chat request naming the token parameter the model does not take (`max_tokens` / " +
+    "`max_completion_tokens`) is the spec's 400; default: it is renamed to the model's.",
   "models[].routes": "Where the model is served, tried in provider priority order.",
   "models[].routes[].provider": "A provider's `name`.",
   "models[].routes[].model": "The model name the upstream expects.",
+  "models[].routes[].unsupported_parameters":
+    "Request parameters this upstream refuses (e.g. `n`, refused only above 1). The catalog " +
+    "advertises a parameter only when every route takes it; a request using one gets a 400 naming it.",
 
   embedding_models: "Embedding models in the catalog.",
   "embedding_models[].id": "`<provider>/<model>` id clients send.",

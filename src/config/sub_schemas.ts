@@ -101,7 +101,14 @@ export const upstreamBodyLimits = {
   ),
 };
 
-const route = z.strictObject({ provider: providerName, model: z.string().min(1) });
+const embeddingRoute = z.strictObject({ provider: providerName, model: z.string().min(1) });
+
+const route = z.strictObject({
+  provider: providerName,
+  model: z.string().min(1),
+  /** Request parameters this upstream refuses (e.g. `n`): not advertised, refused with a 400 naming them. */
+  unsupported_parameters: z.array(z.string().min(1)).optional(),
+});
 
 const tokenParam = z.enum(["max_tokens", "max_completion_tokens"]);
 
@@ -119,6 +126,11 @@ export const model = z.strictObject({
   supported_features: z.array(z.string()).default([]),
   /** BPE encoding for token limits and estimates (absent: o200k_base, the documented fallback). */
   tokenizer: z.enum(TOKENIZERS).optional(),
+  /**
+   * Refuse the token parameter the model does not take (the spec's 400) instead of renaming it
+   * (docs/decisions/chat-token-parameter.md).
+   */
+  strict_token_parameter: z.boolean().optional(),
   routes: z.array(route).min(1),
 }).refine(
   (m) => m.supported_parameters.filter((p) => tokenParam.safeParse(p).success).length === 1,
@@ -140,7 +152,7 @@ export const embeddingModel = z.strictObject({
   /** BPE encoding for input limits and estimates (absent: o200k_base, the documented fallback). */
   tokenizer: z.enum(TOKENIZERS).optional(),
   pricing: z.strictObject({ prompt: price }),
-  routes: z.array(route).min(1),
+  routes: z.array(embeddingRoute).min(1),
 });
 
 export const limits = z.strictObject({

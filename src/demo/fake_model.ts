@@ -25,6 +25,8 @@ export interface ChatPlan {
   content: string[];
   toolCall: PlannedToolCall | null;
   finishReason: "stop" | "length" | "tool_calls";
+  /** The stop string that ended the reply, reported as vLLM does (`choices[].stop_reason`). */
+  stopMatched?: string;
   usage: ChatUsage;
 }
 
@@ -32,6 +34,7 @@ export interface ChatPlan {
 export interface CompletionChoicePlan {
   tokens: string[];
   finishReason: "stop" | "length";
+  stopMatched?: string;
 }
 
 /** Everything the fake model "generates" for one legacy completions request. */
@@ -97,15 +100,22 @@ function lastUserText(messages: FakeMessage[]): string {
 }
 
 /** Cuts `text` before the earliest stop string; null when none occurs. */
-function cutAtStop(text: string, stop: string | string[] | null | undefined): string | null {
+function cutAtStop(
+  text: string,
+  stop: string | string[] | null | undefined,
+): { text: string; matched: string } | null {
   const stops = stop === null || stop === undefined ? [] : typeof stop === "string" ? [stop] : stop;
   let cut = -1;
+  let matched = "";
   for (const s of stops) {
     if (s === "") continue;
     const at = text.indexOf(s);
-    if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+    if (at >= 0 && (cut < 0 || at < cut)) {
+      cut = at;
+      matched = s;
+    }
   }
-  return cut < 0 ? null : text.slice(0, cut);
+  return cut < 0 ? null : { text: text.slice(0, cut), matched };
 }
 
 /** Applies stop strings, then the token limit, to a reply text. */
@@ -114,11 +124,15 @@ function limitReply(
   stop: string | string[] | null | undefined,
   maxTokens: number | null,
 ): CompletionChoicePlan {
-  const tokens = tokenize(cutAtStop(text, stop) ?? text);
+  const cut = cutAtStop(text, stop);
+  const tokens = tokenize(cut?.text ?? text);
   if (maxTokens !== null && tokens.length > maxTokens) {
     return { tokens: tokens.slice(0, maxTokens), finishReason: "length" };
   }
-  return { tokens, finishReason: "stop" };
+  return cut ? { tokens, finishReason: "stop", stopMatched: cut.matched } : {
+    tokens,
+    finishReason: "stop",
+  };
 }
 
 function fragments(text: string): string[] {
@@ -238,6 +252,7 @@ export function planChat(req: FakeChatRequest): ChatPlan {
     content: reply.tokens,
     toolCall: null,
     finishReason: reply.finishReason,
+    ...(reply.stopMatched !== undefined ? { stopMatched: reply.stopMatched } : {}),
     usage: usageOf(prompt, reasoning.length + reply.tokens.length, reasoning.length),
   };
 }

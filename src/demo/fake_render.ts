@@ -64,7 +64,13 @@ export function renderChatCompletion(
     object: "chat.completion",
     created: meta.created,
     model: meta.model,
-    choices: [{ index: 0, message, finish_reason: plan.finishReason, logprobs: null }],
+    choices: [{
+      index: 0,
+      message,
+      finish_reason: plan.finishReason,
+      logprobs: null,
+      ...(plan.stopMatched !== undefined ? { stop_reason: plan.stopMatched } : {}),
+    }],
     usage: plan.usage,
   };
 }
@@ -109,6 +115,7 @@ export function renderChatChunks(
     for (const token of plan.content) push({ content: token }, null);
   }
   const finish = push({}, plan.finishReason);
+  if (plan.stopMatched !== undefined) finish.choices[0].stop_reason = plan.stopMatched;
   if (opts.usage === "in_finish") finish.usage = plan.usage;
   if (opts.usage === "after_finish") {
     chunks.push({

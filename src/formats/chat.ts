@@ -98,7 +98,10 @@ export const chatRequestSchema = z.looseObject({
   max_tokens: posInt.optional(),
   max_completion_tokens: posInt.optional(),
   stream: z.boolean().optional(),
-  stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
+  stream_options: z.strictObject({
+    include_usage: z.boolean().optional(),
+    include_obfuscation: z.boolean().optional(),
+  }).nullable().optional(),
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
   presence_penalty: z.number().min(-2).max(2).optional(),
   frequency_penalty: z.number().min(-2).max(2).optional(),
@@ -109,7 +112,9 @@ export const chatRequestSchema = z.looseObject({
     .optional(),
   seed: z.number().int().optional(),
   user: z.string().max(256).optional(),
-  reasoning_effort: z.enum(["minimal", "low", "medium", "high"]).optional(),
+  reasoning_effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).optional(),
+  // OpenRouter's usage accounting: honoured by the gateway (usage in the answer), never forwarded.
+  usage: z.strictObject({ include: z.boolean() }).optional(),
   provider: z.unknown().optional(),
 });
 
@@ -118,45 +123,75 @@ export interface ParsedChat {
   chat: ChatRequest;
   provider: unknown;
   stream: boolean;
-  /** Did the client ask for a usage chunk (`stream_options.include_usage`)? */
+  /** Did the client ask for a usage chunk (`stream_options.include_usage`, OpenRouter's `usage.include`)? */
   clientWantsUsage: boolean;
+  /** `stream_options.include_obfuscation`: pad each streamed chunk (see openai_stream.ts). */
+  obfuscate: boolean;
 }
 
 export function parseChatRequest(body: unknown): ParsedChat {
   const r = parseWith(chatRequestSchema, body);
-  const { provider, ...rest } = r;
+  const { provider, usage, ...rest } = r;
+  const chat = rest as ChatRequest;
+  // Gateway-side options: answered here, not sent to upstreams that may not know them.
+  const obfuscate = r.stream_options?.include_obfuscation === true;
+  if (r.stream_options) {
+    const { include_obfuscation: _, ...so } = r.stream_options;
+    chat.stream_options = so;
+  }
   return {
     model: r.model,
-    chat: rest as ChatRequest,
+    chat,
     provider,
     stream: r.stream === true,
-    clientWantsUsage: r.stream_options?.include_usage === true,
+    clientWantsUsage: r.stream_options?.include_usage === true || usage?.include === true,
+    obfuscate,
   };
 }
 
+/** How the client's format names fields the chat checks refuse (Anthropic: `output_config.*`). */
+export type ChatParamNames = Partial<
+  Record<"response_format" | "reasoning_effort" | "max_tokens", string>
+>;
+
 /**
  * Checks every format's canonical chat request against the model's catalog
- * entry. `clientNamedTokenParam` is true for native chat clients, who must use
- * the model's own parameter; translated formats get it renamed instead.
+ * entry. `clientNamedTokenParam` is true for native chat clients: they may
+ * name either token parameter (generic clients pick it by model name) and get
+ * it renamed to the model's, unless the model is `strict_token_parameter`,
+ * where the other one is the spec's 400 (docs/decisions/chat-token-parameter.md).
+ * `names` says what the client's format calls the fields named in a refusal.
  */
 export function checkChatAgainstModel(
   chat: ChatRequest,
   model: ChatModel,
   clientNamedTokenParam: boolean,
+  names: ChatParamNames = {},
 ): void {
   const wanted = model.tokenParam;
   const other = wanted === "max_tokens" ? "max_completion_tokens" : "max_tokens";
-  if (chat[other] !== undefined) {
-    if (clientNamedTokenParam) {
+  if (chat[other] !== undefined && clientNamedTokenParam) {
+    if (model.config.strict_token_parameter === true) {
       throw badParam(other, `model ${model.id} does not accept '${other}'; use '${wanted}'`);
+    }
+    if (chat[wanted] !== undefined && chat[wanted] !== chat[other]) {
+      throw badParam(other, `'${other}' and '${wanted}' disagree; give one of them`);
     }
   }
   const limit = chat[wanted] ?? chat[other];
   if (limit !== undefined && limit > model.config.max_output_length) {
     throw badParam(
-      clientNamedTokenParam && chat[wanted] !== undefined ? wanted : other,
+      clientNamedTokenParam
+        ? (chat[wanted] !== undefined ? wanted : other)
+        : names.max_tokens ?? other,
       `at most ${model.config.max_output_length} output tokens for model ${model.id}`,
     );
+  }
+  // Parameters a route's upstream refuses are not advertised and not forwarded (n: only n > 1).
+  for (const p of model.refusedParameters) {
+    const v = (chat as unknown as Record<string, unknown>)[p];
+    if (v === undefined || v === null || (p === "n" && v === 1)) continue;
+    throw badParam(p, `model ${model.id} does not support '${p}'${p === "n" ? " > 1" : ""}`);
   }
   const images = model.config.input_modalities.includes("image");
   chat.messages.forEach((m, i) => {
@@ -176,14 +211,20 @@ export function checkChatAgainstModel(
     throw badParam("tools", `model ${model.id} does not support tools`);
   }
   if (chat.response_format?.type === "json_schema" && !features.includes("structured_outputs")) {
-    throw badParam("response_format", `model ${model.id} does not support structured outputs`);
+    const name = names.response_format ?? "response_format";
+    throw badParam(name, `${name}: model ${model.id} does not support structured outputs`);
   }
   const params = model.config.supported_parameters;
   if (chat.top_k !== undefined && !params.includes("top_k")) {
     throw badParam("top_k", `model ${model.id} does not support top_k`);
   }
   if (chat.reasoning_effort !== undefined && !features.includes("reasoning")) {
-    throw badParam("reasoning_effort", `model ${model.id} does not support reasoning`);
+    // "none" asks for what a model without reasoning already does: met, not forwarded.
+    if (chat.reasoning_effort === "none") delete chat.reasoning_effort;
+    else {
+      const name = names.reasoning_effort ?? "reasoning_effort";
+      throw badParam(name, `${name}: model ${model.id} does not support reasoning`);
+    }
   }
 }
 
@@ -197,8 +238,8 @@ export function upstreamChatBody(
   const out: ChatRequest = { ...chat, model: upstreamModel };
   const wanted = model.tokenParam;
   const other = wanted === "max_tokens" ? "max_completion_tokens" : "max_tokens";
-  if (out[other] !== undefined && out[wanted] === undefined) {
-    out[wanted] = out[other];
+  if (out[other] !== undefined) {
+    out[wanted] ??= out[other];
     delete out[other];
   }
   // The output the admission reserved is the output the upstream may produce.
@@ -228,5 +269,6 @@ export function estimateChatTokens(
 
 /** Rewrite the upstream's model name to the id the client asked for. */
 export function chatResponseForClient(res: ChatResponse, model: string): ChatResponse {
-  return { ...res, model };
+  // OpenAI always sends the member (null when unknown); some clients require it.
+  return { ...res, model, system_fingerprint: res.system_fingerprint ?? null };
 }

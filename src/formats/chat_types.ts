@@ -96,6 +96,8 @@ export interface ChatChoice {
   };
   finish_reason: FinishReason | null;
   logprobs?: null;
+  /** vLLM: the matched stop string (or token id) that ended the choice. */
+  stop_reason?: string | number | null;
 }
 
 export interface ChatResponse {
@@ -125,6 +127,8 @@ export interface ChatChunkChoice {
   };
   finish_reason: FinishReason | null;
   logprobs?: null;
+  /** vLLM: the matched stop string (or token id) that ended the choice. */
+  stop_reason?: string | number | null;
 }
 
 export interface ChatChunk {

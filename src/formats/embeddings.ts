@@ -16,14 +16,16 @@ const videoItem = z.strictObject({
   type: z.literal("video_url"),
   video_url: z.union([mediaUrl, z.strictObject({ url: mediaUrl })]),
 });
-const item = z.union([z.string(), imageItem, videoItem], {
+// OpenAI refuses empty inputs (a zero-length text has no embedding); so does the gateway.
+const EMPTY_INPUT = "input must not be an empty string";
+const item = z.union([z.string().min(1, EMPTY_INPUT), imageItem, videoItem], {
   error: () => "inputs are strings or {type: image_url|video_url} items",
 });
 
 export const embeddingRequestSchema = z.looseObject({
   model: z.string().min(1),
   input: z.union([
-    z.string(),
+    z.string().min(1, EMPTY_INPUT),
     z.array(item).min(1, "input must not be empty").max(
       MAX_EMBEDDING_INPUTS,
       `at most ${MAX_EMBEDDING_INPUTS} inputs per request`,
@@ -48,6 +50,17 @@ export interface ParsedEmbedding {
 }
 
 export function parseEmbeddingRequest(body: unknown): ParsedEmbedding {
+  // Checked before zod: a too-long array fails both union arms, and the union's
+  // message ("expected string") would hide the limit.
+  const input = typeof body === "object" && body !== null
+    ? (body as { input?: unknown }).input
+    : undefined;
+  if (Array.isArray(input) && input.length > MAX_EMBEDDING_INPUTS) {
+    throw badParam(
+      "input",
+      `at most ${MAX_EMBEDDING_INPUTS} inputs per request (got ${input.length})`,
+    );
+  }
   const r = parseWith(embeddingRequestSchema, body);
   return { model: r.model, body: { ...r, provider: undefined }, provider: r.provider };
 }

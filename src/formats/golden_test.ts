@@ -26,10 +26,10 @@ Deno.test("golden: usage chunk after the finish chunk still lands in message_del
   assert.equal(
     sse,
     `event: message_start\ndata: {"type":"message_start","message":{"id":"${MSG_ID}","type":"message","role":"assistant","content":[],"model":"claude-ish","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":0,"cache_creation_input_tokens":null,"cache_read_input_tokens":null}}}\n\n` +
-      `event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":"","citations":null}}\n\n` +
+      `event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n` +
       `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}\n\n` +
       `event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n` +
-      `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":10,"output_tokens":2}}\n\n` +
+      `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":9,"output_tokens":2}}\n\n` +
       `event: message_stop\ndata: {"type":"message_stop"}\n\n`,
   );
   assert.deepEqual(t.usage(), { prompt_tokens: 10, completion_tokens: 2 });

@@ -4,6 +4,10 @@
  * id; the usage-only chunk the gateway asked for (for billing) dropped unless
  * the client asked for it too; `data: [DONE]` always written at the end; an
  * upstream failure mid-stream becomes an in-band `data: {"error": …}` frame.
+ * With `obfuscate` (the client's `stream_options.include_obfuscation: true`)
+ * each chunk gets OpenAI's `obfuscation` member, padding its frame to a
+ * multiple of `OBFUSCATION_BUCKET` bytes so frame sizes do not reveal token
+ * lengths (deterministic filler: the length is what leaks, not the bytes).
  * Pure.
  */
 import { errorBody, type GatewayError } from "../http/errors.ts";
@@ -24,8 +28,19 @@ export function usageOf(u: ChatUsage | null | undefined): TokenUsage | undefined
   return { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens };
 }
 
+/** Frame sizes of an obfuscated stream are multiples of this. */
+export const OBFUSCATION_BUCKET = 64;
+
+function frame(chunk: OpenAiChunk, obfuscate: boolean): string {
+  if (!obfuscate) return `data: ${JSON.stringify(chunk)}\n\n`;
+  const bare = `data: ${JSON.stringify({ ...chunk, obfuscation: "" })}\n\n`;
+  const bytes = new TextEncoder().encode(bare).byteLength;
+  const pad = (OBFUSCATION_BUCKET - (bytes % OBFUSCATION_BUCKET)) % OBFUSCATION_BUCKET;
+  return `data: ${JSON.stringify({ ...chunk, obfuscation: "x".repeat(pad) })}\n\n`;
+}
+
 export function createOpenAiStreamPassthrough(
-  opts: { model: string; clientWantsUsage: boolean },
+  opts: { model: string; clientWantsUsage: boolean; obfuscate?: boolean },
 ): Translator {
   let usage: TokenUsage | undefined;
   let ended = false;
@@ -38,7 +53,7 @@ export function createOpenAiStreamPassthrough(
       if (usageOnly && !opts.clientWantsUsage) return "";
       const out: OpenAiChunk = { ...c, model: opts.model };
       if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
-      return `data: ${JSON.stringify(out)}\n\n`;
+      return frame(out, opts.obfuscate === true);
     },
     end(): string {
       if (ended) return "";

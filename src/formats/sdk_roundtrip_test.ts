@@ -61,7 +61,7 @@ const openai = (body: string, type = "text/event-stream") =>
     maxRetries: 0,
   });
 
-Deno.test("Anthropic SDK accumulates our stream: thinking, text, tool input, real usage", async () => {
+Deno.test("Anthropic SDK accumulates our stream: thinking, text, tool input, one input count", async () => {
   const t = createMessagesStreamTranslator({ model: "client-m", inputTokensEstimate: 20 });
   const client = anthropic(run(t, toolStream));
   const stream = client.messages.stream({
@@ -74,9 +74,10 @@ Deno.test("Anthropic SDK accumulates our stream: thinking, text, tool input, rea
   assert.equal(msg.stop_reason, "tool_use");
   assert.deepEqual(
     msg.usage.input_tokens,
-    21,
-    "message_delta's upstream count replaces the estimate",
+    20,
+    "message_start and message_delta report the same (gateway-counted) input tokens",
   );
+  assert.deepEqual(t.usage()?.prompt_tokens, 21, "billing uses the upstream's count");
   assert.equal(msg.usage.output_tokens, 6);
   assert.deepEqual(msg.content.map((b) => b.type), ["thinking", "text", "tool_use"]);
   const [thinking, text, tool] = msg.content;

@@ -4,9 +4,23 @@ import { jsonResponse } from "../http/json.ts";
 import { parseCatalogFilter } from "../catalog/catalog.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { Params } from "../http/params.ts";
+import {
+  anthropicModelPage,
+  isAnthropicStyle,
+  toAnthropicModel,
+} from "../catalog/anthropic_models.ts";
 
 export function listModels(req: Request, ctx: GatewayContext): Response {
-  const f = parseCatalogFilter(new URL(req.url).searchParams);
+  const params = new URL(req.url).searchParams;
+  if (isAnthropicStyle(req.headers)) {
+    // Anthropic's cursor parameters are not catalog filters.
+    const filters = new URLSearchParams(
+      [...params].filter(([k]) => !["limit", "after_id", "before_id"].includes(k)),
+    );
+    const data = ctx.catalog.listChat(parseCatalogFilter(filters), verifiedNow(ctx));
+    return jsonResponse(anthropicModelPage(data, params));
+  }
+  const f = parseCatalogFilter(params);
   return jsonResponse({ object: "list", data: ctx.catalog.listChat(f, verifiedNow(ctx)) });
 }
 
@@ -38,14 +52,18 @@ export function vendorModels(req: Request, ctx: GatewayContext, params: Params):
   });
 }
 
-/** `GET /v1/models/<provider>/<model>`: one model object (what `openai.models.retrieve` asks for). */
-export function retrieveModel(_req: Request, ctx: GatewayContext, params: Params): Response {
+/**
+ * `GET /v1/models/<provider>/<model>`: one model object (what `openai.models.retrieve` asks
+ * for; in Anthropic's shape for Anthropic-style requests).
+ */
+export function retrieveModel(req: Request, ctx: GatewayContext, params: Params): Response {
   const obj = ctx.catalog.chatObject(`${params.provider}/${params.model}`);
   if (!obj) {
     throw new GatewayError("model_not_found", "model does not exist; see GET /v1/models", {
       param: "model",
     });
   }
+  if (isAnthropicStyle(req.headers)) return jsonResponse(toAnthropicModel(obj));
   return jsonResponse(teeNow(obj, verifiedNow(ctx)));
 }
 

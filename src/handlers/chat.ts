@@ -50,7 +50,11 @@ export const chatEndpoint: InferenceEndpoint = {
       usage: usageField,
       chatId: idOf,
       translator: () =>
-        createOpenAiStreamPassthrough({ model: p.model, clientWantsUsage: p.clientWantsUsage }),
+        createOpenAiStreamPassthrough({
+          model: p.model,
+          clientWantsUsage: p.clientWantsUsage,
+          obfuscate: p.obfuscate,
+        }),
     };
   },
 };

@@ -18,7 +18,11 @@ export const messagesEndpoint: InferenceEndpoint = {
   plan(body, { catalog, config }) {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
-    checkChatAgainstModel(p.chat, model, false);
+    checkChatAgainstModel(p.chat, model, false, {
+      max_tokens: "max_tokens",
+      response_format: p.formatParam,
+      reasoning_effort: "output_config.effort",
+    });
     const promptTokens = chatPromptTokens(p.chat, model, p.model, p.chat.max_tokens, "messages");
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
     return {

@@ -28,10 +28,12 @@ export const ERROR_KINDS = {
     code: "invalid_api_key",
     anthropic: "authentication_error",
   },
+  // Another credential (the operator token, a receipt reader's key): the spec's one 401
+  // envelope all the same (docs/decisions/one-401-code.md).
   unauthorized: {
     status: 401,
-    type: "unauthorized",
-    code: "unauthorized",
+    type: "invalid_request_error",
+    code: "invalid_api_key",
     anthropic: "authentication_error",
   },
   insufficient_credits: {
@@ -214,7 +216,7 @@ export function errorBody(err: GatewayError, format: ErrorFormat): Record<string
   if (format === "anthropic") {
     // The Anthropic SDK reads `type`; a bad key also carries the spec's `code:
     // "invalid_api_key"` here, as on every surface. Other errors keep Anthropic's exact shape.
-    const code = err.kind === "invalid_api_key" ? { code: "invalid_api_key" } : {};
+    const code = info.status === 401 ? { code: "invalid_api_key" } : {};
     return { type: "error", error: { type: info.anthropic, message: err.message, ...code } };
   }
   return {

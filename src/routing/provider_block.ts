@@ -52,9 +52,75 @@ const NOT_IMPLEMENTED = new Set([
   "enforce_distillable_text",
 ]);
 
+/**
+ * The routing constraints as headers, for proxies that rewrite bodies
+ * (docs/decisions/routing-constraint-headers.md): each maps to one member of
+ * the `provider` block, parsed as strictly, and a header that disagrees with
+ * the body is a 400.
+ */
+export const CONSTRAINT_HEADERS = {
+  zdr: "x-provider-zdr",
+  aci_verified: "x-provider-aci-verified",
+  aci_session_ids: "x-provider-aci-session-ids",
+} as const;
+
+function headerBool(headers: Headers, name: string): boolean | undefined {
+  const v = headers.get(name);
+  if (v === null) return undefined;
+  if (v === "true") return true;
+  if (v === "false") return false;
+  throw badParam(name, `${name} must be 'true' or 'false'`);
+}
+
+function headerIds(headers: Headers, name: string): string[] | undefined {
+  const v = headers.get(name);
+  if (v === null) return undefined;
+  const ids = v.split(",").map((s) => s.trim());
+  if (ids.some((id) => id === "")) {
+    throw badParam(name, `${name} must be a comma-separated list of session ids`);
+  }
+  if (ids.length > MAX_SESSION_IDS) {
+    throw badParam(name, `${name} may list at most ${MAX_SESSION_IDS} session ids`);
+  }
+  return ids;
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  if (Array.isArray(a) && Array.isArray(b)) {
+    const sa = new Set(a);
+    return b.every((x) => sa.has(x)) && new Set(b).size === sa.size;
+  }
+  return a === b;
+}
+
+/** The body's `provider` block with the constraint headers merged in; a disagreement is a 400. */
+function withConstraintHeaders(provider: unknown, headers: Headers): unknown {
+  const fromHeaders: Record<string, unknown> = {};
+  const zdr = headerBool(headers, CONSTRAINT_HEADERS.zdr);
+  if (zdr !== undefined) fromHeaders.zdr = zdr;
+  const verified = headerBool(headers, CONSTRAINT_HEADERS.aci_verified);
+  if (verified !== undefined) fromHeaders.aci_verified = verified;
+  const ids = headerIds(headers, CONSTRAINT_HEADERS.aci_session_ids);
+  if (ids !== undefined) fromHeaders.aci_session_ids = ids;
+  if (Object.keys(fromHeaders).length === 0) return provider;
+  if (provider === undefined || provider === null) return fromHeaders;
+  if (typeof provider !== "object" || Array.isArray(provider)) return provider; // refused below
+  const merged: Record<string, unknown> = { ...provider };
+  for (const [k, v] of Object.entries(fromHeaders)) {
+    const inBody = merged[k];
+    if (inBody !== undefined && inBody !== null && !sameValue(inBody, v)) {
+      const header = CONSTRAINT_HEADERS[k as keyof typeof CONSTRAINT_HEADERS];
+      throw badParam(header, `${header} disagrees with provider.${k} in the body; send one`);
+    }
+    merged[k] = v;
+  }
+  return merged;
+}
+
 /** Validate the raw `provider` value of a request body together with the routing headers. */
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-export function parseRouting(provider: unknown, headers: Headers): RoutingConstraints {
+export function parseRouting(bodyProvider: unknown, headers: Headers): RoutingConstraints {
+  const provider = withConstraintHeaders(bodyProvider, headers);
   const c: RoutingConstraints = {
     zdr: false,
     aciVerified: false,

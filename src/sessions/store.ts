@@ -44,7 +44,15 @@ export interface SessionStore {
 
 export function createSessionStore(
   kv: Deno.Kv,
-  opts: { now: () => number; receiptRetentionMs: number },
+  opts: {
+    now: () => number;
+    receiptRetentionMs: number;
+    /**
+     * The replicas alive now and this replica's id: a current pointer of a replica that
+     * stopped is not listed (no live process can serve its session). Absent: all listed.
+     */
+    replicas?: { self: string; live: () => Promise<Set<string>> };
+  },
 ): SessionStore {
   return {
     async put(doc) {
@@ -71,11 +79,14 @@ export function createSessionStore(
     async listCurrent(filter) {
       const t = opts.now();
       const ids = new Set<string>();
+      const live = opts.replicas ? await opts.replicas.live() : null;
+      if (live && opts.replicas) live.add(opts.replicas.self);
       for await (
         const e of kv.list<CurrentPointer>({ prefix: [CURRENT_PREFIX] }, { limit: 1000 })
       ) {
         const upstream = e.key[1] as string;
         if (filter.upstreams && !filter.upstreams.includes(upstream)) continue;
+        if (live && !live.has(e.key[2] as string)) continue;
         if (e.value.until > t) ids.add(e.value.session_id);
       }
       const out: SessionListEntry[] = [];

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { sessionIdOf } from "./store.ts";
+import { createSessionStore, sessionIdOf } from "./store.ts";
 import type { SessionDocument } from "./types.ts";
 
 const doc: SessionDocument = {
@@ -35,4 +35,28 @@ Deno.test("sessionIdOf: hex(sha256(JCS(doc))), independent of member order", () 
   const reordered = Object.fromEntries(Object.entries(doc).reverse()) as unknown as SessionDocument;
   assert.equal(sessionIdOf(reordered), sessionIdOf(doc));
   assert.notEqual(sessionIdOf({ ...doc, expires_at: 3 }), sessionIdOf(doc));
+});
+
+Deno.test("listCurrent: a stopped replica's current sessions are not listed", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const now = () => 1_000;
+    const live = new Set(["alive"]);
+    const store = createSessionStore(kv, {
+      now,
+      receiptRetentionMs: 1000,
+      replicas: { self: "me", live: () => Promise.resolve(new Set(live)) },
+    });
+    const docs = ["alive", "gone", "me"].map((r) => ({ ...doc, upstream_name: r, expires_at: 9 }));
+    for (const [i, r] of ["alive", "gone", "me"].entries()) {
+      const id = await store.put(docs[i]);
+      await store.setCurrent(r, r, id, 9_000);
+    }
+    const listed = (await store.listCurrent({})).map((s) => s.upstream_name).sort();
+    assert.deepEqual(listed, ["alive", "me"], "own replica counts as live before it announces");
+    live.add("gone");
+    assert.equal((await store.listCurrent({})).length, 3);
+  } finally {
+    kv.close();
+  }
 });

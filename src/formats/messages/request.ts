@@ -13,6 +13,9 @@
  * - `thinking` / `redacted_thinking` blocks in history are dropped: chat
  *   upstreams cannot verify or reuse them. The top-level `thinking` config is
  *   accepted and not forwarded (chat has no budget equivalent).
+ * - Structured output `output_config.format` (or the beta's `output_format`)
+ *   becomes chat's strict `response_format: json_schema`; `output_config.effort`
+ *   becomes `reasoning_effort` (`max` has no chat value: refused by name).
  */
 
 import type { ChatContentPart, ChatMessage, ChatRequest, ChatToolCall } from "../chat_types.ts";
@@ -28,6 +31,8 @@ export interface ParsedMessagesRequest {
   model: string;
   /** Requested stop sequences, needed to report `stop_sequence` in the response. */
   stopSequences: string[];
+  /** Where the client put its structured-output format (named in a refusal). */
+  formatParam: "output_config.format" | "output_format";
 }
 
 function imagePart(block: ImageBlock): ChatContentPart {
@@ -174,6 +179,27 @@ export function parseMessagesRequest(body: unknown): ParsedMessagesRequest {
       chat.parallel_tool_calls = false;
     }
   }
+  const format = req.output_config?.format ?? req.output_format;
+  if (format) {
+    if (req.output_config?.format && req.output_format) {
+      throw badParam(
+        "output_format",
+        "output_format: give either output_config.format or output_format",
+      );
+    }
+    chat.response_format = {
+      type: "json_schema",
+      json_schema: { name: "output", schema: format.schema, strict: true },
+    };
+  }
+  const effort = req.output_config?.effort;
+  if (effort === "max") {
+    throw badParam(
+      "output_config.effort",
+      'output_config.effort: "max" has no equivalent on this gateway\'s upstreams; use low, medium, high or xhigh',
+    );
+  }
+  if (effort) chat.reasoning_effort = effort;
   const userId = req.metadata?.user_id;
   if (typeof userId === "string" && userId !== "") chat.user = userId;
   const stream = req.stream === true;
@@ -181,5 +207,6 @@ export function parseMessagesRequest(body: unknown): ParsedMessagesRequest {
     chat.stream = true;
     chat.stream_options = { include_usage: true };
   }
-  return { chat, provider: req.provider, stream, model: req.model, stopSequences };
+  const formatParam = req.output_format ? "output_format" : "output_config.format";
+  return { chat, provider: req.provider, stream, model: req.model, stopSequences, formatParam };
 }

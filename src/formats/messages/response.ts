@@ -35,7 +35,7 @@ export function chatToMessagesResponse(
     content.push({ type: "thinking", thinking: msg.reasoning_content, signature: "" });
   }
   if (typeof msg?.content === "string" && msg.content !== "") {
-    content.push({ type: "text", text: msg.content, citations: null });
+    content.push({ type: "text", text: msg.content });
   }
   const id = messageIdFor(chat.id);
   const calls = msg?.tool_calls ?? [];
@@ -47,7 +47,7 @@ export function chatToMessagesResponse(
       input: parseToolInput(call.function.arguments),
     });
   });
-  if (content.length === 0) content.push({ type: "text", text: "", citations: null });
+  if (content.length === 0) content.push({ type: "text", text: "" });
   const stop = mapStopReason(
     choice?.finish_reason,
     calls.length > 0,

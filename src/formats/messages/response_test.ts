@@ -33,7 +33,7 @@ Deno.test("messages response: text reply, usage, deterministic msg_ id", () => {
     type: "message",
     role: "assistant",
     model: "client-model",
-    content: [{ type: "text", text: "hello", citations: null }],
+    content: [{ type: "text", text: "hello" }],
     stop_reason: "end_turn",
     stop_sequence: null,
     usage: {
@@ -61,7 +61,7 @@ Deno.test("messages response: thinking, text and tool_use in order; bad JSON arg
   );
   assert.deepEqual(r.content, [
     { type: "thinking", thinking: "need tools", signature: "" },
-    { type: "text", text: "let me check", citations: null },
+    { type: "text", text: "let me check" },
     { type: "tool_use", id: "call_1", name: "get", input: { city: "Oslo" } },
     { type: "tool_use", id: "call_2", name: "bad", input: {} },
     { type: "tool_use", id: "call_3", name: "arr", input: {} },
@@ -104,6 +104,6 @@ Deno.test("messages response: empty reply still has a text block; missing usage 
   const c = chat({ role: "assistant", content: null }, "stop");
   delete c.usage;
   const r = chatToMessagesResponse(c, "m");
-  assert.deepEqual(r.content, [{ type: "text", text: "", citations: null }]);
+  assert.deepEqual(r.content, [{ type: "text", text: "" }]);
   assert.equal(r.usage.input_tokens, 0);
 });

@@ -73,6 +73,21 @@ const ToolChoice = z.discriminatedUnion("type", [
   z.object({ type: z.literal("none") }),
 ]);
 
+const JsonSchemaFormat = z.strictObject({
+  type: z.literal("json_schema"),
+  schema: z.record(z.string(), z.unknown()),
+});
+
+/**
+ * Structured output (`output_config`, and the earlier beta's top-level
+ * `output_format`): mapped to chat's `response_format`; shapes without a chat
+ * equivalent are refused by name, never dropped (strict objects).
+ */
+const OutputConfig = z.strictObject({
+  format: JsonSchemaFormat.nullable().optional(),
+  effort: z.enum(["low", "medium", "high", "xhigh", "max"]).nullable().optional(),
+});
+
 export const MessagesRequestSchema = z.object({
   model: z.string().min(1),
   max_tokens: z.int().min(1),
@@ -89,6 +104,8 @@ export const MessagesRequestSchema = z.object({
   tool_choice: ToolChoice.optional(),
   metadata: z.object({ user_id: z.string().nullable().optional() }).optional(),
   thinking: z.unknown().optional(),
+  output_config: OutputConfig.optional(),
+  output_format: JsonSchemaFormat.nullable().optional(),
   provider: z.unknown().optional(),
 });
 export type MessagesRequest = z.infer<typeof MessagesRequestSchema>;

@@ -3,9 +3,10 @@
  *
  * Chat upstreams strip a matched stop sequence from the text, so the text alone
  * cannot tell whether one matched. vLLM-style upstreams add a non-standard
- * `stop_reason` field on the choice holding the matched string; only when that
- * string is one the client asked for do we report `stop_sequence`. Otherwise a
- * `stop` finish is `end_turn` with `stop_sequence: null` — never a guess.
+ * `stop_reason` field on the choice holding the matched string (SGLang:
+ * `matched_stop`); only when that string is one the client asked for do we
+ * report `stop_sequence`. Otherwise a `stop` finish is `end_turn` with
+ * `stop_sequence: null` — never a guess.
  */
 
 import type { FinishReason } from "../chat_types.ts";
@@ -19,8 +20,11 @@ export type AnthropicStopReason =
 
 /** The matched stop string an upstream reported on a choice, if any (read defensively). */
 export function matchedStopString(choice: object): string | undefined {
-  const v: unknown = (choice as { stop_reason?: unknown }).stop_reason;
-  return typeof v === "string" && v !== "" ? v : undefined;
+  const c = choice as { stop_reason?: unknown; matched_stop?: unknown };
+  for (const v of [c.stop_reason, c.matched_stop]) {
+    if (typeof v === "string" && v !== "") return v;
+  }
+  return undefined;
 }
 
 export function mapStopReason(

@@ -7,11 +7,13 @@
  * after the finish chunk, and usage must land in `message_delta`.
  *
  * Usage: `message_start` is written before the upstream reports any usage, so
- * it carries the gateway's own prompt-token count (`inputTokensEstimate`); the
- * upstream's `prompt_tokens`, once known, is repeated in `message_delta.usage.input_tokens`,
- * which the Anthropic SDK uses to overwrite its snapshot. Without an upstream
- * usage chunk, output tokens are estimated as the number of content-bearing
- * deltas (upstreams stream about one token per chunk).
+ * it carries the gateway's own prompt-token count (`inputTokensEstimate`,
+ * counted with the model's tokenizer), and `message_delta` repeats that same
+ * `input_tokens`: a client sees one input count per stream
+ * (docs/decisions/anthropic-stream-input-tokens.md). Billing and the receipt
+ * use the upstream's `prompt_tokens` (`usage()`). Without an upstream usage
+ * chunk, output tokens are estimated as the number of content-bearing deltas
+ * (upstreams stream about one token per chunk).
  *
  * Tool calls are streamed live; an upstream that interleaves argument
  * fragments of two calls cannot be expressed as sequential Anthropic blocks,
@@ -110,7 +112,7 @@ class MessagesStreamTranslator implements StreamTranslator {
     const index = this.#nextIndex++;
     this.#open = { kind, index };
     const block = kind === "text"
-      ? { type: "text", text: "", citations: null }
+      ? { type: "text", text: "" }
       : { type: "thinking", thinking: "", signature: "" };
     out += ev("content_block_start", { index, content_block: block });
     return out;
@@ -219,7 +221,7 @@ class MessagesStreamTranslator implements StreamTranslator {
     if (this.#nextIndex === 0) {
       out += ev("content_block_start", {
         index: 0,
-        content_block: { type: "text", text: "", citations: null },
+        content_block: { type: "text", text: "" },
       });
       out += ev("content_block_stop", { index: 0 });
     }
@@ -232,7 +234,7 @@ class MessagesStreamTranslator implements StreamTranslator {
     const u = this.#totals();
     out += ev("message_delta", {
       delta: { stop_reason: stop.stop_reason, stop_sequence: stop.stop_sequence },
-      usage: { input_tokens: u.prompt_tokens, output_tokens: u.completion_tokens },
+      usage: { input_tokens: this.#opts.inputTokensEstimate, output_tokens: u.completion_tokens },
     });
     out += ev("message_stop", {});
     return out;

@@ -6,7 +6,7 @@
 import type { AnthropicStopReason } from "./stop_reason.ts";
 
 export type MessagesContentBlock =
-  | { type: "text"; text: string; citations: null }
+  | { type: "text"; text: string }
   | { type: "thinking"; thinking: string; signature: string }
   | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> };
 
