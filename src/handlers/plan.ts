@@ -8,6 +8,7 @@ import type { Candidate } from "../routing/select.ts";
 import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
 import type { TokenizerName } from "../tokens/count.ts";
+import type { KvWrite } from "../store/group_commit.ts";
 
 // The stream contract lives with the formats that implement it.
 export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
@@ -106,3 +107,9 @@ export function nativeOrTranslated(
     translator: (c) => side(c).translator(),
   };
 }
+
+/**
+ * Settles the admission at reported usage (undefined: none reported), each field
+ * not a valid count replaced by `fallback`'s (default: the admission's estimate).
+ */
+export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
