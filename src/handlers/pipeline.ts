@@ -20,7 +20,7 @@ import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
 import { forward, type ForwardResult } from "../routing/failover.ts";
-import { costNano, type InferencePlan, type Settle, type TokenUsage } from "./plan.ts";
+import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
 import type { GatewayContext } from "./context.ts";
