@@ -25,6 +25,7 @@ import { parseDstackReport } from "./dstack_report.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
+import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
 export const DSTACK_TDX_VERIFIER_ID = "dstack-tdx/1";
 
@@ -41,10 +42,12 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
   }
 
   const nowMs = deps.now();
+  const policy = tdxPolicyOf(conf);
   const tdx = await verifyTdxQuoteWithSource(report.quote, {
     source: deps.tdx.collateral,
     now: () => nowMs,
     rootCaDer: deps.tdx.rootCaDer,
+    ...policy,
   });
   if (!tdx.ok) refuse(`TDX quote rejected at ${tdx.stage}: ${tdx.reason}`);
 
@@ -107,6 +110,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
       model_weights_provenance: UNKNOWN,
       extra: {
         tcb_status: { status: "asserted", source: "verifier_derived", reason: detail },
+        tdx_tcb: tdxTcbExtra(tdx, policy),
         tdx_measurements: {
           mr_td: tdx.reportHex.mrTd,
           rtmr0: tdx.reportHex.rtmr0,
