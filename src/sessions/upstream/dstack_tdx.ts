@@ -67,10 +67,13 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
   if (!bound.ok) refuse(bound.reason);
 
   let composeHash: string | null = null;
+  let logFormat: string | null = null;
   if (report.eventLog !== null) {
+    // Classic and dstack ≥ 0.6 logs (runtime digests derived from payloads) both replay here.
     const replay = verifyEventLog(report.eventLog, tdx.report.rtmrs);
     if (!replay.ok) refuse(`event log: ${replay.reason}`);
     composeHash = replay.composeHash;
+    logFormat = replay.format;
   }
 
   // The GPU evidence answers the same fresh nonce the quote binds.
@@ -119,6 +122,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
           rtmr3: tdx.reportHex.rtmr3,
           compose_hash: composeHash,
           event_log_replayed: report.eventLog !== null,
+          event_log_format: logFormat,
         },
         gpu_evidence: gpu.extra,
       },
