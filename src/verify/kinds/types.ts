@@ -37,3 +37,36 @@ export interface EvidenceKind {
   /** Checks the evidence; never throws. */
   verify(input: Uint8Array, ctx: EvidenceContext): Promise<Check[]>;
 }
+
+/** The trust material an auditor's command line assembles once (main.ts). */
+export interface AuditTrust {
+  tdxSource: CollateralSource;
+  tdxRootCaDer?: Uint8Array;
+  snpRoots: readonly SnpRoot[];
+  snpVcek?: VcekSource;
+  gpu: GpuDeps;
+}
+
+/** The per-run choices: the instant, the nonce, and the TDX policy to judge under. */
+export interface AuditChoices {
+  at: number;
+  nonce?: string;
+  tcbPolicy?: TdxTcbPolicy;
+  allowSeptVeEnabled?: boolean;
+}
+
+/** The context one run checks evidence in. */
+export function evidenceContext(trust: AuditTrust, c: AuditChoices): EvidenceContext {
+  return {
+    at: c.at,
+    tdx: {
+      source: trust.tdxSource,
+      rootCaDer: trust.tdxRootCaDer,
+      tcbPolicy: c.tcbPolicy,
+      allowSeptVeEnabled: c.allowSeptVeEnabled,
+    },
+    snp: { roots: trust.snpRoots, ...(trust.snpVcek ? { vcek: trust.snpVcek } : {}) },
+    gpu: trust.gpu,
+    ...(c.nonce !== undefined ? { nonce: c.nonce } : {}),
+  };
+}
