@@ -212,6 +212,9 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].confidential.sev_snp.min_tcb":
     "Minimum REPORTED_TCB: `tcb_up_to_date` is asserted when every component is at least this, " +
     "refuted otherwise (unknown when unset).",
+  "providers[].confidential.sev_snp.require_min_tcb":
+    "Make `min_tcb` a verification requirement: a report whose REPORTED_TCB is below it gets no " +
+    "session and no prompt (default false: only `tcb_up_to_date` is refuted).",
   "providers[].confidential.sev_snp.min_tcb.fmc":
     "Minimum FMC SPL (Turin only; ignored otherwise).",
   "providers[].confidential.sev_snp.min_tcb.bootloader": "Minimum boot loader SPL.",

@@ -61,6 +61,11 @@ const confidential = z.strictObject({
       snp: z.number().int().min(0).max(255),
       microcode: z.number().int().min(0).max(255),
     }).optional(),
+    /** Fail verification (no session, no prompt) when REPORTED_TCB is below `min_tcb`; default false. */
+    require_min_tcb: z.boolean().optional(),
+  }).refine((p) => !p.require_min_tcb || p.min_tcb !== undefined, {
+    message: "require_min_tcb needs min_tcb",
+    path: ["require_min_tcb"],
   }).optional(),
 });
 

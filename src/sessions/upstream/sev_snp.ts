@@ -127,6 +127,11 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     refuse("SNP guest policy allows debugging (POLICY bit 19): memory is not private");
   }
 
+  const tcbUpToDate = tcbClaim(r.reportedTcb, policy?.min_tcb);
+  if (policy?.require_min_tcb && tcbUpToDate.status === "refuted") {
+    refuse(`SNP TCB policy: ${tcbUpToDate.reason}`);
+  }
+
   const nowS = unixSeconds(nowMs);
   const expiresAt = Math.min(
     nowS + conf.session_ttl_seconds,
@@ -150,7 +155,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
         reason: `SEV-SNP report v${r.version} signed by a VCEK chained to the pinned AMD ARK ` +
           `(${root.product}); REPORT_DATA binds the observed TLS key and a fresh nonce`,
       },
-      tcb_up_to_date: tcbClaim(r.reportedTcb, policy?.min_tcb),
+      tcb_up_to_date: tcbUpToDate,
       os_known_good: allowListClaim(
         policy?.allowed_measurements ?? [],
         hex.measurement,
