@@ -17,17 +17,26 @@ export function asJson(input: Uint8Array): unknown {
   }
 }
 
-function gunzipIfGzip(b: Uint8Array): Uint8Array {
-  if (b.length > 2 && b[0] === 0x1f && b[1] === 0x8b) return new Uint8Array(gunzipSync(b));
-  return b;
+/** Evidence is a few kB; a gzip member that inflates beyond this is not evidence. */
+const MAX_INFLATED = 4 * 1024 * 1024;
+
+function gunzipIfGzip(b: Uint8Array): Uint8Array | null {
+  if (b.length < 3 || b[0] !== 0x1f || b[1] !== 0x8b) return b;
+  try {
+    return new Uint8Array(gunzipSync(b, { maxOutputLength: MAX_INFLATED }));
+  } catch {
+    return null;
+  }
 }
 
 /** Hex (optionally 0x-prefixed) or base64 text to bytes (gunzipped when gzip); null otherwise. */
 export function textToBytes(text: string): Uint8Array | null {
   const t = text.trim();
   const h = t.startsWith("0x") ? t.slice(2) : t;
-  if (h.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(h)) return gunzipIfGzip(parseHex(h)!);
-  if (/^[A-Za-z0-9+/=\s]+$/.test(t)) {
+  if (h.length > 0 && h.length % 2 === 0 && /^[0-9a-fA-F]+$/.test(h)) {
+    return gunzipIfGzip(parseHex(h)!);
+  }
+  if (t.length > 0 && /^[A-Za-z0-9+/=\s]+$/.test(t)) {
     try {
       return gunzipIfGzip(Uint8Array.from(atob(t.replace(/\s+/g, "")), (c) => c.charCodeAt(0)));
     } catch {
