@@ -3,6 +3,7 @@
  * start-up. A bad file stops the gateway with the path of the bad field.
  */
 import { z } from "zod";
+import { SNP_PRODUCTS } from "./attestation_names.ts";
 import {
   embeddingModel,
   limits,
@@ -99,7 +100,7 @@ export const configSchema = z.strictObject({
     /** AMD roots and VCEKs for `sev-snp` upstreams. */
     sev_snp: z.strictObject({
       roots: z.array(z.strictObject({
-        product: z.enum(["Milan", "Genoa"]),
+        product: z.enum(SNP_PRODUCTS),
         ask_ark_pem: z.string().min(1),
       })).min(1),
       vcek_dir: z.string().optional(),
