@@ -20,7 +20,7 @@ import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
 import { forward, type ForwardResult } from "../routing/failover.ts";
-import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
+import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
 import type { GatewayContext } from "./context.ts";
@@ -373,12 +373,6 @@ const OPENAI_STREAM_PATH = /\/(chat\/)?completions$/;
 function deliveredTokenCounter(tokenizer: TokenizerName): (text: string) => number {
   return (text) => countText(text, tokenizer);
 }
-
-/**
- * Settles the admission at reported usage (undefined: none reported), each field
- * not a valid count replaced by `fallback`'s (default: the admission's estimate).
- */
-export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
 
 /** `Authorization: Bearer <key>`, or the Anthropic SDK's `x-api-key: <key>`. */
 export function credentialHeader(h: Headers): string | null {

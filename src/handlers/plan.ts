@@ -8,6 +8,7 @@ import type { Candidate } from "../routing/select.ts";
 import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
 import type { TokenizerName } from "../tokens/count.ts";
+import type { KvWrite } from "../store/group_commit.ts";
 
 // The stream contract lives with the formats that implement it.
 export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
@@ -57,6 +58,12 @@ export function costNano(u: TokenUsage, pricing: { prompt: number; completion: n
 }
 
 const MAX_SETTLEMENT_FLOAT = Number(MAX_SETTLEMENT_NANO);
+
+/**
+ * Settles the admission at reported usage (undefined: none reported), each field
+ * not a valid count replaced by `fallback`'s (default: the admission's estimate).
+ */
+export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
 
 export function idOf(upstream: unknown): string | null {
   if (upstream && typeof upstream === "object" && "id" in upstream) {

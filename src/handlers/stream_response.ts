@@ -14,8 +14,7 @@ import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import { bodySourceOf } from "../upstream/h1_client.ts";
 import type { KvWrite } from "../store/group_commit.ts";
-import type { TokenUsage, Translator } from "./plan.ts";
-import type { Settle } from "./pipeline.ts";
+import type { Settle, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";
 
