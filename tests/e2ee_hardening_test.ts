@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { fetchReport, keysetOf, onlyEvent, waitForReceipt } from "./support/receipt_check.ts";
 import * as indep from "./support/e2ee_independent.ts";
+import { CLEAR_TOOLS_HEADER, clearToolsNonce } from "../src/e2ee/clear_text.ts";
 
 const SECRET = "PROMPT-SECRET-d41c";
 
@@ -191,6 +192,141 @@ Deno.test("upstream error text: never echoed (known shapes as fixed phrases), an
       assert.equal(r.headers.get("x-e2ee-applied"), null);
     }
     assert.ok(!JSON.stringify(gw.logs).includes(SECRET), "prompt text in the gateway's log");
+  } finally {
+    await gw.close();
+    await up.close();
+  }
+});
+
+/**
+ * An upstream that does what its parameters ask, putting the prompt where they say: tool-call
+ * arguments, logprobs tokens, an echo. A prompt with "unasked" gets logprobs regardless.
+ */
+function obligingUpstream(body: Record<string, unknown>): Response {
+  const prompt = typeof body.prompt === "string"
+    ? body.prompt
+    : (body.messages as { content: unknown }[]).map((m) => String(m.content)).join(" ");
+  const logprobs = body.logprobs || prompt.includes("unasked")
+    ? { content: [{ token: prompt, logprob: -0.1, top_logprobs: [] }] }
+    : null;
+  const chat = body.prompt === undefined;
+  const message: Record<string, unknown> = { role: "assistant", content: `ok ${prompt}` };
+  if (chat && Array.isArray(body.tools)) {
+    message.tool_calls = [{
+      id: "call_1",
+      type: "function",
+      function: { name: "lookup", arguments: JSON.stringify({ q: prompt }) },
+    }];
+  }
+  const choice = chat
+    ? { index: 0, message, finish_reason: "stop", logprobs }
+    : { index: 0, text: `${body.echo ? prompt : ""} ok`, finish_reason: "stop", logprobs };
+  const usage = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
+  if (!body.stream) {
+    return Response.json({ id: "cmpl-1", object: "x", created: 1, choices: [choice], usage });
+  }
+  const delta = chat ? { ...choice, message: undefined, delta: message } : choice;
+  const frames = [
+    `data: ${JSON.stringify({ id: "cmpl-1", choices: [delta] })}\n\n`,
+    `data: ${JSON.stringify({ id: "cmpl-1", choices: [], usage })}\n\n`,
+    "data: [DONE]\n\n",
+  ];
+  return new Response(frames.join(""), { headers: { "content-type": "text/event-stream" } });
+}
+
+const LOOKUP = [{
+  type: "function",
+  function: {
+    name: "lookup",
+    parameters: { type: "object", properties: { q: { type: "string" } } },
+  },
+}];
+
+Deno.test("E2EE: parameters an intermediary adds to put text in clear are refused; tools only by a committed opt-in", async () => {
+  const up = scriptedUpstream(obligingUpstream);
+  const gw = await startTestGateway({
+    configure: (c) => {
+      c.providers.find((p) => p.name === "plain")!.base_url = up.url;
+      const vision = c.models.find((m) => m.id === "demo/vision")!;
+      vision.supported_parameters.push("tools", "tool_choice", "logprobs", "top_logprobs");
+      vision.supported_features.push("tools");
+    },
+  });
+  const counted = async (s: Sealed, path = "/v1/chat/completions", extra = {}) => {
+    const r = await post(gw, path, { ...s.headers, ...extra }, s.body);
+    assert.ok(!r.text.includes(SECRET), `${r.status}: prompt text in clear: ${r.text}`);
+    return r;
+  };
+  try {
+    const model = "demo/vision";
+    // Added by an intermediary to an otherwise authentic request: each refused before upstream.
+    const added: [string, Record<string, unknown>, "chat" | "completions"][] = [
+      ["logprobs", { logprobs: true }, "chat"],
+      ["logprobs", { logprobs: true, stream: true }, "chat"],
+      ["top_logprobs", { top_logprobs: 3 }, "chat"],
+      ["tools", { tools: LOOKUP, tool_choice: "required" }, "chat"],
+      ["tools", { tools: LOOKUP, stream: true }, "chat"],
+      ["logprobs", { logprobs: 2 }, "completions"],
+      ["echo", { echo: true }, "completions"],
+    ];
+    for (const [param, extra, path] of added) {
+      const s = await sealed(gw, { model, path, extra });
+      const r = await counted(s, `/v1/${path === "chat" ? "chat/completions" : "completions"}`);
+      assert.equal(r.status, 400, `${param}: ${r.text}`);
+      assert.equal(JSON.parse(r.text).error.param, param);
+      assert.equal(r.headers.get("x-e2ee-applied"), null);
+    }
+
+    // The opt-in: the nonce commits to the exact tool parameters, the salt is in the header.
+    const salt = randomBytes(32).toString("hex");
+    const tools = { tools: LOOKUP, tool_choice: "auto" };
+    const nonce = clearToolsNonce(salt, tools);
+    const optIn = await sealed(gw, { model, extra: tools, nonce });
+    const served = await post(gw, "/v1/chat/completions", {
+      ...optIn.headers,
+      [CLEAR_TOOLS_HEADER]: salt,
+    }, optIn.body);
+    assert.equal(served.status, 200, served.text);
+    assert.equal(served.headers.get("x-e2ee-applied"), "true");
+    // What the client accepted: the tool call travels in clear.
+    assert.equal(JSON.parse(served.text).choices[0].message.tool_calls[0].function.name, "lookup");
+    // An intermediary that changes the committed tools, or drops the header, is refused.
+    for (
+      const [change, withHeader, why] of [
+        [{ tool_choice: "required" }, true, /does not commit/],
+        [{ tools: [...LOOKUP, ...LOOKUP] }, true, /does not commit/],
+        [{}, false, /tool definitions and tool calls/],
+      ] as const
+    ) {
+      const salt2 = randomBytes(32).toString("hex");
+      const again = await sealed(gw, { model, extra: tools, nonce: clearToolsNonce(salt2, tools) });
+      const headers: Record<string, string> = withHeader ? { [CLEAR_TOOLS_HEADER]: salt2 } : {};
+      const r = await post(gw, "/v1/chat/completions", { ...again.headers, ...headers }, {
+        ...again.body,
+        ...change,
+      });
+      assert.equal(r.status, 400, r.text);
+      assert.match(JSON.parse(r.text).error.message, why);
+      assert.ok(!r.text.includes(SECRET));
+    }
+    // An answer with generated text outside the encrypted fields (logprobs nobody asked for) is
+    // withheld, buffered or streamed, and never marked E2EE-applied in clear.
+    const unasked = await sealed(gw, {
+      model,
+      messages: [{ role: "user", content: `unasked ${SECRET}` }],
+    });
+    const r = await counted(unasked);
+    assert.equal(r.status, 502, r.text);
+    assert.equal(r.headers.get("x-e2ee-applied"), null);
+    const streamed = await sealed(gw, {
+      model,
+      messages: [{ role: "user", content: `unasked ${SECRET}` }],
+      extra: { stream: true },
+    });
+    const s = await counted(streamed);
+    assert.equal(s.status, 200);
+    assert.match(s.text, /data: \{"error":/);
+    assert.doesNotMatch(s.text, /data: \[DONE\]/);
   } finally {
     await gw.close();
     await up.close();

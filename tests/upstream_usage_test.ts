@@ -145,6 +145,21 @@ Deno.test("usage: a streamed usage that is not a count still completes, stores i
   });
 });
 
+Deno.test("usage: a whole answer's usage that is not a count bills the estimate and says so", async () => {
+  await withGateway(() => {}, 100, async (gw, up) => {
+    const keyId = await keyIdOf(gw);
+    up.set(() => wholeWithUsage(`{"prompt_tokens":"7","completion_tokens":-1}`));
+    const r = await chat(gw, { max_tokens: 10 });
+    assert.equal(r.status, 200, r.text);
+    const receipt = await waitForReceipt(gw.url, r.receiptId!, gw.apiKey);
+    const ev = eventsOf(receipt).find((e) => e.type === "usage.bounded")!;
+    assert.deepEqual(ev.invalid, ["prompt_tokens", "completion_tokens"]);
+    // The reservation's own figures: the counted prompt and the output cap sent upstream.
+    assert.equal(ev.completion_tokens, 10);
+    assert.equal((await getUsage(gw.kv, keyId)).completion_tokens, 10n);
+  });
+});
+
 Deno.test("usage: reported tokens are clamped to max_tokens × n and the context, recorded in the receipt", async () => {
   await withGateway(() => {}, 100, async (gw, up) => {
     const keyId = await keyIdOf(gw);

@@ -28,6 +28,7 @@ import {
 } from "./fields.ts";
 import type { E2eeKeyring } from "./keys.ts";
 import type { ReplayGuard } from "./replay.ts";
+import { checkClearText, CLEAR_TOOLS_HEADER, refuseClearAnswer } from "./clear_text.ts";
 
 /** What the gateway's E2EE step needs (assembled once, passed down). */
 export interface E2eeDeps {
@@ -151,6 +152,8 @@ export async function openE2ee(
     throw fail("e2ee_invalid_payload_model", "the top-level model must be present and a string");
   }
   const ctx: AadContext = { algo: serviceKey.algo, model: body["model"], nonce, ts };
+  // Parameters that would put text in clear are refused before any ECDH is spent.
+  const clearTools = checkClearText(kind, body, nonce, h.get(CLEAR_TOOLS_HEADER));
   const slots = requestSlots(kind, body);
   if (slots.length === 0) throw fail("e2ee_decryption_failed", "no encrypted field in the request");
   if (slots.length > MAX_E2EE_FIELDS) {
@@ -186,7 +189,7 @@ export async function openE2ee(
   return {
     body,
     restored: encoder.encode(JSON.stringify(body)),
-    session: createSession(kind, ctx, client, deps.randomBytes),
+    session: createSession(kind, ctx, client, deps.randomBytes, clearTools),
   };
 }
 
@@ -206,11 +209,14 @@ function createSession(
   ctx: AadContext,
   clientKey: string,
   randomBytes: (n: number) => Uint8Array,
+  clearTools: boolean,
 ): E2eeSession {
   const seal = (obj: unknown, stream: boolean) => {
     if (obj === null || typeof obj !== "object" || Array.isArray(obj)) return;
     const o = obj as Record<string, unknown>;
     if (stream) dropEmptyDeltaContent(o);
+    // Nothing generated may leave in clear under X-E2EE-Applied (tool calls only by opt-in).
+    refuseClearAnswer(kind, o, clearTools);
     const id = responseIdFor(o);
     for (const s of responseSlots(kind, o, stream)) {
       const v = s.get();

@@ -59,6 +59,12 @@ export function costNano(u: TokenUsage, pricing: { prompt: number; completion: n
 
 const MAX_SETTLEMENT_FLOAT = Number(MAX_SETTLEMENT_NANO);
 
+/**
+ * Settles the admission at reported usage (undefined: none reported), each field
+ * not a valid count replaced by `fallback`'s (default: the admission's estimate).
+ */
+export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
+
 export function idOf(upstream: unknown): string | null {
   if (upstream && typeof upstream === "object" && "id" in upstream) {
     const id = (upstream as { id: unknown }).id;
@@ -75,10 +81,12 @@ export function usageField(upstream: unknown): TokenUsage | undefined {
     string,
     unknown
   >;
-  const p = typeof prompt_tokens === "number" ? prompt_tokens : input_tokens;
-  const c = typeof completion_tokens === "number" ? completion_tokens : output_tokens;
-  if (typeof p !== "number") return undefined;
-  return { prompt_tokens: p, completion_tokens: typeof c === "number" ? c : 0 };
+  const p = prompt_tokens !== undefined ? prompt_tokens : input_tokens;
+  const c = completion_tokens !== undefined ? completion_tokens : output_tokens;
+  if (p === undefined) return undefined;
+  // Passed on as sent (even when not a number): the settlement bounds it (usage_bounds.ts) and
+  // says so in the receipt, instead of this reader silently dropping it.
+  return { prompt_tokens: p as number, completion_tokens: c === undefined ? 0 : c as number };
 }
 
 /** How a plan reaches one kind of upstream: its path, body, answer and stream translation. */
