@@ -36,6 +36,7 @@ import {
   validate,
 } from "./admission_types.ts";
 import { LeasePool } from "./lease_pool.ts";
+import { FencedError, isFenced } from "./holds.ts";
 
 export type {
   ActualUsage,
@@ -130,6 +131,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     const res = await commitInLane(atomic, opts.piggyback);
     if (!res.ok) {
       cache.forget(keyIds);
+      // Not a lost race but the fence: this replica's holds were recovered (holds.ts).
+      if (inst !== undefined && await isFenced(kv, inst)) throw new FencedError(inst);
       return null;
     }
     registered = true;

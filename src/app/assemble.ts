@@ -11,6 +11,7 @@ import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/count.ts";
 import { createAuthenticator } from "../accounts/keys.ts";
 import { createAdmitter } from "../accounts/admission.ts";
 import { PreAdmission } from "../accounts/pre_admission.ts";
+import { FencedError, holdFenceKey } from "../accounts/holds.ts";
 import { BodyBudget } from "../http/body_budget.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
@@ -151,8 +152,11 @@ export function assembleGateway(
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
     e2eeSeed: e2eeSeed(config, world.env),
   });
+  const replicaId = bytesToHex(world.randomBytes(8));
   const committer = new GroupCommitter(kv, {
     random: world.random,
+    // #25 item 12: once another replica recovered this one's holds, nothing more commits.
+    fence: { key: holdFenceKey(replicaId), error: () => new FencedError(replicaId) },
     onError: (e) => {
       metrics.kvError();
       world.log({ level: "error", msg: "durable write failed", error: String(e) });
@@ -162,7 +166,7 @@ export function assembleGateway(
   });
   const replicaTtlMs = config.store.replica_ttl_seconds * 1000;
   const replicas = createReplicaRegistry(kv, {
-    id: bytesToHex(world.randomBytes(8)),
+    id: replicaId,
     ttlMs: replicaTtlMs,
     now,
   });

@@ -92,6 +92,39 @@ export function tokenBounds(text: string, tokenizer: TokenizerName): TokenBounds
   return { floor, ceiling };
 }
 
+/**
+ * Whether `text`'s floor is past `limit`: the pass of {@link tokenBounds}, but
+ * stopping as soon as one class alone needs more than `limit` tokens (4 MB of
+ * one letter is decided within its first 852 KB against 32,768 tokens).
+ */
+export function floorExceeds(text: string, tokenizer: TokenizerName, limit: number): boolean {
+  const max = CLASS_MAX[tokenizer];
+  // Bytes of a class past which that class alone needs more than `limit` tokens.
+  const cap = max.map((m) => limit * m);
+  const bytes = [0, 0, 0, 0, 0, 0, 0, 0];
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    let k: number;
+    if (c < 0x80) {
+      k = ASCII_CLASS[c];
+      bytes[k]++;
+    } else if (c < 0x800) {
+      k = 7;
+      bytes[7] += 2;
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
+      k = 7;
+      bytes[7] += 4;
+      i++;
+    } else {
+      k = classOf(c);
+      bytes[k] += 3;
+    }
+    if (bytes[k] > cap[k]) return true;
+  }
+  return false;
+}
+
 /** UTF-8 byte length of `text` (the ceiling alone). */
 export function utf8Length(text: string): number {
   let b = 0;

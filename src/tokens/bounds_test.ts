@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import o200kRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 import cl100kRanks from "gpt-tokenizer/bpeRanks/cl100k_base";
-import { CLASS_MAX, classOf, tokenBounds, utf8Length } from "./bounds.ts";
+import { CLASS_MAX, classOf, floorExceeds, tokenBounds, utf8Length } from "./bounds.ts";
 import { countText } from "./count.ts";
 import type { TokenizerName } from "./names.ts";
 
@@ -55,6 +55,9 @@ Deno.test("floor ≤ exact count ≤ ceiling on varied text", () => {
       );
       assert.equal(b.ceiling, new TextEncoder().encode(s).length);
       assert.equal(utf8Length(s), b.ceiling);
+      // The early-stopping check agrees with the floor on each side of it.
+      assert.equal(floorExceeds(s, tok, b.floor), false);
+      if (b.floor > 0) assert.equal(floorExceeds(s, tok, b.floor - 1), true);
     }
   }
 });

@@ -24,7 +24,7 @@ import {
 } from "gpt-tokenizer/encodingParams/constants";
 
 import type { TokenizerName } from "./names.ts";
-import { tokenBounds, utf8Length } from "./bounds.ts";
+import { floorExceeds, utf8Length } from "./bounds.ts";
 
 export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
 
@@ -166,7 +166,7 @@ export class TokenCounter {
     if (this.limit !== undefined) {
       const left = this.limit - this.total;
       // 3 bytes per UTF-16 unit at most: the ceiling cannot pass `left` unless this does.
-      if (text.length * 3 > left && tokenBounds(text, this.tokenizer).floor > left) {
+      if (text.length * 3 > left && floorExceeds(text, this.tokenizer, left)) {
         this.total = this.limit + 1;
         return;
       }
