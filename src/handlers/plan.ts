@@ -115,9 +115,3 @@ export function nativeOrTranslated(
     translator: (c) => side(c).translator(),
   };
 }
-
-/**
- * Settles the admission at reported usage (undefined: none reported), each field
- * not a valid count replaced by `fallback`'s (default: the admission's estimate).
- */
-export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
