@@ -6,7 +6,10 @@ import { hexToBytes } from "./hex.ts";
 // key as 64 raw bytes x‖y; its signing_address is the key's Ethereum address.
 const NEAR = JSON.parse(
   Deno.readTextFileSync(
-    new URL("../../tests/fixtures/near-ai/nearai_cloud_report_openai_gpt_oss_120b.json", import.meta.url),
+    new URL(
+      "../../tests/fixtures/near-ai/nearai_cloud_report_openai_gpt_oss_120b.json",
+      import.meta.url,
+    ),
   ),
 );
 

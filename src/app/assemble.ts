@@ -26,6 +26,7 @@ import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
+import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
@@ -110,7 +111,12 @@ export function assembleGateway(
     extraRoutes?: ExtraRoutes;
     identity?: Identity;
     /** How confidential upstreams are verified (main.ts passes the real verifiers). */
-    verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
+    verifiers?: {
+      verifierFor: (p: ProviderConfig) => UpstreamVerifier;
+      deps: VerifierDeps;
+      /** Measurement policies in force (changed at runtime by the admin API). */
+      policies?: PolicyRegistry;
+    };
     /** SPKI digests of the TLS keys this gateway terminates with (listed in the keyset). */
     tlsSpkiSha256s?: { spki_sha256: string; domain?: string }[];
     /** Fetch for confidential upstreams not (yet) pinned, e.g. one trusting their private CA. */
@@ -142,6 +148,7 @@ export function assembleGateway(
     },
     // Read at scrape time, when ctx exists.
     openStreams: () => ctx.streamTicker.size,
+    failClosedIn: (name) => manager?.failClosedIn(name) ?? null,
     processMetrics: opts.processMetrics,
   });
   const identity = opts.identity ?? createIdentity({
@@ -199,6 +206,7 @@ export function assembleGateway(
       replicaId: replicas.id,
       now,
       log: world.log,
+      policies: opts.verifiers.policies,
     });
   }
   const verification = (name: string): VerificationState | null => {
@@ -289,6 +297,7 @@ export function assembleGateway(
     ),
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
+    measurementPolicies: opts.verifiers?.policies ?? null,
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,

@@ -3,6 +3,7 @@
  * that consume it, and composed once by `app/assemble.ts` from what main.ts
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
+import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
@@ -51,6 +52,8 @@ export interface GatewayContext {
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
+  /** Measurement policies in force; null when upstreams are not verified. */
+  measurementPolicies: PolicyRegistry | null;
   /** Key administration (admin API, `/v1/key`, `/v1/usage`; the keys CLI runs the same). */
   keyAdmin: KeyAdmin;
   /** The operator token check; null when no token is configured (admin API off). */
