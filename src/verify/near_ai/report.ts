@@ -39,6 +39,8 @@ export interface NearReport {
 }
 
 const ADDRESS_RE = /^0x[0-9a-fA-F]{40}$/;
+/** Each model CVM costs a DCAP verification; a report listing more is refused, not verified. */
+export const MAX_MODEL_ATTESTATIONS = 16;
 const HEX_RE = /^(0x)?([0-9a-fA-F]{2})+$/;
 
 function str(o: Record<string, unknown>, k: string): string | null {
@@ -105,6 +107,9 @@ export function parseNearAiReport(v: unknown): Checked<{ report: NearReport }> {
   if (!g.ok) return g;
   const list = v["model_attestations"] ?? [];
   if (!Array.isArray(list)) return fail("model_attestations is not an array");
+  if (list.length > MAX_MODEL_ATTESTATIONS) {
+    return fail(`model_attestations lists ${list.length} CVMs (at most ${MAX_MODEL_ATTESTATIONS})`);
+  }
   const models: NearComponent[] = [];
   for (let i = 0; i < list.length; i++) {
     const m = component(list[i], `model[${i}]`);

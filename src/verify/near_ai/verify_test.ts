@@ -114,6 +114,11 @@ Deno.test("near-ai real report: malformed shapes are refused with a reason", () 
   bad.model_attestations = {};
   const r = parseNearAiReport(bad);
   assert.ok(!r.ok && /model_attestations/.test(r.reason));
+  // A hostile upstream cannot make the verifier run unbounded DCAP verifications.
+  const many = structuredClone(REPORT);
+  many.model_attestations = Array(17).fill(REPORT.model_attestations[0]);
+  const m = parseNearAiReport(many);
+  assert.ok(!m.ok && /at most 16/.test(m.reason));
   const alg = structuredClone(REPORT);
   alg.gateway_attestation.signing_algo = "ed25519";
   assert.equal(parseNearAiReport(alg).ok, false);
