@@ -82,6 +82,9 @@ async function start(
   return { gw, near };
 }
 
+/** Chat requests that reached the upstream (its NEAR shim signs non-streamed ones). */
+const prompts = (near: NearAiUpstream) => near.demo.stats.total + near.chats();
+
 async function chat(gw: TestGateway): Promise<Response> {
   return await fetch(`${gw.baseURL}/chat/completions`, {
     method: "POST",
@@ -119,7 +122,7 @@ Deno.test("near-ai: verified under the policy; the OpenAI SDK is served; claims 
       provider: { aci_verified: true },
     }).withResponse();
     assert.ok(data.choices[0].message.content);
-    assert.equal(near.demo.stats.total, 1);
+    assert.equal(prompts(near), 1);
     const receipt = await jsonOf<Receipt>(
       await fetch(`${gw.baseURL}/aci/receipts/${response.headers.get("x-receipt-id")}`, {
         headers: { authorization: `Bearer ${gw.apiKey}` },
@@ -169,7 +172,7 @@ Deno.test("near-ai: a runtime policy dropping the model's measurement ends the s
     const res = await chat(gw);
     assert.equal(res.status, 503);
     assert.equal((await jsonOf<ErrorEnvelope>(res)).error.code, "upstream_verification_failed");
-    assert.equal(near.demo.stats.total, 0, "no prompt reached the upstream");
+    assert.equal(prompts(near), 0, "no prompt reached the upstream");
     // An older version, a forged signature or another upstream's policy is refused (400).
     assert.equal(
       (await admin(
@@ -228,9 +231,9 @@ Deno.test("near-ai: a staged rollout accepts old and new, and warns before the o
     assert.ok((await gw.gateway.manager!.verify("near")).verified);
     const snap = gw.gateway.manager!.snapshot().near;
     assert.equal(snap.warnings, undefined);
-    assert.equal(near.demo.stats.total, 0);
+    assert.equal(prompts(near), 0);
     assert.equal((await chat(gw)).status, 200);
-    assert.equal(near.demo.stats.total, 1);
+    assert.equal(prompts(near), 1);
   } finally {
     await gw.close();
     await near.close();
@@ -258,7 +261,50 @@ Deno.test("near-ai: a report that does not bind this TLS key, or no policy, fail
       assert.ok(state && !state.verified);
       assert.match(state.reason, why);
       assert.equal((await chat(gw)).status, 503);
-      assert.equal(near.demo.stats.total, 0, "no prompt byte sent");
+      assert.equal(prompts(near), 0, "no prompt byte sent");
+    } finally {
+      await gw.close();
+      await near.close();
+    }
+  }
+});
+
+Deno.test("near-ai: every answer's /v1/signature is checked; a bad one ends the session", async () => {
+  const { gw, near } = await start();
+  try {
+    const client = new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey, maxRetries: 0 });
+    for (let i = 0; i < 2; i++) {
+      await client.chat.completions.create({
+        model: "near/gpt-oss",
+        messages: [{ role: "user", content: `prompt ${i}` }],
+      });
+    }
+    const sigs = gw.gateway.ctx.answerSignatures!;
+    await sigs.idle();
+    assert.deepEqual(sigs.stats(), { verified: 2, failed: 0, unavailable: 0, skipped: 0 });
+    assert.equal(near.signatureRequests(), 2);
+    assert.ok(gw.gateway.ctx.verification("near")?.verified);
+  } finally {
+    await gw.close();
+    await near.close();
+  }
+  for (const mode of ["wrong-key", "tampered"] as const) {
+    const { gw, near } = await start({ signatures: mode });
+    try {
+      assert.equal((await chat(gw)).status, 200);
+      const sigs = gw.gateway.ctx.answerSignatures!;
+      await sigs.idle();
+      assert.equal(sigs.stats().failed, 1, mode);
+      const state = gw.gateway.ctx.verification("near");
+      assert.ok(state && !state.verified, mode);
+      assert.match(
+        state.reason,
+        mode === "wrong-key" ? /signature\.key_attested/ : /signature\.text/,
+      );
+      assert.ok(gw.logs.some((l) => l.msg === "upstream session invalidated"));
+      // The re-verification passes (the quotes are fine), so the upstream serves again; but
+      // between the failure and that, no prompt reached it.
+      assert.equal(prompts(near), 1);
     } finally {
       await gw.close();
       await near.close();

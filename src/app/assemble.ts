@@ -27,6 +27,7 @@ import { createReplicaRegistry } from "../attestation/replicas.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
 import type { PolicyRegistry } from "../sessions/policy/registry.ts";
+import { createAnswerSignatures } from "../sessions/answer_signatures.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
@@ -234,6 +235,17 @@ export function assembleGateway(
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
   const deadlines = new DeadlineWheel(world.monotonic);
+  // NEAR AI upstreams sign each answer; checked after it against the session's attested keys.
+  const answerSignatures = manager && opts.verifiers
+    ? createAnswerSignatures({
+      providers: config.providers,
+      session: (name) => manager!.current(name),
+      invalidate: (name, reason) => manager!.invalidate(name, reason),
+      deps: opts.verifiers.deps,
+      credential: (name) => credentials.get(name),
+      log: world.log,
+    })
+    : null;
   const ctx: GatewayContext = {
     config,
     kv,
@@ -298,6 +310,7 @@ export function assembleGateway(
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
     measurementPolicies: opts.verifiers?.policies ?? null,
+    ...(answerSignatures ? { answered: answerSignatures.answered, answerSignatures } : {}),
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,

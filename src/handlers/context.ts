@@ -4,6 +4,7 @@
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
 import type { PolicyRegistry } from "../sessions/policy/registry.ts";
+import type { AnsweredExchange, AnswerSignatures } from "../sessions/answer_signatures.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
@@ -52,6 +53,10 @@ export interface GatewayContext {
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
+  /** Reports a served answer (NEAR AI's per-answer signature is checked after it); optional. */
+  answered?: (a: AnsweredExchange) => void;
+  /** The per-answer signature checks' counters (present with `answered`). */
+  answerSignatures?: AnswerSignatures;
   /** Measurement policies in force; null when upstreams are not verified. */
   measurementPolicies: PolicyRegistry | null;
   /** Key administration (admin API, `/v1/key`, `/v1/usage`; the keys CLI runs the same). */

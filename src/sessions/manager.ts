@@ -34,6 +34,8 @@ export interface VerificationManager {
     string,
     VerificationState & { expires_at?: number; warnings?: FailClosedWarning[] }
   >;
+  /** The current verified session's document and pinned key, or null. */
+  current(provider: string): { doc: SessionDocument; spkiSha256: string } | null;
   /** Seconds until a verified upstream fails closed unless re-verified under newer policy/evidence. */
   failClosedIn(provider: string): number | null;
   stop(): void;
@@ -253,6 +255,11 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
           : c.state;
       }
       return out;
+    },
+    current(name) {
+      const c = current.get(name);
+      if (!c || !c.state.verified || !c.doc || c.expiresAtMs <= o.now()) return null;
+      return c.state.spkiSha256 ? { doc: c.doc, spkiSha256: c.state.spkiSha256 } : null;
     },
     failClosedIn(name) {
       const c = current.get(name);

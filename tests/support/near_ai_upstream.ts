@@ -10,7 +10,9 @@
  * Test-only: nothing here is evidence of hardware.
  */
 import { createHash } from "node:crypto";
+import { secp256k1 } from "@noble/curves/secp256k1.js";
 import { generateWorkloadKeys } from "../../src/aci/signer.ts";
+import { signEip191 } from "../../src/aci/ethereum.ts";
 import { bytesToHex, hexToBytes } from "../../src/aci/hex.ts";
 import { type DemoUpstream, startDemoUpstream } from "../../src/demo/upstream.ts";
 import {
@@ -35,6 +37,12 @@ export interface NearAiUpstreamOptions {
   tls?: "bound" | "other" | "absent";
   /** MRTD of the model CVM (default NEAR_MODEL_MRTD); changes at runtime with `setModelMrtd`. */
   modelMrtd?: string;
+  /**
+   * Non-streamed chat answers are signed like NEAR's (`/v1/signature/{id}`): "good" (default,
+   * by the attested model key), "wrong-key" (by a key no quote attests), "tampered" (text of
+   * other bytes).
+   */
+  signatures?: "good" | "wrong-key" | "tampered";
 }
 
 export interface NearAiUpstream {
@@ -45,6 +53,9 @@ export interface NearAiUpstream {
   modelAddress: string;
   demo: DemoUpstream;
   attestationRequests(): number;
+  /** Chat requests answered (and signed) by the NEAR shim, and signature lookups served. */
+  chats(): number;
+  signatureRequests(): number;
   setModelMrtd(hex: string): void;
   close(): Promise<void>;
 }
@@ -82,7 +93,11 @@ function cvmLog(app: string, compose: string): { events: DstackEvent[]; json: un
 export async function startNearAiUpstream(o: NearAiUpstreamOptions): Promise<NearAiUpstream> {
   const cert = await issueServerCert(o.ca, {});
   const gwKeys = generateWorkloadKeys();
-  const modelKeys = generateWorkloadKeys();
+  const modelSecret = secp256k1.utils.randomSecretKey();
+  const modelKeys = generateWorkloadKeys({ secp256k1SecretKey: modelSecret });
+  const signatures = new Map<string, Record<string, string>>();
+  let chats = 0;
+  let signatureRequests = 0;
   const model = o.model ?? "openai/gpt-oss-120b";
   let modelMrtd = o.modelMrtd ?? NEAR_MODEL_MRTD;
   const gwCompose = JSON.stringify({ name: "cloud-api", runner: "docker-compose" });
@@ -155,8 +170,48 @@ export async function startNearAiUpstream(o: NearAiUpstreamOptions): Promise<Nea
   const demo = await startDemoUpstream({
     name: "near",
     tls: { cert: cert.certPem, key: cert.keyPem },
-    extraRoutes: (req) => {
+    extraRoutes: async (req) => {
       const url = new URL(req.url);
+      if (url.pathname === "/v1/chat/completions" && req.method === "POST") {
+        const requestBytes = new Uint8Array(await req.arrayBuffer());
+        const body = JSON.parse(new TextDecoder().decode(requestBytes));
+        if (body.stream) return new Response("streams are not signed here", { status: 400 });
+        const id = `chatcmpl-near-${++chats}`;
+        const responseBytes = enc.encode(JSON.stringify({
+          id,
+          object: "chat.completion",
+          created: 1_764_000_000,
+          model: body.model,
+          choices: [{
+            index: 0,
+            message: { role: "assistant", content: "an attested answer" },
+            finish_reason: "stop",
+          }],
+          usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 },
+        }));
+        const hash = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+        const mode = o.signatures ?? "good";
+        const text = mode === "tampered"
+          ? `${hash(requestBytes)}:${hash(enc.encode("other bytes"))}`
+          : `${hash(requestBytes)}:${hash(responseBytes)}`;
+        const signer = mode === "wrong-key" ? secp256k1.utils.randomSecretKey() : modelSecret;
+        const wrong = generateWorkloadKeys({ secp256k1SecretKey: signer });
+        signatures.set(id, {
+          text,
+          signature: "0x" + bytesToHex(signEip191(signer, text)),
+          signing_address: wrong.ethereumAddress,
+          signing_algo: "ecdsa",
+        });
+        return new Response(responseBytes, { headers: { "content-type": "application/json" } });
+      }
+      const sig = /^\/v1\/signature\/([^/]+)$/.exec(url.pathname);
+      if (sig && req.method === "GET") {
+        signatureRequests++;
+        const env = signatures.get(decodeURIComponent(sig[1]));
+        return env
+          ? new Response(JSON.stringify(env), { headers: { "content-type": "application/json" } })
+          : new Response(JSON.stringify({ detail: "not found" }), { status: 404 });
+      }
       if (url.pathname !== "/v1/attestation/report") return null;
       attestations++;
       const nonce = url.searchParams.get("nonce") ?? "";
@@ -179,6 +234,8 @@ export async function startNearAiUpstream(o: NearAiUpstreamOptions): Promise<Nea
     modelAddress: modelKeys.ethereumAddress,
     demo,
     attestationRequests: () => attestations,
+    chats: () => chats,
+    signatureRequests: () => signatureRequests,
     setModelMrtd: (hex) => {
       modelMrtd = hex;
     },

@@ -17,7 +17,9 @@ const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 /** The checks of one signature envelope; `attested` lists the addresses the session verified. */
 export function verifyNearSignature(
   envelope: unknown,
-  exchange: { requestBody: Uint8Array; responseBody: Uint8Array },
+  exchange:
+    | { requestBody: Uint8Array; responseBody: Uint8Array }
+    | { requestHash: string; responseHash: string },
   attested: readonly string[],
 ): Check[] {
   if (!isRecord(envelope)) return [check("signature.format", false, "not a JSON object")];
@@ -30,7 +32,10 @@ export function verifyNearSignature(
       check("signature.format", false, "needs string text, signature, signing_address; ecdsa"),
     ];
   }
-  const expected = `${sha256(exchange.requestBody)}:${sha256(exchange.responseBody)}`;
+  // Hex sha256 of the exact bytes, computed here or (the gateway) taken from the receipt.
+  const expected = "requestHash" in exchange
+    ? `${exchange.requestHash}:${exchange.responseHash}`
+    : `${sha256(exchange.requestBody)}:${sha256(exchange.responseBody)}`;
   const checks = [check(
     "signature.text",
     text === expected,
