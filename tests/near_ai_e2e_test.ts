@@ -188,6 +188,14 @@ Deno.test("near-ai: a runtime policy dropping the model's measurement ends the s
     assert.equal(bad.status, 400);
     assert.match(JSON.stringify(bad.body), /does not verify/);
     assert.equal((await admin(gw, "PUT", "/admin/v1/measurement-policies/nope", v2)).status, 404);
+    // A body past the policy bound is refused unread (413), not buffered.
+    const huge = await fetch(`${gw.url}/admin/v1/measurement-policies/near`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json" },
+      body: "[" + "0,".repeat(600_000) + "0]",
+    });
+    assert.equal(huge.status, 413);
+    await huge.body?.cancel();
     const list = await admin(gw, "GET", "/admin/v1/measurement-policies");
     assert.deepEqual((list.body.data as { version: number }[]).map((p) => p.version), [2]);
   } finally {
