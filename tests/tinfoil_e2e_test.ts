@@ -14,6 +14,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeSnpEnvironment } from "./support/snp_forge.ts";
+import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
 import {
   startTinfoilUpstream,
@@ -22,7 +23,6 @@ import {
   type TinfoilUpstreamOptions,
 } from "./support/tinfoil_upstream.ts";
 import { productionVerifiers } from "../src/sessions/verifiers.ts";
-import { LocalCollateralSource } from "../src/verify/tdx/collateral_source.ts";
 import { snpTrustFromConfig } from "../src/verify/sev_snp/trust.ts";
 import { parseConfig } from "../src/config/schema.ts";
 import { policySigner } from "../src/sessions/policy/testing.ts";
@@ -30,6 +30,7 @@ import type { PolicyEntry } from "../src/sessions/policy/document.ts";
 import { jsonOf, type Receipt, type SessionDocument, verifiedEvent } from "./support/wire.ts";
 
 const forge = await forgeSnpEnvironment();
+const tdxForge = await forgeTdxEnvironment();
 const ca = await makeTestCa();
 const signer = policySigner("ops");
 
@@ -68,7 +69,8 @@ async function start(
     now: Date.now,
     randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
     tlsConnect: tls.connect,
-    collateral: new LocalCollateralSource(),
+    collateral: tdxForge.source,
+    rootCaDer: tdxForge.rootCertDer,
     sevSnp: trust.trust,
   });
   if (o.policy) {
@@ -186,5 +188,32 @@ Deno.test("tinfoil: another measurement, TLS key, repository or policy: fails cl
       await gw.close();
       await tf.close();
     }
+  }
+});
+
+Deno.test("tinfoil TDX: RTMR1/RTMR2 must be the release's; MRTD is left to the policy", async () => {
+  const ok = await start({ tdx: tdxForge });
+  try {
+    const state = ok.gw.gateway.ctx.verification("tinfoil");
+    assert.ok(state?.verified, JSON.stringify(state));
+    const doc = await ok.gw.gateway.ctx.sessions.get(state.verified ? state.sessionId : "");
+    assert.equal(doc?.identity?.platform, "tdx");
+    const subj = (doc?.claims.extra?.measured_subjects as Record<string, Record<string, unknown>>)
+      .upstream;
+    assert.equal(subj.rtmr2, TINFOIL_RELEASE.rtmr2);
+    assert.equal(subj.mrtd, "7d".repeat(48));
+  } finally {
+    await ok.gw.close();
+    await ok.tf.close();
+  }
+  const bad = await start({ tdx: tdxForge, rtmr2: "ee".repeat(48) });
+  try {
+    const state = bad.gw.gateway.ctx.verification("tinfoil");
+    assert.ok(state && !state.verified);
+    assert.match(state.reason, /TDX RTMR2 eeee.* is not the release's ddce36c7/);
+    assert.equal(bad.tf.demo.stats.total, 0);
+  } finally {
+    await bad.gw.close();
+    await bad.tf.close();
   }
 });
