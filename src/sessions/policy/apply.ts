@@ -29,16 +29,10 @@ export function applyMeasurementPolicy(
   }
   const m = matchPolicy(installed.policy, subjectsOf(doc), nowS);
   if (!m.ok) return m;
-  const entries = m.matches.map((x) => `${x.subject}: ${x.entry}`).join(", ");
+  // The standard claims stay the verifier's: an entry may pin only some registers, so a match
+  // is recorded as what it is (which policy, which entry), not as "software known good".
   const claims = {
     ...doc.claims,
-    serving_software_known_good: doc.claims.serving_software_known_good.status === "unknown"
-      ? {
-        status: "asserted" as const,
-        source: "verifier_derived" as const,
-        reason: `measurements accepted by measurement policy v${m.version} (${entries})`,
-      }
-      : doc.claims.serving_software_known_good,
     extra: {
       ...doc.claims.extra,
       measurement_policy: {
