@@ -33,11 +33,32 @@ Deno.test("tests/fixtures: every file PROVENANCE.md lists is there with its SHA-
     assert.equal(createHash("sha256").update(bytes).digest("hex"), sha, path);
   }
   const listed = rows.map((r) => r[1]).sort();
-  // nvidia/ has its own PROVENANCE.md and SHA256SUMS (checked by tests/nvidia_vectors_test.ts).
+  // nvidia/ has its own PROVENANCE.md and SHA256SUMS (checked by tests/nvidia_vectors_test.ts);
+  // so do the folders below, checked here.
+  const own = ["near-ai/", "tinfoil-real/", "tinfoil-conformance/", "real/"];
   const present = (await walk(FIX))
-    .filter((p) => p !== "PROVENANCE.md" && !p.startsWith("nvidia/") && !p.startsWith("real/"))
+    .filter((p) =>
+      p !== "PROVENANCE.md" && !p.startsWith("nvidia/") && !own.some((d) => p.startsWith(d))
+    )
     .sort();
   assert.deepEqual(present, listed);
+});
+
+Deno.test("tests/fixtures: folders with their own PROVENANCE.md hold exactly their SHA256SUMS", async () => {
+  for (const dir of ["near-ai", "tinfoil-real", "tinfoil-conformance"]) {
+    const sums = (await Deno.readTextFile(`${FIX}/${dir}/SHA256SUMS`)).trim().split("\n");
+    const listed = sums.map((l) => {
+      const [sha, path] = l.split(/\s+/);
+      return [path.replace(/^\.\//, ""), sha] as const;
+    });
+    for (const [path, sha] of listed) {
+      const bytes = await Deno.readFile(`${FIX}/${dir}/${path}`);
+      assert.equal(createHash("sha256").update(bytes).digest("hex"), sha, `${dir}/${path}`);
+    }
+    const present = (await walk(`${FIX}/${dir}`))
+      .filter((p) => p !== "SHA256SUMS" && p !== "PROVENANCE.md").sort();
+    assert.deepEqual(present, listed.map(([p]) => p).sort(), dir);
+  }
 });
 
 Deno.test("no test can be skipped: no ignore/only flags and no fixture lookups outside the repository", async () => {

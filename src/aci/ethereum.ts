@@ -10,8 +10,19 @@ import { bytesToHex } from "./hex.ts";
 
 const encoder = new TextEncoder();
 
-/** The 65-byte uncompressed SEC1 (`04…`) form of any valid secp256k1 public key encoding. */
+/**
+ * The 65-byte uncompressed SEC1 (`04…`) form of any valid secp256k1 public
+ * key encoding: SEC1 compressed (33) or uncompressed (65), or the raw 64-byte
+ * `x‖y` that NEAR AI and vllm-proxy serve as `signing_public_key` (an
+ * uncompressed key without its `04` tag; still checked to be on the curve).
+ */
 export function uncompressedPublicKey(publicKey: Uint8Array): Uint8Array {
+  if (publicKey.length === 64) {
+    const tagged = new Uint8Array(65);
+    tagged[0] = 0x04;
+    tagged.set(publicKey, 1);
+    return secp256k1.Point.fromBytes(tagged).toBytes(false);
+  }
   return secp256k1.Point.fromBytes(publicKey).toBytes(false);
 }
 

@@ -27,6 +27,8 @@ import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
+import type { PolicyRegistry } from "../sessions/policy/registry.ts";
+import { createAnswerSignatures } from "../sessions/answer_signatures.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
@@ -111,7 +113,12 @@ export function assembleGateway(
     extraRoutes?: ExtraRoutes;
     identity?: Identity;
     /** How confidential upstreams are verified (main.ts passes the real verifiers). */
-    verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
+    verifiers?: {
+      verifierFor: (p: ProviderConfig) => UpstreamVerifier;
+      deps: VerifierDeps;
+      /** Measurement policies in force (changed at runtime by the admin API). */
+      policies?: PolicyRegistry;
+    };
     /** SPKI digests of the TLS keys this gateway terminates with (listed in the keyset). */
     tlsSpkiSha256s?: { spki_sha256: string; domain?: string }[];
     /** Fetch for confidential upstreams not (yet) pinned, e.g. one trusting their private CA. */
@@ -143,6 +150,7 @@ export function assembleGateway(
     },
     // Read at scrape time, when ctx exists.
     openStreams: () => ctx.streamTicker.size,
+    failClosedIn: (name) => manager?.failClosedIn(name) ?? null,
     processMetrics: opts.processMetrics,
   });
   const identity = opts.identity ?? createIdentity({
@@ -204,6 +212,7 @@ export function assembleGateway(
       replicaId: replicas.id,
       now,
       log: world.log,
+      policies: opts.verifiers.policies,
     });
   }
   const verification = (name: string): VerificationState | null => {
@@ -241,6 +250,17 @@ export function assembleGateway(
     holdInstance: replicas.id,
     leaseMaxRequests: config.store.lease_max_requests,
   });
+  // NEAR AI upstreams sign each answer; checked after it against the session's attested keys.
+  const answerSignatures = manager && opts.verifiers
+    ? createAnswerSignatures({
+      providers: config.providers,
+      session: (name) => manager!.current(name),
+      invalidate: (name, reason) => manager!.invalidate(name, reason),
+      deps: opts.verifiers.deps,
+      credential: (name) => credentials.get(name),
+      log: world.log,
+    })
+    : null;
   const ctx: GatewayContext = {
     config,
     kv,
@@ -299,6 +319,8 @@ export function assembleGateway(
     ),
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
+    measurementPolicies: opts.verifiers?.policies ?? null,
+    ...(answerSignatures ? { answered: answerSignatures.answered, answerSignatures } : {}),
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,

@@ -8,6 +8,7 @@ import { productionVerifiers } from "../sessions/verifiers.ts";
 import type { TlsConnect } from "../upstream/pinned_tls.ts";
 import { pemCertificatesToDer } from "../verify/x509/pem.ts";
 import { collateralSource, gpuDeps, snpTrust, type TrustIo } from "./trust_sources.ts";
+import { StartupError } from "./startup_checks.ts";
 
 /** Builds the verifiers; prints where local GPU collateral came from. */
 export async function upstreamVerifiers(
@@ -25,7 +26,7 @@ export async function upstreamVerifiers(
   const sevSnp = await snpTrust(config, io);
   const gpu = await gpuDeps(config.trust.nvidia ?? {}, io);
   if (gpu.note) io.print(gpu.note);
-  return productionVerifiers(config, {
+  const verifiers = productionVerifiers(config, {
     now: io.now,
     randomBytes: io.randomBytes,
     tlsConnect: io.tlsConnect,
@@ -34,4 +35,21 @@ export async function upstreamVerifiers(
     sevSnp,
     gpu: gpu.deps,
   });
+  // Each provider's signed policy file, verified before serving; later versions come by the admin API.
+  for (const p of config.providers) {
+    const file = p.confidential?.measurement_policy?.file;
+    if (!file) continue;
+    let signed: unknown;
+    try {
+      signed = JSON.parse(await io.readTextFile(file));
+    } catch (e) {
+      throw new StartupError(`${p.name}: measurement_policy.file ${file}: ${String(e)}`);
+    }
+    const r = verifiers.policies.install(p.name, signed);
+    if (!r.ok) throw new StartupError(`${p.name}: measurement_policy.file ${file}: ${r.reason}`);
+    io.print(
+      `measurement policy v${r.installed.policy.version} for ${p.name} (${r.installed.digest})`,
+    );
+  }
+  return verifiers;
 }

@@ -116,6 +116,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Offline collateral instead of the services: RIM files `NV_GPU_*.xml` and OCSP responses " +
     "(DER or base64), in the directory or one level below.",
 
+  "trust.measurement_policy_keys": "Operator keys that sign measurement policies (Ed25519).",
+  "trust.measurement_policy_keys[].key_id":
+    "The key's name, as a signed policy's `signature.key_id`.",
+  "trust.measurement_policy_keys[].public_key": "Raw 32-byte Ed25519 public key, hex.",
   "trust.sev_snp":
     "AMD SEV-SNP trust for `sev-snp` upstreams: the pinned roots and where VCEKs come from.",
   "trust.sev_snp.roots": "The pinned AMD roots, one entry per processor product.",
@@ -179,7 +183,8 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Present for a confidential (TEE) upstream: verified before any prompt is sent to it.",
   "providers[].confidential.verifier":
     "`dstack-tdx` (dstack TDX evidence), `aci` (an ACI gateway's report), `sev-snp` (an AMD " +
-    "SEV-SNP report binding the TLS key), `pinned` (operator-pinned " +
+    "SEV-SNP report binding the TLS key), `near-ai` (NEAR AI Cloud's gateway and model CVMs), " +
+    "`tinfoil` (a Tinfoil enclave and its Sigstore-published release), `pinned` (operator-pinned " +
     "TLS key, no hardware evidence), `dev` (development configuration only).",
   "providers[].confidential.spki_sha256": "Pinned SPKI SHA-256 (hex) for the `pinned` verifier.",
   "providers[].confidential.tls_ca_pem":
@@ -206,6 +211,29 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].confidential.tdx.allow_sept_ve_enabled":
     "Accept TDs with SEPT_VE_DISABLE = 0, as Azure TDX VMs run (default false: they fail the TD " +
     "attributes check; docs/decisions/azure-tdx-sept-ve.md). DEBUG = 1 always fails.",
+  "providers[].confidential.measurement_policy":
+    "Measurement policy (docs/decisions/measurement-policy.md): a signed, versioned accept-list; the upstream gets no prompt unless its measurements match an open entry.",
+  "providers[].confidential.measurement_policy.file":
+    "Signed policy file loaded at start-up (verified against `trust.measurement_policy_keys`); newer versions arrive through `PUT /admin/v1/measurement-policies/{provider}`.",
+  "providers[].confidential.measurement_policy.required":
+    "Fail closed while no policy is installed for this upstream.",
+  "providers[].confidential.measurement_policy.warn_before_seconds":
+    "Show an upstream on `/healthz`, in `gateway_upstream_fail_closed_in_seconds` and in the log this long before its policy entry closes or its evidence expires.",
+  "providers[].confidential.near_ai": "Settings of the `near-ai` verifier (NEAR AI Cloud).",
+  "providers[].confidential.near_ai.model":
+    "The `model` whose CVMs `/v1/attestation/report` attests with the gateway's; absent: the gateway CVM only.",
+  "providers[].confidential.tinfoil":
+    "Settings of the `tinfoil` verifier: the release whose Sigstore-published measurement the enclave must run.",
+  "providers[].confidential.tinfoil.repo":
+    "GitHub repository (`owner/name`) whose workflow signs the release.",
+  "providers[].confidential.tinfoil.trusted_root_json":
+    "Sigstore trusted root (JSON text) the release bundle is verified against, offline.",
+  "providers[].confidential.tinfoil.oidc_issuer": "OIDC issuer of the signing certificate.",
+  "providers[].confidential.tinfoil.workflow_ref_prefix":
+    "Only workflow refs under this prefix sign releases.",
+  "providers[].confidential.tinfoil.release_bundle_json":
+    "The release's Sigstore bundle (JSON text) for enclaves that serve a bare attestation document.",
+  "providers[].confidential.tinfoil.attestation_path": "Where the enclave serves its attestation.",
   "providers[].confidential.sev_snp": "Policy of the `sev-snp` verifier.",
   "providers[].confidential.sev_snp.allowed_measurements":
     "SNP MEASUREMENT values (hex) that make `os_known_good` asserted.",

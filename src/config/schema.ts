@@ -106,6 +106,11 @@ export const configSchema = z.strictObject({
       vcek_dir: z.string().optional(),
       kds_url: z.url().optional(),
     }).optional(),
+    /** Operator keys that sign measurement policies (Ed25519, raw 32-byte public key in hex). */
+    measurement_policy_keys: z.array(z.strictObject({
+      key_id: z.string().min(1),
+      public_key: z.string().regex(/^[0-9a-f]{64}$/),
+    })).default([]),
     /** NVIDIA GPU evidence (#21): pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
     nvidia: z.strictObject({
       device_root_pem: z.string().optional(),
@@ -115,7 +120,7 @@ export const configSchema = z.strictObject({
       /** RIMs (`NV_GPU_*.xml`) and OCSP responses (DER or base64) for offline operation. */
       collateral_dir: z.string().optional(),
     }).optional(),
-  }).default({}),
+  }).default({ measurement_policy_keys: [] }),
   /**
    * How upstreams are reached. `http1` (default): the gateway's own HTTP/1.1
    * client over plain sockets (src/upstream/h1_client.ts: less memory per open
@@ -181,6 +186,21 @@ export const configSchema = z.strictObject({
         code: "custom",
         path: ["providers", i, "confidential", "verifier"],
         message: "the sev-snp verifier needs trust.sev_snp (the pinned AMD roots)",
+      });
+    }
+    if (p.confidential?.verifier === "tinfoil" && !p.confidential.tinfoil) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "tinfoil"],
+        message: "the tinfoil verifier needs the release repository and a Sigstore trusted root",
+      });
+    }
+    const mp = p.confidential?.measurement_policy;
+    if ((mp?.file || mp?.required) && cfg.trust.measurement_policy_keys.length === 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["providers", i, "confidential", "measurement_policy"],
+        message: "a measurement policy needs trust.measurement_policy_keys to verify it",
       });
     }
     if (p.confidential?.verifier === "pinned" && !p.confidential.spki_sha256) {

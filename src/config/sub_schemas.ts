@@ -15,7 +15,7 @@ const providerName = z.string().regex(
 
 const confidential = z.strictObject({
   /** Which verifier checks this upstream before prompts are sent to it. */
-  verifier: z.enum(["dstack-tdx", "aci", "sev-snp", "pinned", "dev"]),
+  verifier: z.enum(["dstack-tdx", "aci", "sev-snp", "near-ai", "tinfoil", "pinned", "dev"]),
   /** Operator-pinned SPKI SHA-256 (hex) for the `pinned` verifier. */
   spki_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** PEM trust anchors for the upstream's TLS certificate (default: system roots). */
@@ -49,6 +49,38 @@ const confidential = z.strictObject({
       ...DEFAULT_ACCEPTED_TCB_STATUSES,
     ]),
     allow_sept_ve_enabled: z.boolean().default(false),
+  }).optional(),
+  /**
+   * Measurement policy (docs/decisions/measurement-policy.md): a signed accept-list of
+   * measurements; the upstream receives no prompt unless its measurements match an entry.
+   */
+  measurement_policy: z.strictObject({
+    /** Signed policy file loaded at start-up (later versions arrive through the admin API). */
+    file: z.string().optional(),
+    /** Fail closed while no policy is installed (default false: no policy, no check). */
+    required: z.boolean().optional(),
+    /** Warn on /healthz, in metrics and the log this long before the upstream fails closed. */
+    warn_before_seconds: z.number().int().positive().default(86_400),
+  }).optional(),
+  /** NEAR AI Cloud (`near-ai` verifier): the model whose CVMs are attested with the gateway's. */
+  near_ai: z.strictObject({
+    /** `model` query of /v1/attestation/report; absent: the gateway CVM only. */
+    model: z.string().min(1).optional(),
+  }).optional(),
+  /** Tinfoil (`tinfoil` verifier): the release whose Sigstore-signed measurement the enclave must run. */
+  tinfoil: z.strictObject({
+    /** GitHub repository the release is built from (`owner/name`), e.g. tinfoilsh/confidential-model-router. */
+    repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/),
+    /** Sigstore trusted root (JSON text, `application/vnd.dev.sigstore.trustedroot+json`). */
+    trusted_root_json: z.string().min(1),
+    /** OIDC issuer of the signing certificate. */
+    oidc_issuer: z.string().default("https://token.actions.githubusercontent.com"),
+    /** Only workflow refs under this prefix sign releases. */
+    workflow_ref_prefix: z.string().default("refs/tags/"),
+    /** The release's Sigstore bundle (JSON text), for enclaves that serve a bare attestation document. */
+    release_bundle_json: z.string().min(1).optional(),
+    /** Attestation path on the enclave. */
+    attestation_path: z.string().default("/.well-known/tinfoil-attestation"),
   }).optional(),
   /** Policy for the `sev-snp` verifier (docs/decisions/014-sev-snp-upstreams.md). */
   sev_snp: z.strictObject({

@@ -19,13 +19,23 @@ import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodi
 import type { GatewayMetrics } from "../operator/metrics.ts";
 import { type HealthDeps, healthDetail } from "./health.ts";
 import { type KeyInfoDeps, rangeFromQuery } from "./key_info.ts";
+import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 
 const MAX_ADMIN_BODY = 64 * 1024;
+/** A policy of 1000 entries of every field is about 600 KiB. */
+const MAX_POLICY_BODY = 1024 * 1024;
 
 /** What the admin API needs (the gateway's context satisfies it). */
 export interface AdminDeps extends HealthDeps, KeyInfoDeps {
   log(line: Record<string, unknown>): void;
   metrics: GatewayMetrics;
+  /** Measurement policies (null: upstream verification is off). */
+  measurementPolicies: PolicyRegistry | null;
+}
+
+function policies(ctx: AdminDeps): PolicyRegistry {
+  if (!ctx.measurementPolicies) throw new GatewayError("not_found", "upstream verification is off");
+  return ctx.measurementPolicies;
 }
 
 type Params = Record<string, string>;
@@ -148,6 +158,41 @@ export const ADMIN_ROUTES: [string, string, AdminHandler][] = [
     "GET",
     "/admin/v1/health",
     guarded("health", (_req, ctx) => jsonResponse(healthDetail(ctx))),
+  ],
+  [
+    "GET",
+    "/admin/v1/measurement-policies",
+    guarded("policies.list", (_req, ctx) => jsonResponse({ data: policies(ctx).list() })),
+  ],
+  [
+    // A signed policy for one upstream; takes effect at once (no restart): the upstream's
+    // current session is re-checked, and one the policy does not accept ends now.
+    "PUT",
+    "/admin/v1/measurement-policies/:id",
+    guarded("policies.install", async (req, ctx, p) => {
+      const reg = policies(ctx);
+      if (!ctx.config.providers.some((x) => x.name === p.id && x.confidential)) {
+        throw new GatewayError("not_found", `no confidential upstream ${p.id}`);
+      }
+      requireJsonContentType(req);
+      const r = reg.install(p.id, parseJsonBody(await readBody(req, MAX_POLICY_BODY)));
+      if (!r.ok) throw badParam("policy", r.reason);
+      ctx.log({
+        level: "info",
+        msg: "measurement policy installed",
+        upstream: p.id,
+        version: r.installed.policy.version,
+        digest: r.installed.digest,
+        changed: r.changed,
+      });
+      return jsonResponse({
+        upstream: p.id,
+        version: r.installed.policy.version,
+        digest: r.installed.digest,
+        key_id: r.installed.key_id,
+        changed: r.changed,
+      });
+    }),
   ],
   [
     "GET",

@@ -3,6 +3,8 @@
  * that consume it, and composed once by `app/assemble.ts` from what main.ts
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
+import type { PolicyRegistry } from "../sessions/policy/registry.ts";
+import type { AnsweredExchange, AnswerSignatures } from "../sessions/answer_signatures.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
@@ -51,6 +53,12 @@ export interface GatewayContext {
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
+  /** Reports a served answer (NEAR AI's per-answer signature is checked after it); optional. */
+  answered?: (a: AnsweredExchange) => void;
+  /** The per-answer signature checks' counters (present with `answered`). */
+  answerSignatures?: AnswerSignatures;
+  /** Measurement policies in force; null when upstreams are not verified. */
+  measurementPolicies: PolicyRegistry | null;
   /** Key administration (admin API, `/v1/key`, `/v1/usage`; the keys CLI runs the same). */
   keyAdmin: KeyAdmin;
   /** The operator token check; null when no token is configured (admin API off). */

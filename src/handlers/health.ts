@@ -37,10 +37,16 @@ export function healthDetail(ctx: HealthDeps): Record<string, unknown> {
   const failing = ctx.config.providers
     .filter((p) => p.confidential && ctx.verification(p.name)?.verified !== true)
     .map((p) => p.name);
+  const upstreams = ctx.verificationSnapshot();
+  // Upstreams that will fail closed soon (policy entry closing, evidence expiring): shown before.
+  const warned = Object.entries(upstreams).filter(([, v]) =>
+    typeof v === "object" && v !== null && "warnings" in v
+  ).map(([name]) => name);
   return {
     status: healthStatus(ctx),
     ...(failing.length > 0 ? { unverified_upstreams: failing } : {}),
-    upstreams: ctx.verificationSnapshot(),
+    ...(warned.length > 0 ? { fail_closed_soon: warned } : {}),
+    upstreams,
   };
 }
 

@@ -314,6 +314,12 @@ async function wholeResponse(
         settle(plan.usage(json)),
       ),
   );
+  ctx.answered?.({
+    provider: result.candidate.provider.name,
+    upstreamChatId: upstreamId,
+    forwardedHash: rec.forwardedHash,
+    receivedHash,
+  });
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });
 }

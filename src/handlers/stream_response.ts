@@ -105,6 +105,14 @@ export function streamResponse(a: StreamArgs): Response {
       chatId: upstreamId === null ? null : clientId.id ?? upstreamId,
     }, settlement());
     ctx.logRequest(info, 200, outcome);
+    if (outcome === "completed" && info.provider) {
+      ctx.answered?.({
+        provider: info.provider,
+        upstreamChatId: upstreamId,
+        forwardedHash: rec.forwardedHash,
+        receivedHash: received.digest(),
+      });
+    }
   };
 
   /** Feed decoded upstream events to the translator; returns text for the client. */

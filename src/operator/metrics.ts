@@ -34,6 +34,8 @@ export interface MetricsSources {
   confidential: string[];
   verification: (provider: string) => { verified: boolean; sessionId?: string } | null;
   openStreams: () => number;
+  /** Seconds until a verified upstream fails closed (policy entry closing, evidence expiring), or null. */
+  failClosedIn?: (provider: string) => number | null;
   /** Include prom-client's process metrics (CPU, memory, event-loop lag). */
   processMetrics?: boolean;
 }
@@ -194,6 +196,20 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
     collect() {
       this.reset();
       for (const s of sessionState()) if (s.age !== null) this.set({ provider: s.name }, s.age);
+    },
+  });
+  new Gauge({
+    name: "gateway_upstream_fail_closed_in_seconds",
+    help: "Seconds until a verified upstream fails closed unless a newer policy entry or fresh " +
+      "evidence covers it (its measurement policy entry closes, collateral or certificates expire).",
+    labelNames: ["provider"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const name of src.confidential) {
+        const s = src.failClosedIn?.(name) ?? null;
+        if (s !== null) this.set({ provider: name }, s);
+      }
     },
   });
   const listeners = new Map<string, () => ConnectionCounts>();

@@ -3,6 +3,7 @@
  * them): one entry per route, its body from the zod schema that validates it,
  * its success and error statuses.
  */
+import { SignedPolicy } from "../sessions/policy/document.ts";
 import { z } from "zod";
 import { chatRequestSchema } from "../formats/chat.ts";
 import { completionRequestSchema } from "../formats/completions.ts";
@@ -330,6 +331,20 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "admin",
     auth: "operator",
     errors: [401, 404],
+  },
+  "GET /admin/v1/measurement-policies": {
+    summary: "The measurement policies in force: upstream, version, digest, signing key",
+    tag: "admin",
+    auth: "operator",
+    errors: [401, 404],
+  },
+  "PUT /admin/v1/measurement-policies/:id": {
+    summary:
+      "Install a signed measurement policy for a confidential upstream (takes effect at once)",
+    tag: "admin",
+    auth: "operator",
+    body: schemaOf(SignedPolicy),
+    errors: [400, 401, 404, 413, 415],
   },
   "GET /admin/v1/metrics": {
     summary: "Prometheus metrics (text format 0.0.4)",

@@ -69,6 +69,7 @@ export class ReceiptRecorder implements AttemptLog {
   /** The received body's hash, which `forwarded` compares the sent bytes with. */
   #receivedHash: string | null = null;
   #forwarded = false;
+  #forwardedHash: string | null = null;
   #closed = false;
   #servedId: string;
   readonly #signer: ReceiptSigner | null;
@@ -185,6 +186,7 @@ export class ReceiptRecorder implements AttemptLog {
 
   forwarded(bodyHash: string): void {
     this.#forwarded = true;
+    this.#forwardedHash = bodyHash;
     this.draft.events.push({ type: "request.forwarded", body_hash: bodyHash });
     if (bodyHash !== this.#receivedHash) {
       this.draft.events.push({ type: "transparency.request_modified" });
@@ -201,6 +203,11 @@ export class ReceiptRecorder implements AttemptLog {
         ? { type: "upstream.attempt_failed", target_route_id: c.routeId, attempt, status: why }
         : { type: "upstream.attempt_failed", target_route_id: c.routeId, attempt, reason: why },
     );
+  }
+
+  /** The hash of the bytes last forwarded upstream (the served attempt's), or null. */
+  get forwardedHash(): string | null {
+    return this.#forwardedHash;
   }
 
   /** Has the prompt left the gateway (any `request.forwarded`)? */

@@ -10,6 +10,16 @@ import type { ProviderConfig } from "../config/schema.ts";
 import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "./types.ts";
 import type { TeeAttested } from "../routing/select.ts";
 import type { SessionStore } from "./store.ts";
+import type { PolicyRegistry } from "./policy/registry.ts";
+import { matchPolicy, subjectsOf } from "./policy/match.ts";
+import {
+  applyMeasurementPolicy,
+  type FailClosedWarning,
+  failClosedWarnings,
+} from "./policy/apply.ts";
+
+/** Default lead time of fail-closed warnings (policy entry closing, evidence expiring). */
+export const DEFAULT_POLICY_WARN_SECONDS = 86_400;
 
 export interface VerificationManager {
   state(provider: string): VerificationState | null;
@@ -19,14 +29,24 @@ export interface VerificationManager {
   verify(provider: string): Promise<VerificationState>;
   /** A binding check failed: drop the session and re-verify at once. */
   invalidate(provider: string, reason: string): void;
-  /** Operator view: every confidential upstream's state. */
-  snapshot(): Record<string, VerificationState & { expires_at?: number }>;
+  /** Operator view: every confidential upstream's state, with its fail-closed warnings. */
+  snapshot(): Record<
+    string,
+    VerificationState & { expires_at?: number; warnings?: FailClosedWarning[] }
+  >;
+  /** The current verified session's document and pinned key, or null. */
+  current(provider: string): { doc: SessionDocument; spkiSha256: string } | null;
+  /** Seconds until a verified upstream fails closed unless re-verified under newer policy/evidence. */
+  failClosedIn(provider: string): number | null;
   stop(): void;
 }
 
 interface Current {
   state: VerificationState;
   expiresAtMs: number;
+  /** The verified session (for re-checking it against a new policy) and when its policy entry closes. */
+  doc?: SessionDocument;
+  leavesAt?: number | null;
 }
 
 export interface ManagerOptions {
@@ -39,6 +59,8 @@ export interface ManagerOptions {
   log: (line: Record<string, unknown>) => void;
   /** Upper bound on one verification. */
   timeoutMs?: number;
+  /** Measurement policies in force (signed by an operator key); absent: none. */
+  policies?: PolicyRegistry;
 }
 
 const MAX_BACKOFF_MS = 60_000;
@@ -51,6 +73,13 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
   const inflight = new Map<string, Promise<VerificationState>>();
   const failures = new Map<string, number>();
   let stopped = false;
+
+  const warnSecondsOf = (p: ProviderConfig) =>
+    p.confidential?.measurement_policy?.warn_before_seconds ?? DEFAULT_POLICY_WARN_SECONDS;
+  const warningsOf = (p: ProviderConfig, c: Current): FailClosedWarning[] =>
+    c.state.verified && c.doc
+      ? failClosedWarnings(c.doc, c.leavesAt ?? null, Math.floor(o.now() / 1000), warnSecondsOf(p))
+      : [];
 
   for (const p of confidential) {
     current.set(p.name, {
@@ -104,7 +133,15 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     clearTimeout(timer);
     if (stopped) return { verified: false, reason: "stopped" };
     if (!outcome.ok) return fail(p, outcome.reason);
-    const doc = outcome.document;
+    // Whatever the verifier, the upstream's measurements must be in its policy (when it has one).
+    const applied = applyMeasurementPolicy(
+      outcome.document,
+      o.policies?.get(p.name),
+      p.confidential?.measurement_policy?.required === true,
+      Math.floor(o.now() / 1000),
+    );
+    if (!applied.ok) return fail(p, applied.reason);
+    const doc = applied.document;
     // Whatever the verifier, a provider that requires GPU evidence needs it proven (#21).
     const gpu = doc.claims.gpu_attested;
     if (
@@ -125,7 +162,8 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       verifierId: doc.verifier_id,
       teeAttested: teeAttestedOf(doc, p),
     };
-    current.set(p.name, { state, expiresAtMs });
+    const cur: Current = { state, expiresAtMs, doc, leavesAt: applied.leavesAt };
+    current.set(p.name, cur);
     failures.delete(p.name);
     o.log({
       level: "info",
@@ -134,6 +172,16 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       session_id: id,
       verifier: doc.verifier_id,
     });
+    for (const w of warningsOf(p, cur)) {
+      o.log({
+        level: "warn",
+        msg: "upstream will fail closed",
+        upstream: p.name,
+        kind: w.kind,
+        at: w.at,
+        detail: w.detail,
+      });
+    }
     const margin = (p.confidential?.reverify_margin_seconds ?? 300) * 1000;
     const lifetime = expiresAtMs - o.now();
     // Re-verify before expiry: `margin` early, but never sooner than half the lifetime.
@@ -151,6 +199,23 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     }
     return pending;
   };
+
+  // A new policy applies at once: a session it does not accept ends now; one it accepts is
+  // re-verified so the session's claims name the new version.
+  o.policies?.onChange((name) => {
+    const p = confidential.find((x) => x.name === name);
+    const c = current.get(name);
+    if (!p || !c) return;
+    const installed = o.policies?.get(name);
+    if (c.state.verified && c.doc && installed) {
+      const m = matchPolicy(installed.policy, subjectsOf(c.doc), Math.floor(o.now() / 1000));
+      if (!m.ok) {
+        fail(p, m.reason);
+        return;
+      }
+    }
+    run(name).catch(() => {});
+  });
 
   return {
     state(name) {
@@ -175,13 +240,33 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       run(name).catch(() => {});
     },
     snapshot() {
-      const out: Record<string, VerificationState & { expires_at?: number }> = {};
+      const out: ReturnType<VerificationManager["snapshot"]> = {};
       for (const [name, c] of current) {
+        const p = confidential.find((x) => x.name === name);
+        const warnings = p ? warningsOf(p, c) : [];
+        const policy = c.doc?.claims.extra?.["measurement_policy"];
         out[name] = c.state.verified
-          ? { ...c.state, expires_at: Math.floor(c.expiresAtMs / 1000) }
+          ? {
+            ...c.state,
+            expires_at: Math.floor(c.expiresAtMs / 1000),
+            ...(policy ? { measurement_policy: policy } : {}),
+            ...(warnings.length ? { warnings } : {}),
+          }
           : c.state;
       }
       return out;
+    },
+    current(name) {
+      const c = current.get(name);
+      if (!c || !c.state.verified || !c.doc || c.expiresAtMs <= o.now()) return null;
+      return c.state.spkiSha256 ? { doc: c.doc, spkiSha256: c.state.spkiSha256 } : null;
+    },
+    failClosedIn(name) {
+      const c = current.get(name);
+      const p = confidential.find((x) => x.name === name);
+      if (!c || !p || !c.state.verified || !c.doc) return null;
+      const times = failClosedWarnings(c.doc, c.leavesAt ?? null, 0, Infinity).map((w) => w.at);
+      return times.length ? Math.min(...times) - o.now() / 1000 : null;
     },
     stop() {
       stopped = true;

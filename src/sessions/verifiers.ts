@@ -12,6 +12,7 @@ import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
 import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { TlsConnect } from "../upstream/pinned_tls.ts";
+import { PolicyRegistry } from "./policy/registry.ts";
 
 export function productionVerifiers(
   config: GatewayConfig,
@@ -27,8 +28,14 @@ export function productionVerifiers(
     /** GPU evidence roots and collateral; default built-in roots, no collateral. */
     gpu?: GpuDeps;
   },
-): { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps } {
+): {
+  verifierFor: (p: ProviderConfig) => UpstreamVerifier;
+  deps: VerifierDeps;
+  policies: PolicyRegistry;
+} {
   return {
+    // Measurement policies: signed by the operator keys `trust.measurement_policy_keys` pins.
+    policies: new PolicyRegistry(config.trust.measurement_policy_keys),
     verifierFor: (p) => {
       const name = p.confidential?.verifier;
       if (!name) throw new GatewayError("internal", "not a confidential provider");

@@ -14,12 +14,16 @@ import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";
 import { pinnedVerifier } from "./pinned.ts";
 import { sevSnpVerifier } from "./sev_snp.ts";
+import { nearAiVerifier } from "./near_ai.ts";
+import { tinfoilVerifier } from "./tinfoil.ts";
 
 export { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
 export { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
 export { DSTACK_TDX_VERIFIER_ID, dstackTdxVerifier } from "./dstack_tdx.ts";
 export { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
 export { SEV_SNP_VERIFIER_ID, sevSnpVerifier } from "./sev_snp.ts";
+export { NEAR_AI_VERIFIER_ID, nearAiVerifier } from "./near_ai.ts";
+export { TINFOIL_VERIFIER_ID, tinfoilVerifier } from "./tinfoil.ts";
 
 /** The names `provider.confidential.verifier` accepts. */
 export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];
@@ -28,6 +32,8 @@ const VERIFIERS: Record<VerifierName, UpstreamVerifier> = {
   "dstack-tdx": dstackTdxVerifier,
   "aci": aciVerifier,
   "sev-snp": sevSnpVerifier,
+  "near-ai": nearAiVerifier,
+  "tinfoil": tinfoilVerifier,
   "pinned": pinnedVerifier,
   "dev": devVerifier,
 };
