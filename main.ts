@@ -30,6 +30,10 @@ import { runKeys } from "./src/cli/keys.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { noopMetrics } from "./src/operator/metrics.ts";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
+import { runProviderVerify } from "./src/cli/verify_provider.ts";
+
+/** `verify --kind` values handled by the provider entry (src/cli/verify_provider.ts). */
+const PROVIDER_KINDS = new Set(["near-ai", "tinfoil"]);
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
@@ -329,6 +333,17 @@ async function auditSnpTrust(
 }
 
 async function verify(args: string[]): Promise<void> {
+  // Provider kinds with their own evidence shapes (NEAR AI, Tinfoil) read their own options.
+  const kind = args[args.indexOf("--kind") + 1];
+  if (args.includes("--kind") && PROVIDER_KINDS.has(kind)) {
+    Deno.exit(
+      await runProviderVerify(args, {
+        readFile: (p) => Deno.readFile(userPath(p)),
+        print: (l) => console.log(l),
+        now: Date.now,
+      }),
+    );
+  }
   // Collateral options are ours; everything else belongs to the verify command.
   const { values, rest } = takeOptions(args, ["collateral", "pccs-url", "amd-roots", "vcek"]);
   const path = values.collateral === undefined ? undefined : userPath(values.collateral);

@@ -4,7 +4,7 @@
  * (`PASS|FAIL name — detail`); exit 0 when every check passes, 1 when any
  * fails, 2 on usage errors. `--at` judges collateral and certificates at the
  * instant the evidence was recorded. All I/O comes in through `deps` (main.ts
- * wires it next to `verify`; not yet wired: see the issue #26 report).
+ * dispatches `verify --kind near-ai|tinfoil` here).
  */
 import { parseArgs } from "node:util";
 import { createHash, X509Certificate } from "node:crypto";
