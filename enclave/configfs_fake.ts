@@ -69,6 +69,8 @@ interface EntryState {
   processed: number;
   fingerprint: string;
   error: string | null;
+  /** rmdir has begun: the watcher writes nothing more into the entry. */
+  removed?: boolean;
 }
 
 function hexBytes(hex: string): Uint8Array {
@@ -170,6 +172,7 @@ export function startFakeConfigfsTsm(
 
   async function scanEntry(name: string, state: EntryState): Promise<void> {
     const path = `${root}/${name}`;
+    if (state.removed) return;
     if (!state.ready) {
       await populate(path);
       state.ready = true;
@@ -269,6 +272,14 @@ export function startFakeConfigfsTsm(
     },
     async rmdir(path) {
       if (dirname(path) !== root) throw new Error(`fake configfs-tsm: ${path} is not an entry`);
+      // configfs removes an entry atomically; here the watcher may be writing into it, so stop it
+      // and let the scan in flight finish before removing (else a file it writes after the
+      // listing makes the removal fail with "Directory not empty").
+      const state = entryOf(path);
+      if (state !== undefined && !stopped) {
+        state.removed = true;
+        await new Promise<void>((resolve) => scanWaiters.push(resolve));
+      }
       await Deno.remove(path, { recursive: true });
     },
     async readFile(path) {
