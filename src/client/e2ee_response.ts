@@ -4,8 +4,8 @@
  * wire bytes its receipt covers (src/e2ee/client.ts wraps fetch around them).
  */
 import { isRecord } from "../verify/json_shape.ts";
-import { type AadContext, decryptField, responseAad } from "./crypto.ts";
-import { type E2eeEndpoint, responseIdFor, responseSlots } from "./fields.ts";
+import { type AadContext, decryptField, responseAad } from "../e2ee/crypto.ts";
+import { type E2eeEndpoint, responseIdFor, responseSlots } from "../e2ee/fields.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
