@@ -32,6 +32,22 @@ export function openResponse(
 }
 
 /**
+ * One SSE event (without its blank-line terminator) with its JSON data's
+ * generated fields opened; other events pass unchanged. Returns it terminated.
+ */
+export function decryptSseFrame(f: string, open: (o: Record<string, unknown>) => void): string {
+  const lines = f.split(/\r?\n/);
+  const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
+  if (data.length === 0) return f + "\n\n";
+  const payload = data.join("\n");
+  if (payload === "[DONE]") return f + "\n\n";
+  const obj = JSON.parse(payload);
+  if (isRecord(obj)) open(obj);
+  const other = lines.filter((l) => !l.startsWith("data:"));
+  return [...other, `data: ${JSON.stringify(obj)}`].join("\n") + "\n\n";
+}
+
+/**
  * Decrypts each SSE event's JSON data; passes other events and framing
  * through. The wire bytes are settled once the source ends, also when the
  * reader stops early (the SDK stops at `[DONE]`): the rest is read then, so
@@ -56,19 +72,7 @@ export function sseDecryptor(
     }
     settle(total);
   };
-  const frame = (f: string): string => {
-    const lines = f.split(/\r?\n/);
-    const data = lines.filter((l) => l.startsWith("data:")).map((l) =>
-      l.slice(5).replace(/^ /, "")
-    );
-    if (data.length === 0) return f + "\n\n";
-    const payload = data.join("\n");
-    if (payload === "[DONE]") return f + "\n\n";
-    const obj = JSON.parse(payload);
-    if (isRecord(obj)) open(obj);
-    const other = lines.filter((l) => !l.startsWith("data:"));
-    return [...other, `data: ${JSON.stringify(obj)}`].join("\n") + "\n\n";
-  };
+  const frame = (f: string): string => decryptSseFrame(f, open);
   const drain = (final: boolean): string => {
     let out = "";
     for (;;) {

@@ -1,0 +1,130 @@
+/**
+ * The verifying client library (src/client/) end to end: the real `openai`
+ * and `@anthropic-ai/sdk` clients with `fetch: verifyingFetch(…)`, against the
+ * real gateway terminating TLS with the key its keyset lists: chat (whole,
+ * streamed, tools), completions, embeddings, messages and responses, with
+ * E2EE on (auto) and off, each answer's receipt checked by the library.
+ */
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+import assert from "node:assert/strict";
+import { startTestGateway, type TestGateway } from "./support/gateway.ts";
+import { issueServerCert, makeTestCa } from "./support/tls_servers.ts";
+import { type Verdict, verifyingFetch } from "../src/client/node.ts";
+
+async function tlsGateway(): Promise<TestGateway> {
+  const cert = await issueServerCert(await makeTestCa());
+  return await startTestGateway({ tls: cert });
+}
+
+function clientFor(gw: TestGateway, e2ee: "auto" | "off") {
+  const verdicts: Verdict[] = [];
+  const handshakes: string[] = [];
+  const f = verifyingFetch({
+    baseURL: gw.baseURL,
+    policy: { allow_dev_evidence: true, e2ee, inclusion: "off" },
+    onVerdict: (v) => verdicts.push(v),
+  });
+  return { f, verdicts, handshakes };
+}
+
+for (const e2ee of ["auto", "off"] as const) {
+  Deno.test(`verifying client (e2ee ${e2ee}): openai chat, stream, tools, completions, embeddings, responses`, async () => {
+    const gw = await tlsGateway();
+    const { f, verdicts } = clientFor(gw, e2ee);
+    try {
+      const client = new OpenAI({
+        baseURL: gw.baseURL,
+        apiKey: gw.apiKey,
+        fetch: f,
+        maxRetries: 0,
+      });
+      const chat = await client.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: "hello verified world" }],
+      }).withResponse();
+      assert.match(chat.data.choices[0].message.content ?? "", /hello verified world/);
+      const verified = chat.response.headers.get("x-aci-verified") ?? "";
+      for (
+        const c of ["attestation", "measurement", "tls-pin", "receipt-signature", "body-hashes"]
+      ) {
+        assert.ok(verified.split(",").includes(c), `${c} in ${verified}`);
+      }
+      assert.equal(verified.split(",").includes("e2ee"), e2ee === "auto");
+
+      const stream = await client.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: "stream me please" }],
+        stream: true,
+      });
+      let streamed = "";
+      for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
+      assert.match(streamed, /stream me please/);
+
+      const tools = await client.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: "call the weather tool" }],
+        tools: [{
+          type: "function",
+          function: { name: "get_weather", parameters: { type: "object", properties: {} } },
+        }],
+      });
+      assert.ok(tools.choices[0].message);
+
+      const comp = await client.completions.create({ model: "demo/echo", prompt: "complete this" });
+      assert.match(comp.choices[0].text, /complete this/);
+
+      const emb = await client.embeddings.create({ model: "demo/embed-small", input: ["a", "b"] });
+      assert.equal(emb.data.length, 2);
+
+      const resp = await client.responses.create({ model: "demo/echo", input: "respond please" });
+      assert.match(resp.output_text, /respond please/);
+
+      const rs = await client.responses.create({
+        model: "demo/echo",
+        input: "stream a response",
+        stream: true,
+      });
+      let rtext = "";
+      for await (const ev of rs) if (ev.type === "response.output_text.delta") rtext += ev.delta;
+      assert.match(rtext, /stream a response/);
+
+      assert.equal(verdicts.length, 7);
+      assert.ok(
+        verdicts.every((v) => v.ok && v.receiptId !== null),
+        JSON.stringify(verdicts.map((v) => v.endpoint)),
+      );
+      const e2eeCount = verdicts.filter((v) => v.verified.includes("e2ee")).length;
+      assert.equal(e2eeCount, e2ee === "auto" ? 5 : 0);
+    } finally {
+      f.close();
+      await gw.close();
+    }
+  });
+}
+
+Deno.test("verifying client: @anthropic-ai/sdk messages, whole and streamed", async () => {
+  const gw = await tlsGateway();
+  const { f, verdicts } = clientFor(gw, "auto");
+  try {
+    const client = new Anthropic({ baseURL: gw.url, apiKey: gw.apiKey, fetch: f, maxRetries: 0 });
+    const msg = await client.messages.create({
+      model: "demo/echo",
+      max_tokens: 64,
+      messages: [{ role: "user", content: "hello anthropic" }],
+    });
+    assert.equal(msg.content[0].type, "text");
+    const stream = client.messages.stream({
+      model: "demo/echo",
+      max_tokens: 64,
+      messages: [{ role: "user", content: "stream anthropic" }],
+    });
+    const final = await stream.finalMessage();
+    assert.ok(final.content.length > 0);
+    assert.equal(verdicts.length, 2);
+    assert.ok(verdicts.every((v) => v.ok && v.endpoint === "/messages"));
+  } finally {
+    f.close();
+    await gw.close();
+  }
+});
