@@ -33,6 +33,14 @@ export interface VerifyingFetchOptions {
   quoteCheck?: QuoteCheck;
   /** Called with each answer's verdict (the proxy's audit file). */
   onVerdict?: (v: Verdict) => void;
+  /**
+   * How a stream ends (the proxy): text put before the held final event once
+   * verified, and the text that replaces it on a failure (null: error the stream).
+   */
+  streamEnd?: {
+    verified(v: Verdict, endpoint: string): string;
+    failed(e: AciVerificationError, endpoint: string): string | null;
+  };
   now?: () => number;
   randomBytes?: (n: number) => Uint8Array;
   sleep?: (ms: number) => Promise<void>;
@@ -372,6 +380,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
         openResponse(kind!, obj, stream, sealed!.ctx, sealed!.clientSecret)
       : null;
     if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream") && res.body) {
+      const end = o.streamEnd;
       const stream = verifiedStream(res.body, {
         open: open ? (obj) => open(obj, true) : null,
         verify: async (wire) => {
@@ -381,8 +390,11 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
             return fail(e);
           }
         },
+        beforeFinal: end ? (v) => end.verified(v as Verdict, path) : undefined,
+        onFailure: end ? (e) => end.failed(e as AciVerificationError, path) : undefined,
       });
-      headers.set("x-aci-verified", "pending: the stream's verdict precedes its final event");
+      // The receipt is checked at the stream's end, before its final event.
+      headers.set("x-aci-verified", [...shortNames([], a, e2ee), "receipt-at-end"].join(","));
       return new Response(stream, { status: res.status, statusText: res.statusText, headers });
     }
     const wire = new Uint8Array(await res.arrayBuffer());
