@@ -34,8 +34,42 @@ const manifest = z.strictObject({
   source_commit: z.string().optional(),
 });
 
-/** The policy (JSON names, as in a `--policy` file). */
-export const policySchema = z.strictObject({
+/** An accepted measurement (hex, either case). */
+export type Measurement =
+  | {
+    tee_type: "tdx";
+    mrtd: string;
+    rtmr0?: string;
+    rtmr1?: string;
+    rtmr2?: string;
+    rtmr3?: string;
+  }
+  | { tee_type: "sev_snp"; measurement: string };
+
+/** Fields of `attestation.source_provenance.image_provenance` a build manifest pins. */
+export interface BuildManifest {
+  source_digest?: string;
+  binary_sha256?: string;
+  bundle_sha256?: string;
+  source_commit?: string;
+}
+
+/** The policy (JSON names, as in a `--policy` file); see the schema below for each meaning. */
+export interface ClientPolicy {
+  measurements: Measurement[];
+  accept_any_measurement: boolean;
+  build_manifests: BuildManifest[];
+  allow_dev_evidence: boolean;
+  require_verified_upstream: boolean;
+  inclusion: "required" | "when_offered" | "off";
+  inclusion_wait_ms: number;
+  e2ee: "auto" | "required" | "off";
+}
+
+/** What a caller writes: every field optional (defaults are the strict ones). */
+export type ClientPolicyInput = Partial<ClientPolicy>;
+
+const policySchema = z.strictObject({
   /** Accepted measurements; a report matching none is refused. */
   measurements: z.array(measurement).default([]),
   /** Accept any hardware-verified measurement (explicit; the default refuses without a list). */
@@ -54,9 +88,6 @@ export const policySchema = z.strictObject({
   e2ee: z.enum(["auto", "required", "off"]).default("auto"),
 });
 
-export type ClientPolicy = z.output<typeof policySchema>;
-export type ClientPolicyInput = z.input<typeof policySchema>;
-
 /** A policy from JSON (e.g. the proxy's `--policy` file); throws a readable error. */
 export function parsePolicy(value: unknown): ClientPolicy {
   const r = policySchema.safeParse(value ?? {});
@@ -64,7 +95,8 @@ export function parsePolicy(value: unknown): ClientPolicy {
     const first = r.error.issues[0];
     throw new TypeError(`policy: ${first.path.join(".") || "(root)"}: ${first.message}`);
   }
-  return r.data;
+  const policy: ClientPolicy = r.data;
+  return policy;
 }
 
 /** The measured values of a report's quote, by TEE (hex), or why there are none. */
