@@ -10,7 +10,8 @@ import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { issueServerCert, makeTestCa } from "./support/tls_servers.ts";
-import { type Verdict, verifyingFetch } from "../src/client/node.ts";
+import { nodeTransport, type Verdict, verifyingFetch } from "../src/client/node.ts";
+import { startSwitchRelay } from "./support/tampering_proxy.ts";
 
 async function tlsGateway(): Promise<TestGateway> {
   const cert = await issueServerCert(await makeTestCa());
@@ -126,5 +127,85 @@ Deno.test("verifying client: @anthropic-ai/sdk messages, whole and streamed", as
   } finally {
     f.close();
     await gw.close();
+  }
+});
+
+Deno.test("verifying client: a keyset rotation is attested again (fresh report) and its receipts verify", async () => {
+  let clock = Date.now();
+  const cert = await issueServerCert(await makeTestCa());
+  const gw = await startTestGateway({
+    tls: cert,
+    now: () => clock,
+    configure: (c) => (c.identity.keyset_ttl_seconds = 600),
+  });
+  const verdicts: Verdict[] = [];
+  const f = verifyingFetch({
+    baseURL: gw.baseURL,
+    policy: { allow_dev_evidence: true },
+    now: () => clock,
+    onVerdict: (v) => verdicts.push(v),
+  });
+  try {
+    const client = new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey, fetch: f, maxRetries: 0 });
+    const body = { model: "demo/echo", messages: [{ role: "user" as const, content: "q" }] };
+    await client.chat.completions.create(body);
+    const before = f.current()!.digest;
+    clock += 590_000; // past the rotation margin: the gateway's next request rotates its keyset
+    await client.chat.completions.create(body); // E2EE to the old key: refused, attested again, resent
+    const after = f.current()!.digest;
+    assert.notEqual(after, before);
+    await client.embeddings.create({ model: "demo/embed-small", input: "x" });
+    assert.equal(verdicts.length, 3);
+    assert.ok(verdicts.every((v) => v.ok && v.verified.includes("e2ee")));
+    assert.ok(
+      verdicts[1].checks.some((c) =>
+        c.name === "receipt.keyset_digest" && c.detail.includes(after)
+      ),
+    );
+  } finally {
+    f.close();
+    await gw.close();
+  }
+});
+
+Deno.test("verifying client: a new TLS key behind the same address is attested before a request uses it", async () => {
+  const ca = await makeTestCa();
+  const a = await startTestGateway({ tls: await issueServerCert(ca) });
+  const b = await startTestGateway({ tls: await issueServerCert(ca) });
+  const relay = startSwitchRelay(Number(new URL(a.url).port));
+  const keys: string[] = [];
+  const f = verifyingFetch({
+    baseURL: `${relay.url}/v1`,
+    policy: { allow_dev_evidence: true },
+    transport: nodeTransport({ onHandshake: (k) => keys.push(k) }),
+  });
+  try {
+    const body = { model: "demo/echo", messages: [{ role: "user" as const, content: "q" }] };
+    const first = await new OpenAI({
+      baseURL: `${relay.url}/v1`,
+      apiKey: a.apiKey,
+      fetch: f,
+      maxRetries: 0,
+    })
+      .chat.completions.create(body);
+    assert.ok(first.choices[0].message.content);
+    const digestA = f.current()!.digest;
+    relay.switchTo(Number(new URL(b.url).port));
+    const second = await new OpenAI({
+      baseURL: `${relay.url}/v1`,
+      apiKey: b.apiKey,
+      fetch: f,
+      maxRetries: 0,
+    })
+      .chat.completions.create(body);
+    assert.ok(second.choices[0].message.content);
+    assert.notEqual(f.current()!.digest, digestA);
+    assert.ok(f.current()!.tlsKeys.has(keys.at(-1)!));
+    assert.equal(new Set(keys).size, 2, "two TLS keys seen, each attested");
+  } finally {
+    f.close();
+    await relay.close();
+    await a.close();
+    await b.close();
   }
 });

@@ -78,6 +78,13 @@ const RECEIPTED = new Set([
 
 const AUTH_HEADERS = ["authorization", "x-api-key", "api-key"];
 
+/** Whether a 400 says the E2EE key is not (any longer) the gateway's. */
+async function keyMismatch(res: Response): Promise<boolean> {
+  const body = await res.clone().json().catch(() => null);
+  return isRecord(body) && isRecord(body["error"]) &&
+    body["error"]["type"] === "e2ee_model_key_mismatch";
+}
+
 function isLoopback(host: string): boolean {
   return host === "localhost" || /^127\./.test(host) || host === "[::1]";
 }
@@ -276,42 +283,50 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
     if (req.url.origin !== base.origin) {
       throw new TypeError(`the verifying fetch only talks to ${base.origin}`);
     }
-    const a = await attested();
+    let a = await attested();
     const path = req.url.pathname.startsWith(basePath)
       ? req.url.pathname.slice(basePath.length)
       : "";
     const receipted = req.method === "POST" && RECEIPTED.has(path);
     const kind: E2eeEndpoint | undefined = E2EE_ENDPOINTS[`/v1${path}`];
-    let sealed: SealedRequest | null = null;
     req.headers.delete("accept-encoding");
-    if (receipted && kind !== undefined && e2eeMode !== "off" && req.body !== undefined) {
-      if (typeof a.e2ee === "string") {
-        if (e2eeMode === "required") throw new AciVerificationError("e2ee_unavailable", a.e2ee);
-      } else {
-        try {
-          sealed = sealRequestBody(kind, new TextDecoder().decode(req.body), a.e2ee, {
-            random,
-            now,
-          });
-        } catch (e) {
-          if (e2eeMode === "required") {
-            throw new AciVerificationError("e2ee_unavailable", (e as Error).message, { cause: e });
-          }
-        }
+    const wantE2ee = receipted && kind !== undefined && e2eeMode !== "off" &&
+      req.body !== undefined;
+    const seal = (at: AttestedGateway): SealedRequest | null => {
+      if (!wantE2ee) return null;
+      if (typeof at.e2ee === "string") {
+        if (e2eeMode === "required") throw new AciVerificationError("e2ee_unavailable", at.e2ee);
+        return null;
       }
+      try {
+        return sealRequestBody(kind!, new TextDecoder().decode(req.body), at.e2ee, { random, now });
+      } catch (e) {
+        if (e2eeMode !== "required") return null;
+        throw new AciVerificationError("e2ee_unavailable", (e as Error).message, { cause: e });
+      }
+    };
+    const send = (s: SealedRequest | null) => {
+      const headers = new Headers(req.headers);
+      if (s) {
+        headers.set("content-type", "application/json");
+        for (const [k, v] of Object.entries(s.headers)) headers.set(k, v);
+      }
+      const body = s ? new TextEncoder().encode(s.wire) : req.body;
+      return transport.send(
+        req.url,
+        { method: req.method, headers, body, signal: req.signal },
+        tlsCheck,
+      );
+    };
+    let sealed = seal(a);
+    let res = await send(sealed);
+    if (sealed && res.status === 400 && await keyMismatch(res)) {
+      // The keyset rotated under us: attest the new one (fresh nonce), seal to its key, resend once.
+      await res.body?.cancel();
+      a = await reattest();
+      sealed = seal(a);
+      res = await send(sealed);
     }
-    let body = req.body;
-    if (sealed) {
-      body = new TextEncoder().encode(sealed.wire);
-      req.headers.set("content-type", "application/json");
-      for (const [k, v] of Object.entries(sealed.headers)) req.headers.set(k, v);
-    }
-    const res = await transport.send(req.url, {
-      method: req.method,
-      headers: req.headers,
-      body,
-      signal: req.signal,
-    }, tlsCheck);
     if (!receipted || !res.ok) return res;
 
     const receiptId = res.headers.get("x-receipt-id");

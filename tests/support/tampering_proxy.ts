@@ -161,3 +161,53 @@ export function startTlsMitm(
 export function receivedText(m: TlsMitm): string {
   return new TextDecoder().decode(concatBytes(m.received.flat()));
 }
+
+export interface SwitchRelay {
+  url: string;
+  /** Sends new connections to `port` and drops the open ones (a restart behind one address). */
+  switchTo(port: number): void;
+  close(): Promise<void>;
+}
+
+/** A plain TCP relay (TLS passes through untouched) whose target can change. */
+export function startSwitchRelay(port: number): SwitchRelay {
+  let target = port;
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const open = new Set<Deno.Conn>();
+  const closeAll = () => {
+    for (const c of open) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    open.clear();
+  };
+  const relay = async (client: Deno.Conn) => {
+    open.add(client);
+    try {
+      const up = await Deno.connect({ hostname: "127.0.0.1", port: target });
+      open.add(up);
+      await Promise.race([
+        up.readable.pipeTo(client.writable),
+        client.readable.pipeTo(up.writable),
+      ]);
+    } catch {
+      // a dropped side ends the relay
+    }
+  };
+  const loop = (async () => {
+    for await (const c of listener) relay(c);
+  })().catch(() => {});
+  return {
+    url: `https://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    switchTo(p) {
+      target = p;
+      closeAll();
+    },
+    async close() {
+      listener.close();
+      closeAll();
+      await loop;
+    },
+  };
+}
