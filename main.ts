@@ -206,6 +206,7 @@ async function gatewayFor(
     randomUUID: () => crypto.randomUUID(),
     log,
     env: (name) => Deno.env.get(name),
+    witnessFetch: (url, init) => fetch(url, init),
   }, {
     verifiers: s.verifiers,
     transport: s.upstream,

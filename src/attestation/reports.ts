@@ -53,7 +53,7 @@ export interface ReportService {
   archived(digest: string): Promise<CanonicalReport>;
   legacy(nonce: string | null, algo: LegacySigningAlgo): Promise<Record<string, unknown>>;
   /** Archive the current keyset's report (start-up, rotation). */
-  archive(snapshot: IdentitySnapshot): Promise<void>;
+  archive(snapshot: IdentitySnapshot): Promise<CanonicalReport>;
 }
 
 // Long as one closure over shared state; each inner function is short.
@@ -167,6 +167,7 @@ export function createReportService(o: ReportServiceOptions): ReportService {
       await retryTransient(() =>
         o.kv.set([KEYSET_ARCHIVE, snap.digest], { keyset: snap.keyset, report })
       );
+      return report;
     },
   };
   return service;
