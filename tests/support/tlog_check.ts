@@ -119,3 +119,50 @@ export async function runGoCheck(prefix: string, vkey: string, proofs: Json): Pr
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** Every entry of the log up to `size`, read from its entry bundles. */
+export async function readEntries(prefix: string, size: number): Promise<Uint8Array[]> {
+  const out: Uint8Array[] = [];
+  for (let b = 0; b * 256 < size; b++) {
+    const w = Math.min(256, size - b * 256);
+    const idx = String(b % 1000).padStart(3, "0");
+    assert.ok(b < 1000, "test logs stay under 256,000 entries");
+    const res = await fetch(`${prefix}/tile/entries/${idx}${w < 256 ? `.p/${w}` : ""}`);
+    assert.equal(res.status, 200);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    let pos = 0;
+    while (pos < bytes.length) {
+      const n = (bytes[pos] << 8) | bytes[pos + 1];
+      out.push(bytes.slice(pos + 2, pos + 2 + n));
+      pos += 2 + n;
+    }
+  }
+  assert.equal(out.length, size);
+  return out;
+}
+
+/**
+ * The checkpoint keys of every keyset the log holds: each keyset entry's
+ * archived report is fetched, must hash to the logged report digest, and its
+ * keyset to the logged keyset digest; its c2sp-note-ed25519 key is the vkey.
+ */
+export async function logKeysFromEntries(
+  base: string,
+  origin: string,
+  entries: Uint8Array[],
+): Promise<ParsedVerifierKey[]> {
+  const keys: ParsedVerifierKey[] = [];
+  for (const raw of entries) {
+    const e = JSON.parse(new TextDecoder().decode(raw)) as Json;
+    if (e.kind !== "keyset") continue;
+    const res = await fetch(
+      `${base}/v1/aci/attestation?workload_keyset_digest=${e.keyset_digest}`,
+    );
+    assert.equal(res.status, 200);
+    const report = await res.json() as Json;
+    const digest = "sha256:" + createHash("sha256").update(canonicalize(report)!).digest("hex");
+    assert.equal(digest, e.report_digest, "archived report hashes to the logged digest");
+    keys.push(...logVkeys((report.attestation as Json).workload_keyset as Json, origin));
+  }
+  return keys;
+}
