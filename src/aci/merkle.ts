@@ -54,6 +54,30 @@ export function largestPowerOfTwoBelow(n: number): number {
  */
 export type SubtreeReader = (level: number, index: number) => Promise<Uint8Array>;
 
+/**
+ * A subtree reader over tiles (C2SP tlog-tiles): Merkle level k is tile level
+ * ⌊k/8⌋, the hash of 2^(k mod 8) consecutive hashes of that tile.
+ */
+export function subtreeReaderOver(
+  tile: (level: number, index: number) => Promise<Uint8Array>,
+): SubtreeReader {
+  return async (k, j) => {
+    const level = Math.floor(k / TILE_HEIGHT);
+    const span = 2 ** (k % TILE_HEIGHT);
+    const first = j * span;
+    const at = first % TILE_WIDTH;
+    const bytes = await tile(level, Math.floor(first / TILE_WIDTH));
+    if (bytes.length < (at + span) * HASH_BYTES) {
+      throw new Error(`log tile ${level}/${Math.floor(first / TILE_WIDTH)} is missing hashes`);
+    }
+    const hashes: Uint8Array[] = [];
+    for (let i = at; i < at + span; i++) {
+      hashes.push(bytes.subarray(i * HASH_BYTES, (i + 1) * HASH_BYTES));
+    }
+    return hashOfHashes(hashes);
+  };
+}
+
 /** MTH(D[start:end]) from complete subtrees (start aligned as RFC 6962's recursion leaves it). */
 export async function rangeHash(
   read: SubtreeReader,

@@ -44,7 +44,9 @@ export interface TransparencyLog {
   kick(): void;
   /** The checkpoint served (the latest, or the latest with enough cosignatures); null: none yet. */
   checkpoint(): Promise<Head | null>;
-  /** A tile's or bundle's bytes for a served checkpoint size; null when it does not exist. */
+  /** The latest signed tree head (ahead of the served checkpoint while cosignatures are awaited). */
+  head(): Promise<Head | null>;
+  /** A tile's or bundle's bytes for a signed tree size; null when it does not exist. */
   tile(ref: TileRef, entries: boolean): Promise<Uint8Array | null>;
   /** The leaf index of an entry, null when it is not (yet) in the log. */
   leafIndex(entry: Uint8Array): Promise<number | null>;
@@ -136,8 +138,10 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     },
     kick: () => sequencer.kick(),
     checkpoint,
+    head: async () => (await kv.get<Head>(HEAD_KEY)).value,
     async tile(ref, entries) {
-      const cp = await checkpoint();
+      // Up to the latest signed head: witnesses check a checkpoint before it is served.
+      const cp = (await kv.get<Head>(HEAD_KEY)).value;
       if (cp === null || !tileExistsFor(cp.size, entries ? { ...ref, level: 0 } : ref)) return null;
       if (entries) {
         const bytes = (await kv.get<Uint8Array>(bundleKey(ref.index))).value;

@@ -11,7 +11,7 @@ import {
   hashOfHashes,
   leafHash,
   type SubtreeReader,
-  TILE_HEIGHT,
+  subtreeReaderOver,
   TILE_WIDTH,
   tilesAtLevel,
 } from "../aci/merkle.ts";
@@ -35,24 +35,13 @@ export interface Head {
 
 export type TileSource = (level: number, index: number) => Promise<Uint8Array | null>;
 
-/** Reads complete subtrees from tiles: level k is tile level ⌊k/8⌋, 2^(k mod 8) hashes of it. */
+/** Reads complete subtrees from tiles (aci/merkle.ts). */
 export function subtreeReader(tile: TileSource): SubtreeReader {
-  return async (k, j) => {
-    const level = Math.floor(k / TILE_HEIGHT);
-    const span = 2 ** (k % TILE_HEIGHT);
-    const first = j * span;
-    const index = Math.floor(first / TILE_WIDTH);
-    const at = first % TILE_WIDTH;
+  return subtreeReaderOver(async (level, index) => {
     const bytes = await tile(level, index);
-    if (bytes === null || bytes.length < (at + span) * HASH_BYTES) {
-      throw new Error(`log tile ${level}/${index} is missing hashes`);
-    }
-    const hashes: Uint8Array[] = [];
-    for (let i = at; i < at + span; i++) {
-      hashes.push(bytes.subarray(i * HASH_BYTES, (i + 1) * HASH_BYTES));
-    }
-    return hashOfHashes(hashes);
-  };
+    if (bytes === null) throw new Error(`log tile ${level}/${index} is missing`);
+    return bytes;
+  });
 }
 
 /** Encodes entries as a bundle: each as a big-endian u16 length and its bytes. */
