@@ -30,6 +30,7 @@ import { runKeys } from "./src/cli/keys.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { noopMetrics } from "./src/operator/metrics.ts";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
+import { runMonitor } from "./src/cli/monitor.ts";
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
@@ -206,6 +207,7 @@ async function gatewayFor(
     randomUUID: () => crypto.randomUUID(),
     log,
     env: (name) => Deno.env.get(name),
+    witnessFetch: (url, init) => fetch(url, init),
   }, {
     verifiers: s.verifiers,
     transport: s.upstream,
@@ -320,6 +322,40 @@ async function verify(args: string[]): Promise<void> {
   Deno.exit(code);
 }
 
+async function monitor(args: string[]): Promise<void> {
+  const { source } = await verifyCollateral(undefined, undefined, {
+    ...trustIo,
+    isDirectory: startupFiles.isDirectory,
+  });
+  const code = await runMonitor(args, {
+    fetch: (input, init) => fetch(input, init),
+    readTextFile: async (p) => {
+      try {
+        return await Deno.readTextFile(userPath(p));
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) return null;
+        throw e;
+      }
+    },
+    writeTextFile: async (p, text) => {
+      // Written whole, then renamed: a crash never leaves half a state file.
+      const path = userPath(p);
+      await Deno.writeTextFile(`${path}.tmp`, text);
+      await Deno.rename(`${path}.tmp`, path);
+    },
+    print: (l) => console.log(l),
+    randomBytes: bytes,
+    now: Date.now,
+    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+    quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
+    serve: (hostname, port, handler) => {
+      const server = Deno.serve({ hostname, port, onListen: () => {} }, handler);
+      return { url: `http://${hostname}:${server.addr.port}`, finished: server.finished };
+    },
+  });
+  Deno.exit(code);
+}
+
 async function dispatch(cmd: string, args: string[]): Promise<void> {
   switch (cmd) {
     case "serve":
@@ -328,8 +364,10 @@ async function dispatch(cmd: string, args: string[]): Promise<void> {
       return await keys(args);
     case "verify":
       return await verify(args);
+    case "monitor":
+      return await monitor(args);
     default:
-      fail("usage: main.ts serve|keys|verify …");
+      fail("usage: main.ts serve|keys|verify|monitor …");
   }
 }
 

@@ -39,6 +39,8 @@ import { startReplicaUpkeep } from "./replica_upkeep.ts";
 import { createFetchFor } from "./upstream_fetch.ts";
 import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
+import { createTransparencyLog } from "../tlog/log.ts";
+import { keysetEntry } from "../aci/log_entry.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -58,6 +60,8 @@ export interface OutsideWorld {
   quotes: QuoteProvider;
   /** From the build manifest; null when unknown. */
   provenance: SourceProvenance | null;
+  /** How the transparency log reaches its witnesses (main.ts: the global `fetch`); none: no witnesses. */
+  witnessFetch?: (url: string, init: RequestInit) => Promise<Response>;
 }
 
 /** What the gateway declares it serves (in every report's `service_capabilities`). */
@@ -144,14 +148,36 @@ export function assembleGateway(
     openStreams: () => ctx.streamTicker.size,
     processMetrics: opts.processMetrics,
   });
+  const logOrigin = config.transparency_log.origin ??
+    `${config.identity.subject ?? "localhost"}/v1/aci/log`;
   const identity = opts.identity ?? createIdentity({
+    logOrigin,
     subject: config.identity.subject,
     ttlSeconds: config.identity.keyset_ttl_seconds,
     now,
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
     e2eeSeed: e2eeSeed(config, world.env),
   });
+  const tlog = createTransparencyLog({
+    kv,
+    origin: logOrigin,
+    now,
+    randomBytes: world.randomBytes,
+    sign: (body) => {
+      const signer = identity.current().log;
+      if (signer.name !== logOrigin) {
+        throw new Error("the identity's log key is not named for the origin");
+      }
+      return signer.sign(body);
+    },
+    witnesses: config.transparency_log.witnesses,
+    requiredCosignatures: config.transparency_log.required_cosignatures,
+    witnessFetch: world.witnessFetch,
+    sweepIntervalMs: config.transparency_log.sweep_interval_ms,
+    log: world.log,
+  });
   const committer = new GroupCommitter(kv, {
+    onDurable: () => tlog.kick(),
     random: world.random,
     onError: (e) => {
       metrics.kvError();
@@ -184,8 +210,10 @@ export function assembleGateway(
     ttlMs: replicaTtlMs,
     now,
     log: world.log,
+    logKeyset: (digest, report) => tlog.enqueue(keysetEntry(digest, report)),
   });
   const sessions = createSessionStore(kv, {
+    log: tlog,
     now,
     receiptRetentionMs: config.receipts.retention_days * 86_400_000,
   });
@@ -261,7 +289,9 @@ export function assembleGateway(
       },
       onError: (e) =>
         world.log({ level: "error", msg: "refusal count write failed", error: String(e) }),
+      log: tlog,
     }),
+    tlog,
     identity,
     reports,
     sessions,
@@ -329,6 +359,8 @@ export function assembleGateway(
       await ctx.admitter.close();
       await ctx.receipts.close().catch(() => {});
       await committer.close();
+      await tlog.settle().catch(() => {});
+      await tlog.close();
     },
   };
 }

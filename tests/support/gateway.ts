@@ -99,6 +99,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     env: (name) => (opts.env ?? { GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN })[name],
     quotes: opts.quotes ?? createDevQuoteProvider(),
     provenance: null,
+    witnessFetch: (url, init) => fetch(url, init),
   }, {
     verifiers,
     transport: opts.transport?.(upstream) ?? upstream,
