@@ -201,7 +201,7 @@ for (
 }
 
 Deno.test("inclusion: a gateway that lists no log key is refused only when inclusion is required", async () => {
-  const gw = await startTestGateway();
+  const gw = startTlogGateway({ noLogKey: true });
   const strict = verifyingFetch({
     baseURL: gw.baseURL,
     policy: { allow_dev_evidence: true, inclusion: "required" },
@@ -210,14 +210,66 @@ Deno.test("inclusion: a gateway that lists no log key is refused only when inclu
   try {
     const body = { model: "demo/echo", messages: [{ role: "user" as const, content: "q" }] };
     assert.equal(
-      (await refusal(sdk(gw.baseURL, gw.apiKey, strict).chat.completions.create(body))).code,
+      (await refusal(sdk(gw.baseURL, "sk-test", strict).chat.completions.create(body))).code,
       "inclusion_failed",
     );
-    const ok = await sdk(gw.baseURL, gw.apiKey, lenient).chat.completions.create(body);
-    assert.ok(ok.choices[0].message.content);
+    const ok = await sdk(gw.baseURL, "sk-test", lenient).chat.completions.create(body);
+    assert.equal(ok.choices[0].message.content, "logged answer");
   } finally {
     strict.close();
     lenient.close();
     await gw.close();
   }
 });
+
+Deno.test("inclusion (real gateway log): answers whole and streamed are proven in the signed log", async () => {
+  const gw = await startTestGateway();
+  const verdicts: Verdict[] = [];
+  const f = verifyingFetch({
+    baseURL: gw.baseURL,
+    policy: { allow_dev_evidence: true, inclusion: "required" },
+    onVerdict: (v) => verdicts.push(v),
+  });
+  try {
+    const client = sdk(gw.baseURL, gw.apiKey, f);
+    const body = { model: "demo/echo", messages: [{ role: "user" as const, content: "log me" }] };
+    await client.chat.completions.create(body);
+    for await (
+      const _ of await client.chat.completions.create({ ...body, stream: true })
+    ) { /* read */ }
+    assert.equal(verdicts.length, 2);
+    for (const v of verdicts) {
+      assert.ok(v.ok && v.verified.includes("log-inclusion"), v.verified.join(","));
+      const c = v.checks.find((x) => x.name === "receipt.log_inclusion")!;
+      assert.match(c.detail, /signed by the attested log key/);
+    }
+  } finally {
+    f.close();
+    await gw.close();
+  }
+});
+
+for (const mode of ["drop", "corrupt"] as const) {
+  Deno.test(`attack (real gateway log): an inclusion proof ${mode === "drop" ? "withheld (receipt not in the log)" : "with one hash changed"} is refused`, async () => {
+    const gw = await startTestGateway();
+    const proxy = startTamperingProxy(gw.url, { inclusion: mode });
+    const f = verifyingFetch({
+      baseURL: `${proxy.url}/v1`,
+      policy: { allow_dev_evidence: true, inclusion: "required" },
+    });
+    try {
+      const e = await refusal(
+        sdk(`${proxy.url}/v1`, gw.apiKey, f).chat.completions.create({
+          model: "demo/echo",
+          messages: [{ role: "user", content: "q" }],
+        }),
+      );
+      assert.equal(e.code, "inclusion_failed");
+      assert.match(e.message, mode === "drop" ? /HTTP 404/ : /is not leaf/);
+    } finally {
+      f.close();
+      await proxy.close();
+      await gw.close();
+    }
+  });
+}

@@ -23,7 +23,7 @@ function clientFor(gw: TestGateway, e2ee: "auto" | "off") {
   const handshakes: string[] = [];
   const f = verifyingFetch({
     baseURL: gw.baseURL,
-    policy: { allow_dev_evidence: true, e2ee, inclusion: "off" },
+    policy: { allow_dev_evidence: true, e2ee },
     onVerdict: (v) => verdicts.push(v),
   });
   return { f, verdicts, handshakes };
@@ -47,7 +47,14 @@ for (const e2ee of ["auto", "off"] as const) {
       assert.match(chat.data.choices[0].message.content ?? "", /hello verified world/);
       const verified = chat.response.headers.get("x-aci-verified") ?? "";
       for (
-        const c of ["attestation", "measurement", "tls-pin", "receipt-signature", "body-hashes"]
+        const c of [
+          "attestation",
+          "measurement",
+          "tls-pin",
+          "receipt-signature",
+          "body-hashes",
+          "log-inclusion",
+        ]
       ) {
         assert.ok(verified.split(",").includes(c), `${c} in ${verified}`);
       }

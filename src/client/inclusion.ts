@@ -9,15 +9,9 @@
  */
 import { type Check, check } from "../verify/checks.ts";
 import { isRecord } from "../verify/json_shape.ts";
-import { bytesEqual } from "../aci/hex.ts";
+import { leafHash, verifyInclusion } from "../aci/merkle.ts";
 import type { Transport } from "./transport.ts";
-import {
-  decodeHash,
-  leafHash,
-  receiptEntry,
-  rootFromInclusionProof,
-  verifyCheckpoint,
-} from "./tlog.ts";
+import { decodeHash, receiptEntry, verifyCheckpoint } from "./tlog.ts";
 
 export interface InclusionDeps {
   baseURL: string;
@@ -55,13 +49,8 @@ export function inclusionCheck(
   }
   const hashes = path.map(decodeHash);
   if (hashes.some((h) => h === null)) return check(name, false, "a proof hash is not 32 bytes");
-  const root = rootFromInclusionProof(
-    index,
-    size,
-    leafHash(receiptEntry(receipt)),
-    hashes as Uint8Array[],
-  );
-  if (root === null || !bytesEqual(root, cp.root)) {
+  const leaf = leafHash(receiptEntry(receipt));
+  if (!verifyInclusion(leaf, index, size, hashes as Uint8Array[], cp.root)) {
     return check(
       name,
       false,

@@ -21,6 +21,8 @@ export interface TamperOptions {
   reportFrom?: string;
   /** Flip one byte of every POST answer: of the whole body, or of its `chunk`-th stream chunk. */
   flip?: { chunk?: number };
+  /** Inclusion proofs: answered 404 (never logged), or with one proof hash changed. */
+  inclusion?: "drop" | "corrupt";
 }
 
 /** Flips the case of the first ASCII letter of a content value (keeps JSON valid). */
@@ -44,11 +46,29 @@ export function startTamperingProxy(target: string, o: TamperOptions = {}): Tamp
     const headers = new Headers(req.headers);
     headers.delete("host");
     const body = req.method === "GET" ? undefined : new Uint8Array(await req.arrayBuffer());
+    const isInclusion = url.pathname.endsWith("/inclusion");
+    if (isInclusion && o.inclusion === "drop") {
+      const error = {
+        type: "not_found",
+        code: "receipt_not_found",
+        message: "unknown",
+        param: null,
+      };
+      return Response.json({ error }, { status: 404 });
+    }
     const up = await fetch(`${origin}${url.pathname}${url.search}`, {
       method: req.method,
       headers,
       body,
     });
+    if (isInclusion && o.inclusion === "corrupt" && up.status === 200) {
+      const proof = await up.json();
+      const first = atob(proof.inclusion_proof[0]);
+      proof.inclusion_proof[0] = btoa(
+        String.fromCharCode(first.charCodeAt(0) ^ 1) + first.slice(1),
+      );
+      return Response.json(proof);
+    }
     const out = new Headers(up.headers);
     out.delete("content-length");
     if (!o.flip || req.method !== "POST" || !up.body) {

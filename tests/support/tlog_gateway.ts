@@ -59,6 +59,8 @@ export interface TlogGatewayOptions {
   pendingTimes?: number;
   /** Sign checkpoints with a key other than the attested one. */
   wrongLogKey?: boolean;
+  /** List no log key in the keyset (a gateway without a transparency log). */
+  noLogKey?: boolean;
 }
 
 export function startTlogGateway(o: TlogGatewayOptions = {}): TlogGateway {
@@ -72,11 +74,11 @@ export function startTlogGateway(o: TlogGatewayOptions = {}): TlogGateway {
     not_after: Math.floor(Date.now() / 1000) + 3600,
     receipt_signing_keys: [
       { key_id: "rk1", algo: "ed25519", public_key: bytesToHex(ed25519RawPublicKey(receiptKey)) },
-      {
+      ...(o.noLogKey ? [] : [{
         key_id: "log1",
         algo: "c2sp-note-ed25519",
         public_key: bytesToHex(ed25519RawPublicKey(logKey)),
-      },
+      }]),
     ],
     e2ee_public_keys: [],
     tls_public_keys: [],
