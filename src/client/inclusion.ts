@@ -74,6 +74,7 @@ export async function fetchInclusion(
   const name = "receipt.log_inclusion";
   const url = new URL(`${d.baseURL}/aci/receipts/${encodeURIComponent(receiptId)}/inclusion`);
   const deadline = d.now() + d.waitMs;
+  let attempt = 0;
   for (;;) {
     const res = await d.transport.send(url, { method: "GET", headers: d.auth }, d.tlsCheck);
     if (res.status === 200) {
@@ -87,8 +88,10 @@ export async function fetchInclusion(
     if (res.status !== 503) {
       return check(name, false, `the log has no proof for this receipt (HTTP ${res.status})`);
     }
+    // Sequencing usually takes milliseconds: poll soon, backing off to the server's Retry-After.
     const after = Number(res.headers.get("retry-after") ?? "1");
-    const waitMs = Math.min(Math.max(Number.isFinite(after) ? after : 1, 0.05) * 1000, 2000);
+    const cap = Math.min(Math.max(Number.isFinite(after) ? after : 1, 0.05), 2) * 1000;
+    const waitMs = Math.min(cap, 10 * 2 ** attempt++);
     if (d.now() + waitMs > deadline) {
       return check(name, false, `the receipt did not reach a checkpoint within ${d.waitMs} ms`);
     }
