@@ -64,26 +64,22 @@ export function inclusionCheck(
   );
 }
 
-/** Fetches the proof (waiting out `log_pending`) and checks it. */
-export async function fetchInclusion(
+/**
+ * Fetches a receipt's inclusion proof, waiting out `log_pending`: the proof
+ * JSON, or the failed check saying why there is none. Runs alongside the
+ * receipt's own fetch; the proof is checked once the receipt verified.
+ */
+export async function fetchInclusionProof(
   receiptId: string,
-  receipt: unknown,
-  logKey: Uint8Array,
   d: InclusionDeps,
-): Promise<Check> {
+): Promise<{ proof: unknown } | Check> {
   const name = "receipt.log_inclusion";
   const url = new URL(`${d.baseURL}/aci/receipts/${encodeURIComponent(receiptId)}/inclusion`);
   const deadline = d.now() + d.waitMs;
   let attempt = 0;
   for (;;) {
     const res = await d.transport.send(url, { method: "GET", headers: d.auth }, d.tlsCheck);
-    if (res.status === 200) {
-      return inclusionCheck(
-        receipt,
-        await res.json().catch(() => null),
-        logKey,
-      );
-    }
+    if (res.status === 200) return { proof: await res.json().catch(() => null) };
     await res.body?.cancel();
     if (res.status !== 503) {
       return check(name, false, `the log has no proof for this receipt (HTTP ${res.status})`);

@@ -46,6 +46,8 @@ function pinnedAgent(check: TlsKeyCheck, o: NodeTransportOptions): http.Agent {
       rejectUnauthorized: false,
       ALPNProtocols: ["http/1.1"],
     });
+    // Requests are small writes answered at once: no Nagle delay.
+    socket.setNoDelay(true);
     let done = false;
     const finish = (err: Error | null) => {
       if (done) return;
@@ -93,7 +95,23 @@ export function nodeTransport(o: NodeTransportOptions = {}): Transport {
   };
 }
 
-function request(url: URL, req: TransportRequest, agent: http.Agent): Promise<Response> {
+/**
+ * One exchange; a kept-alive connection the server closed meanwhile fails
+ * before any answer, and the request is then sent once more on a new one
+ * (as browsers do: the server never saw it).
+ */
+async function request(url: URL, req: TransportRequest, agent: http.Agent): Promise<Response> {
+  try {
+    return await requestOnce(url, req, agent);
+  } catch (e) {
+    if (!(e instanceof StaleSocketError)) throw e;
+    return await requestOnce(url, req, agent);
+  }
+}
+
+class StaleSocketError extends Error {}
+
+function requestOnce(url: URL, req: TransportRequest, agent: http.Agent): Promise<Response> {
   const headers: Record<string, string> = {};
   req.headers.forEach((v, k) => (headers[k] = v));
   if (req.body !== undefined) headers["content-length"] = String(req.body.byteLength);
@@ -117,7 +135,16 @@ function request(url: URL, req: TransportRequest, agent: http.Agent): Promise<Re
       const body = empty ? null : Readable.toWeb(res) as unknown as ReadableStream<Uint8Array>;
       resolve(new Response(body, { status, statusText: res.statusMessage, headers: h }));
     });
-    r.on("error", reject);
+    r.on("socket", (s) => s.setNoDelay(true));
+    r.on(
+      "error",
+      (e) =>
+        reject(
+          r.reusedSocket && !req.signal?.aborted
+            ? new StaleSocketError(e.message, { cause: e })
+            : e,
+        ),
+    );
     r.end(req.body);
   });
 }

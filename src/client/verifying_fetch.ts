@@ -15,7 +15,7 @@ import { E2EE_ENDPOINTS, type E2eeEndpoint } from "../e2ee/fields.ts";
 import { attest, type AttestedGateway } from "./attest.ts";
 import { e2eeApplied, openResponse, type SealedRequest, sealRequestBody } from "./e2ee.ts";
 import { AciVerificationError, failedText } from "./errors.ts";
-import { fetchInclusion } from "./inclusion.ts";
+import { fetchInclusionProof, inclusionCheck } from "./inclusion.ts";
 import { type ClientPolicy, type ClientPolicyInput, parsePolicy } from "./policy.ts";
 import { hardwareQuoteCheck, type QuoteTrust } from "./quote_check.ts";
 import { verifiedStream } from "./stream.ts";
@@ -206,6 +206,19 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
     responseBytes: Uint8Array,
   ): Promise<Check[]> => {
     const url = new URL(`${baseURL}/aci/receipts/${encodeURIComponent(receiptId)}`);
+    // The proof is fetched alongside the receipt (one round trip less); checked after it.
+    const proof = policy.inclusion === "off" || current?.logKey == null
+      ? null
+      : fetchInclusionProof(receiptId, {
+        baseURL,
+        transport,
+        tlsCheck,
+        auth,
+        waitMs: policy.inclusion_wait_ms,
+        now,
+        sleep,
+      });
+    proof?.catch(() => {});
     const res = await transport.send(url, { method: "GET", headers: auth }, tlsCheck);
     if (res.status !== 200) {
       await res.body?.cancel();
@@ -241,7 +254,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       }
       return checks;
     }
-    const inc = await fetchInclusion(receiptId, receipt, a.logKey, {
+    const fetched = await (proof ?? fetchInclusionProof(receiptId, {
       baseURL,
       transport,
       tlsCheck,
@@ -249,7 +262,8 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       waitMs: policy.inclusion_wait_ms,
       now,
       sleep,
-    });
+    }));
+    const inc = "proof" in fetched ? inclusionCheck(receipt, fetched.proof, a.logKey) : fetched;
     if (!inc.ok) {
       throw new AciVerificationError("inclusion_failed", inc.detail, {
         checks: [...checks, inc],
