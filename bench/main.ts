@@ -39,6 +39,7 @@ import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
+import { measureVerifyingClient } from "./verifying_client.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -366,6 +367,16 @@ async function main(): Promise<void> {
     const e2ee = await measureE2ee(targets.gateway, gw.pid, dir, seconds);
     gatewayOk += e2ee.ok;
 
+    log("verifying client and proxy vs plain (c=1, alternating batches, same gateway)");
+    const verifyingRows = await measureVerifyingClient({
+      gatewayUrl: gw.url,
+      key: gw.key,
+      dir,
+      cpu: SERVER_CPU,
+      rounds: Math.max(1, Math.min(rounds, 4)),
+      log,
+    });
+
     await gw.stop();
     servers.splice(servers.indexOf(gw), 1);
     const receipts = await countReceipts(gw.storePath);
@@ -552,6 +563,7 @@ async function main(): Promise<void> {
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
     rows.push(...e2ee.rows);
+    rows.push(...verifyingRows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }
