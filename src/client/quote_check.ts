@@ -21,6 +21,8 @@ import { tdxQuoteCheck } from "../verify/tdx_quote_check.ts";
 export interface QuoteTrust {
   /** TDX collateral (default: Intel PCS through `fetch`). */
   tdxCollateral?: CollateralSource;
+  /** DER of the root TDX quotes chain to (default: Intel's SGX root CA; tests pin their own). */
+  tdxRootCaDer?: Uint8Array;
   /** SEV-SNP: pinned AMD roots (ASK + ARK per product) and a VCEK source; none: SNP fails. */
   snp?: SnpTrust;
   fetch: typeof fetch;
@@ -33,6 +35,7 @@ export function hardwareQuoteCheck(t: QuoteTrust): QuoteCheck {
     source: t.tdxCollateral ??
       new PcsCollateralSource({ baseUrl: INTEL_PCS_BASE_URL, fetch: t.fetch, now: t.now }),
     now: t.now,
+    rootCaDer: t.tdxRootCaDer,
   });
   return async (quote, expectedSlot, teeType) => {
     if (teeType === "tdx") return await tdx(quote, expectedSlot, teeType);
