@@ -10,7 +10,13 @@ import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { issueServerCert, makeTestCa } from "./support/tls_servers.ts";
-import { nodeTransport, type Verdict, verifyingFetch } from "../src/client/node.ts";
+import {
+  createVerifyingFetch,
+  fetchTransport,
+  nodeTransport,
+  type Verdict,
+  verifyingFetch,
+} from "../src/client/node.ts";
 import { startSwitchRelay } from "./support/tampering_proxy.ts";
 
 async function tlsGateway(): Promise<TestGateway> {
@@ -214,5 +220,36 @@ Deno.test("verifying client: a new TLS key behind the same address is attested b
     await relay.close();
     await a.close();
     await b.close();
+  }
+});
+
+Deno.test("verifying client without pinning (a browser's fetch): says so and insists on E2EE", async () => {
+  const ca = await makeTestCa();
+  const gw = await startTestGateway({ tls: await issueServerCert(ca) });
+  const http = Deno.createHttpClient({ caCerts: [ca.certPem] });
+  const verdicts: Verdict[] = [];
+  const f = createVerifyingFetch({
+    baseURL: gw.baseURL,
+    // Even "off": without pinning only E2EE keeps the prompt from whoever terminates TLS.
+    policy: { allow_dev_evidence: true, e2ee: "off" },
+    transport: fetchTransport((i, o) => fetch(i, { ...o, client: http })),
+    onVerdict: (v) => verdicts.push(v),
+  });
+  try {
+    const client = new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey, fetch: f, maxRetries: 0 });
+    const r = await client.chat.completions.create({
+      model: "demo/echo",
+      messages: [{ role: "user", content: "from a browser" }],
+    });
+    assert.match(r.choices[0].message.content ?? "", /from a browser/);
+    assert.equal(verdicts.length, 1);
+    assert.ok(verdicts[0].verified.includes("e2ee"));
+    assert.ok(!verdicts[0].verified.includes("tls-pin"));
+    const pin = verdicts[0].checks.find((c) => c.name === "tls.pin")!;
+    assert.match(pin.detail, /impossible in this runtime/);
+  } finally {
+    f.close();
+    http.close();
+    await gw.close();
   }
 });
