@@ -9,7 +9,7 @@
  * `deno run -A bench/verifying_client.ts [--rounds N] [--seconds S]`.
  */
 import OpenAI from "openai";
-import { verifyingFetch } from "../src/client/node.ts";
+import { createVerifyingFetch, fetchTransport, verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
 import { spawnPinned } from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
@@ -17,7 +17,12 @@ import { percentile } from "./stats.ts";
 import { runStandalone } from "./standalone.ts";
 
 const BATCH = 10;
-type PathName = "plain" | "library" | "library (no inclusion)" | "proxy";
+type PathName =
+  | "plain"
+  | "library"
+  | "library (no inclusion)"
+  | "library (runtime fetch)"
+  | "proxy";
 
 export interface VerifyingClientBench {
   gatewayUrl: string;
@@ -52,12 +57,19 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     baseURL: `${o.gatewayUrl}/v1`,
     policy: { allow_dev_evidence: true, inclusion: "off" },
   });
+  // The runtime's fetch instead of node:http (plain http here: nothing to pin either way).
+  const libFetch = createVerifyingFetch({
+    baseURL: `${o.gatewayUrl}/v1`,
+    policy: { allow_dev_evidence: true },
+    transport: fetchTransport(),
+  });
   const client = (baseURL: string, f?: typeof fetch) =>
     new OpenAI({ baseURL, apiKey: o.key, maxRetries: 0, ...(f ? { fetch: f } : {}) });
   const clients: Record<PathName, OpenAI> = {
     plain: client(`${o.gatewayUrl}/v1`),
     library: client(`${o.gatewayUrl}/v1`, lib),
     "library (no inclusion)": client(`${o.gatewayUrl}/v1`, libNoLog),
+    "library (runtime fetch)": client(`${o.gatewayUrl}/v1`, libFetch),
     proxy: client(`${proxy.url}/v1`),
   };
   const paths = Object.keys(clients) as PathName[];
@@ -89,6 +101,7 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
   } finally {
     lib.close();
     libNoLog.close();
+    libFetch.close();
     await proxy.stop();
   }
   const cell = (samples: Record<string, number[]>, q: number) => {
