@@ -214,6 +214,8 @@ async function gatewayFor(
     tlsSpkiSha256s: await listenerSpkis(config, (p) => Deno.readTextFile(p)),
     // Off only on request (the bench measures what metrics cost against it).
     metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
+    // Off only for the bench's with/without comparison (bench/tlog_cost.ts): never in service.
+    logEntries: Deno.env.get("GATEWAY_TLOG") !== "off",
     // Process metrics (CPU, memory, event-loop lag, GC) cost ~2% of throughput in the bench:
     // opt-in.
     processMetrics: Deno.env.get("GATEWAY_PROCESS_METRICS") === "on",

@@ -33,6 +33,7 @@ import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { metricsCostRow } from "./metrics_cost.ts";
+import { tlogCostRows } from "./tlog_cost.ts";
 import { type HeldRss, measureHeld } from "./held_rss.ts";
 import { peerFreshRows } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
@@ -576,6 +577,18 @@ async function main(): Promise<void> {
         // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
         rounds: rounds >= 4 ? Math.max(rounds, 16) : rounds,
         seconds: rounds >= 4 ? Math.max(seconds, 3) : seconds,
+        log,
+      }),
+    );
+
+    // The transparency log on vs off, and release → inclusion delay (bench/tlog_cost.ts).
+    rows.push(
+      ...await tlogCostRows({
+        dir: `${dir}/tlog`,
+        mockUrl: mock.url,
+        serverCpu: SERVER_CPU,
+        rounds,
+        seconds: Math.max(seconds, 3),
         log,
       }),
     );

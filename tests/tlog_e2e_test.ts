@@ -62,6 +62,13 @@ Deno.test("transparency log: receipts, sessions and keysets are logged and prova
       assert.equal(ex.status, 200);
       ids.push(ex.receiptId!);
     }
+    // An answer from the confidential upstream: its attested session is logged too.
+    const attested = await postRaw(base, "/v1/chat/completions", {
+      model: "demo/private",
+      messages: [{ role: "user", content: "attested" }],
+    }, gw.apiKey);
+    assert.equal(attested.status, 200);
+    ids.push(attested.receiptId!);
     const refused = await postRaw(
       base,
       "/v1/chat/completions",
@@ -148,7 +155,19 @@ Deno.test("transparency log: receipts, sessions and keysets are logged and prova
     const bundle = new Uint8Array(await (await fetch(`${prefix}/tile/entries/000`)).arrayBuffer());
     const entries = decodeBundle(bundle).map((e) => JSON.parse(new TextDecoder().decode(e)));
     const kinds = new Set(entries.map((e) => e.kind));
-    assert.ok(kinds.has("receipt") && kinds.has("keyset"), [...kinds].join(","));
+    assert.ok(
+      kinds.has("receipt") && kinds.has("keyset") && kinds.has("session"),
+      [...kinds].join(","),
+    );
+    const attestedReceipt = (await fetchReceipt(base, attested.receiptId!, gw.apiKey)).body as Json;
+    const sessionId = (attestedReceipt.event_log as Json[]).find((e) =>
+      e.type === "upstream.verified"
+    )
+      ?.session_id;
+    assert.ok(
+      entries.some((e) => e.kind === "session" && e.session_id === sessionId),
+      "the receipt's session is logged",
+    );
     const keysetDigest = report.workload_keyset_digest as string;
     const ks = entries.find((e) => e.kind === "keyset" && e.keyset_digest === keysetDigest);
     assert.ok(ks, "the current keyset is logged");

@@ -15,12 +15,12 @@ import { waitInclusion } from "./support/tlog_check.ts";
 import {
   b64,
   checkpointBody,
-  createNoteSigner,
   parseCheckpointBody,
   parseNote,
   parseVerifierKey,
   verifyNote,
 } from "../src/aci/note.ts";
+import { createNoteSigner } from "../src/aci/note_signer.ts";
 
 async function traffic(base: string, key: string, n: number): Promise<string> {
   let last = "";

@@ -5,31 +5,34 @@
  * any source of complete-subtree hashes, and checked with no source at all.
  * Pure: no storage, no clock.
  */
-import { createHash } from "node:crypto";
+import { sha256 } from "./digest.ts";
 
 export const HASH_BYTES = 32;
 /** Tile height: each tile holds 2^8 hashes. */
 export const TILE_HEIGHT = 8;
 export const TILE_WIDTH = 256;
 
-const LEAF_PREFIX = new Uint8Array([0]);
-const NODE_PREFIX = new Uint8Array([1]);
+// Hashing through aci/digest.ts (node:crypto here, a browser build in the /verify page).
 
 /** SHA-256(0x00 ‖ entry). */
 export function leafHash(entry: Uint8Array): Uint8Array {
-  return new Uint8Array(createHash("sha256").update(LEAF_PREFIX).update(entry).digest());
+  const buf = new Uint8Array(1 + entry.length);
+  buf.set(entry, 1);
+  return sha256(buf);
 }
 
 /** SHA-256(0x01 ‖ left ‖ right). */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  return new Uint8Array(
-    createHash("sha256").update(NODE_PREFIX).update(left).update(right).digest(),
-  );
+  const buf = new Uint8Array(1 + left.length + right.length);
+  buf[0] = 1;
+  buf.set(left, 1);
+  buf.set(right, 1 + left.length);
+  return sha256(buf);
 }
 
 /** The root of the empty tree: SHA-256 of the empty string. */
 export function emptyRoot(): Uint8Array {
-  return new Uint8Array(createHash("sha256").digest());
+  return sha256(new Uint8Array(0));
 }
 
 /** The Merkle Tree Hash of consecutive hashes treated as leaves' hashes (any count ≥ 1). */

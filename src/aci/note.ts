@@ -4,29 +4,31 @@
  * transparency log publishes and its monitors and witnesses check. Key ids
  * are SHA-256(name ‖ 0x0A ‖ type ‖ public key)[:4].
  */
-import { Buffer } from "node:buffer";
 import { sha256 } from "./digest.ts";
-import {
-  ed25519PrivateKeyFromSeed,
-  ed25519RawPublicKey,
-  ed25519Sign,
-  ed25519Verify,
-  generateEd25519PrivateKey,
-} from "./ed25519.ts";
-import type { KeyObject } from "node:crypto";
+import { ed25519Verify } from "./ed25519.ts";
 import { bytesToHex } from "./hex.ts";
 
+/** The keyset algo of the transparency log's checkpoint key (team contract). */
+export const NOTE_KEY_ALGO = "c2sp-note-ed25519";
 export const SIG_ED25519 = 0x01;
+export const EM_DASH = "\u2014";
 export const SIG_COSIGNATURE = 0x04;
-const EM_DASH = "\u2014";
 const encoder = new TextEncoder();
 
-export const b64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString("base64");
+/** Standard base64 (btoa: the same in Deno and the /verify page's browser bundle). */
+export function b64(bytes: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
 
 /** Strict standard base64 (RFC 4648 §4, padded); null when not exactly that. */
 export function unb64(s: string): Uint8Array | null {
   if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(s)) return null;
-  return new Uint8Array(Buffer.from(s, "base64"));
+  const bin = atob(s);
+  return Uint8Array.from(bin, (c) => c.charCodeAt(0));
 }
 
 /** A key name is non-empty, with no Unicode space and no `+`. */
@@ -79,47 +81,7 @@ export function parseVerifierKey(vkey: string): ParsedVerifierKey | null {
   return { name: parts[0], type, publicKey, id };
 }
 
-/** An Ed25519 key that signs notes (the log's checkpoints, or a witness's cosignatures). */
-export interface NoteSigner {
-  readonly name: string;
-  readonly publicKey: Uint8Array;
-  readonly publicKeyHex: string;
-  /** The vkey (type 0x01). */
-  readonly vkey: string;
-  /** One signature line (`— name base64\n`) over `text`. */
-  sign(text: string): string;
-  /** A tlog-cosignature/v1 line over a checkpoint body at `time` (Unix seconds). */
-  cosign(body: string, time: number): string;
-  /** The cosigner vkey (type 0x04). */
-  readonly cosignerVkey: string;
-}
-
-export function createNoteSigner(name: string, seed?: Uint8Array): NoteSigner {
-  if (!validKeyName(name)) throw new Error(`invalid note key name ${JSON.stringify(name)}`);
-  const priv: KeyObject = seed ? ed25519PrivateKeyFromSeed(seed) : generateEd25519PrivateKey();
-  const pub = ed25519RawPublicKey(priv);
-  const id = keyId(name, SIG_ED25519, pub);
-  const coId = keyId(name, SIG_COSIGNATURE, pub);
-  return Object.freeze({
-    name,
-    publicKey: pub,
-    publicKeyHex: bytesToHex(pub),
-    vkey: verifierKey(name, SIG_ED25519, pub),
-    cosignerVkey: verifierKey(name, SIG_COSIGNATURE, pub),
-    sign(text: string): string {
-      const sig = ed25519Sign(priv, encoder.encode(text));
-      return `${EM_DASH} ${name} ${b64(new Uint8Array([...id, ...sig]))}\n`;
-    },
-    cosign(body: string, time: number): string {
-      const sig = ed25519Sign(priv, encoder.encode(cosignedMessage(body, time)));
-      const ts = new Uint8Array(8);
-      new DataView(ts.buffer).setBigUint64(0, BigInt(time));
-      return `${EM_DASH} ${name} ${b64(new Uint8Array([...coId, ...ts, ...sig]))}\n`;
-    },
-  });
-}
-
-function cosignedMessage(body: string, time: number): string {
+export function cosignedMessage(body: string, time: number): string {
   return `cosignature/v1\ntime ${time}\n${body}`;
 }
 

@@ -20,8 +20,8 @@ import type { E2eePublicKey, TlsPublicKey, WorkloadKeyset } from "./keyset.ts";
 
 const encoder = new TextEncoder();
 
-/** The keyset algo of the transparency log's checkpoint key (team contract). */
-export const NOTE_KEY_ALGO = "c2sp-note-ed25519";
+import { NOTE_KEY_ALGO } from "./note.ts";
+export { NOTE_KEY_ALGO };
 
 /** Public description of the workload keys (what `toJSON` returns). */
 export interface WorkloadKeysPublic {

@@ -36,6 +36,7 @@ import { openApiDocument } from "../operator/openapi.ts";
 import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
 import { countTokens } from "../handlers/count_tokens.ts";
+import { getEvidenceBundle } from "../handlers/evidence_bundle.ts";
 import {
   getCheckpoint,
   getConsistency,
@@ -113,6 +114,7 @@ export function createApp(
     });
   router
     .on("GET", "/v1/aci/receipts/:id/inclusion", getInclusion)
+    .on("GET", "/v1/aci/receipts/:id/bundle", getEvidenceBundle)
     .on("GET", "/v1/aci/log/checkpoint", getCheckpoint)
     .on("GET", "/v1/aci/log/consistency", getConsistency);
   // Tile paths have 2 to TILE_SEGMENTS segments after `tile/` (the index is split in threes).

@@ -123,6 +123,8 @@ export function assembleGateway(
     metrics?: GatewayMetrics;
     /** Add prom-client's process metrics (CPU, RSS, open fds, event-loop lag) to the default registry. */
     processMetrics?: boolean;
+    /** Whether receipts, sessions and keysets enter the transparency log (default true; the bench compares). */
+    logEntries?: boolean;
     /** Pinned and private-CA upstream connections (main.ts: the one upstream transport). */
     transport?: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
   } = {},
@@ -174,8 +176,10 @@ export function assembleGateway(
     requiredCosignatures: config.transparency_log.required_cosignatures,
     witnessFetch: world.witnessFetch,
     sweepIntervalMs: config.transparency_log.sweep_interval_ms,
+    batchMs: config.transparency_log.batch_ms,
     log: world.log,
   });
+  const logEntries = opts.logEntries ?? true;
   const committer = new GroupCommitter(kv, {
     onDurable: () => tlog.kick(),
     random: world.random,
@@ -210,10 +214,12 @@ export function assembleGateway(
     ttlMs: replicaTtlMs,
     now,
     log: world.log,
-    logKeyset: (digest, report) => tlog.enqueue(keysetEntry(digest, report)),
+    logKeyset: logEntries
+      ? (digest, report) => tlog.enqueue(keysetEntry(digest, report))
+      : undefined,
   });
   const sessions = createSessionStore(kv, {
-    log: tlog,
+    log: logEntries ? tlog : undefined,
     now,
     receiptRetentionMs: config.receipts.retention_days * 86_400_000,
   });
@@ -289,7 +295,7 @@ export function assembleGateway(
       },
       onError: (e) =>
         world.log({ level: "error", msg: "refusal count write failed", error: String(e) }),
-      log: tlog,
+      log: logEntries ? tlog : undefined,
     }),
     tlog,
     identity,

@@ -8,7 +8,7 @@
 import { buildKeyset, generateWorkloadKeys, type WorkloadKeys } from "../aci/signer.ts";
 import { keysetDigest, type WorkloadKeyset } from "../aci/keyset.ts";
 import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/keys.ts";
-import { createNoteSigner, type NoteSigner } from "../aci/note.ts";
+import { createNoteSigner, type NoteSigner } from "../aci/note_signer.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { sha256Hex } from "../aci/digest.ts";
 

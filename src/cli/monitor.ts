@@ -12,14 +12,8 @@
 import { Buffer } from "node:buffer";
 import { parseOptions, UsageError } from "./args.ts";
 import { type Fetch, followLog, LogReader, type MonitorState } from "../verify/tlog.ts";
-import {
-  createNoteSigner,
-  type NoteSigner,
-  parseCheckpointBody,
-  parseVerifierKey,
-  unb64,
-  verifyNote,
-} from "../aci/note.ts";
+import { parseCheckpointBody, parseVerifierKey, unb64, verifyNote } from "../aci/note.ts";
+import { createNoteSigner, type NoteSigner } from "../aci/note_signer.ts";
 import { emptyRoot, verifyConsistency } from "../aci/merkle.ts";
 import { bytesEqual, bytesToHex, parseHex } from "../aci/hex.ts";
 import type { QuoteCheck } from "../verify/evidence.ts";

@@ -137,6 +137,8 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Checkpoint origin and key name: the log's URL prefix without scheme (default `<identity.subject or localhost>/v1/aci/log`).",
   "transparency_log.sweep_interval_ms":
     "How often each replica sequences entries left by a replica that stopped between commit and sequencing.",
+  "transparency_log.batch_ms":
+    "How long new entries wait for others before one append sequences them together (bounds the inclusion delay).",
   "transparency_log.witnesses": "Witnesses asked to cosign each checkpoint (C2SP tlog-witness).",
   "transparency_log.witnesses[].url":
     "The witness's submission prefix (`add-checkpoint` is posted under it).",

@@ -143,6 +143,8 @@ export const configSchema = z.strictObject({
     origin: z.string().regex(/^[^\s+]+$/, "no spaces or plus signs").optional(),
     /** How often each replica looks for entries another (crashed) replica committed but did not sequence. */
     sweep_interval_ms: z.number().int().min(10).max(1000).default(250),
+    /** How long a commit's new entries wait for others before they are sequenced together (amortizes each append's tile and bundle writes). */
+    batch_ms: z.number().int().min(0).max(500).default(100),
     /** Witnesses asked to cosign each new checkpoint (C2SP tlog-witness). */
     witnesses: z.array(z.strictObject({
       /** Submission prefix; `add-checkpoint` is posted under it. */
@@ -152,7 +154,7 @@ export const configSchema = z.strictObject({
     })).default([]),
     /** Cosignatures a checkpoint needs before /v1/aci/log/checkpoint serves it (0: serve at once, cosignatures added when they come). */
     required_cosignatures: z.number().int().nonnegative().default(0),
-  }).default({ sweep_interval_ms: 250, witnesses: [], required_cosignatures: 0 }),
+  }).default({ sweep_interval_ms: 250, batch_ms: 100, witnesses: [], required_cosignatures: 0 }),
   tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
     free: { rpm: 60, tpm: 100_000 },
     pro: { rpm: 600, tpm: 1_000_000 },

@@ -164,6 +164,13 @@ export const OPERATIONS: Record<string, Op> = {
     query: [{ name: "tree_size", description: "prove against an older checkpoint size" }],
     errors: [400, 401, 404, 503],
   },
+  "GET /v1/aci/receipts/:id/bundle": {
+    summary: "Offline evidence bundle: receipt, archived report and keyset, sessions, inclusion " +
+      "proof, checkpoint and the reports of its signing keysets (task verify --bundle)",
+    tag: "receipts",
+    auth: "optional-key",
+    errors: [401, 404, 503],
+  },
   "GET /v1/aci/log/checkpoint": {
     summary: "The transparency log's latest checkpoint (C2SP tlog-checkpoint, signed note)",
     tag: "receipts",

@@ -67,6 +67,8 @@ export interface LogOptions {
   requiredCosignatures: number;
   witnessFetch?: (url: string, init: RequestInit) => Promise<Response>;
   sweepIntervalMs: number;
+  /** Entries committed within this window share one append (one tile and bundle rewrite, one commit). */
+  batchMs: number;
   onAppend?: (count: number) => void;
   log: (line: Record<string, unknown>) => void;
 }
@@ -109,6 +111,14 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       o.log({ level: "error", msg: "transparency log append failed", error: String(e) }),
   });
   const sweep = setInterval(() => sequencer.kick(), o.sweepIntervalMs);
+  let batch: ReturnType<typeof setTimeout> | null = null;
+  const kickSoon = () => {
+    if (batch !== null) return;
+    batch = setTimeout(() => {
+      batch = null;
+      sequencer.kick();
+    }, o.batchMs);
+  };
   let seq = 0;
   const pendingKey = (): Deno.KvKey => [
     ...PENDING_PREFIX,
@@ -134,9 +144,9 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       const known = await kv.get(leafKey(bytesToHex(leafHash(entry))));
       if (known.value !== null) return;
       await retryTransient(() => kv.set(pendingKey(), entry));
-      sequencer.kick();
+      kickSoon();
     },
-    kick: () => sequencer.kick(),
+    kick: kickSoon,
     checkpoint,
     head: async () => (await kv.get<Head>(HEAD_KEY)).value,
     async tile(ref, entries) {
@@ -164,6 +174,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     },
     async close() {
       clearInterval(sweep);
+      if (batch !== null) clearTimeout(batch);
       await sequencer.close();
       await witnesses?.idle();
     },

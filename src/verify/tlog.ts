@@ -6,7 +6,6 @@
  * the next (consistency, new entries hashing into the tiles). Used by
  * `task monitor`, its witness, and `task verify`. I/O comes in as `fetch`.
  */
-import { Buffer } from "node:buffer";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { jcsBytes } from "../aci/jcs.ts";
 import { type LogEntry, parseLogEntry } from "../aci/log_entry.ts";
@@ -20,17 +19,19 @@ import {
   verifyConsistency,
 } from "../aci/merkle.ts";
 import {
+  b64,
   type Checkpoint,
+  NOTE_KEY_ALGO,
   parseCheckpointBody,
   type ParsedVerifierKey,
   parseNote,
   parseVerifierKey,
   SIG_ED25519,
+  unb64,
   verifierKey,
   verifyNote,
 } from "../aci/note.ts";
-import { NOTE_KEY_ALGO } from "../aci/signer.ts";
-import { bytesEqual, parseHex } from "../aci/hex.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../aci/hex.ts";
 import { isRecord } from "./json_shape.ts";
 import { extractKeyset, verifyReport } from "./report.ts";
 import type { EvidenceOptions } from "./evidence.ts";
@@ -140,7 +141,11 @@ export class LogReader {
     if (res.status !== 200 || !Array.isArray(body.proof)) {
       throw new Error(`consistency ${from}→${to} answered HTTP ${res.status}`);
     }
-    return (body.proof as string[]).map((p) => new Uint8Array(Buffer.from(p, "base64")));
+    return (body.proof as unknown[]).map((p) => {
+      const h = typeof p === "string" ? unb64(p) : null;
+      if (h === null || h.length !== HASH_BYTES) throw new Error("malformed consistency proof");
+      return h;
+    });
   }
 }
 
@@ -242,7 +247,7 @@ export async function followLog(
     throw new Error(`origin changed: ${state.origin} → ${cp.origin}`);
   }
   const from = state?.size ?? 0;
-  const oldRoot = state ? new Uint8Array(Buffer.from(state.root, "base64")) : null;
+  const oldRoot = state ? (unb64(state.root) ?? new Uint8Array(0)) : null;
   if (cp.size < from) throw new Error(`rollback: size ${cp.size} < last seen ${from}`);
   const root = await reader.root(cp.size);
   if (!bytesEqual(root, cp.root)) throw new Error("the checkpoint's root is not its tiles' root");
@@ -278,14 +283,14 @@ export async function followLog(
     throw new Error("the checkpoint is not signed by a key of any keyset the log holds");
   }
   lines.push(
-    `checkpoint ${cp.origin} size ${cp.size} root ${Buffer.from(cp.root).toString("base64")} ` +
-      `signed by ${verified.verifiedBy.map((k) => Buffer.from(k.id).toString("hex")).join(", ")}`,
+    `checkpoint ${cp.origin} size ${cp.size} root ${b64(cp.root)} ` +
+      `signed by ${verified.verifiedBy.map((k) => bytesToHex(k.id)).join(", ")}`,
   );
   return {
     state: {
       origin: cp.origin,
       size: cp.size,
-      root: Buffer.from(cp.root).toString("base64"),
+      root: b64(cp.root),
       checkpoint: note,
       keysets,
     },
