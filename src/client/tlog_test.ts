@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createNoteSigner } from "../aci/note.ts";
+import { createNoteSigner } from "../aci/note_signer.ts";
 import { leafHash, nodeHash } from "../aci/merkle.ts";
 import { inclusionCheck } from "./inclusion.ts";
 import { receiptEntry, verifyCheckpoint } from "./tlog.ts";
