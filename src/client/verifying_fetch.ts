@@ -148,6 +148,8 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       .then((a) => {
         current = a;
         byDigest.set(a.digest, a);
+        // Receipts cite the keyset of their moment: keep the last few, not every one.
+        while (byDigest.size > 16) byDigest.delete(byDigest.keys().next().value!);
         return a;
       })
       .finally(() => (inflight = null));
@@ -162,6 +164,13 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
     if (a.tlsKeys.has(spki)) return;
     const fresh = await reattest();
     if (fresh.tlsKeys.has(spki)) return;
+    if (fresh.tlsKeys.size === 0) {
+      throw new AciVerificationError(
+        "tls_pin_mismatch",
+        "the attested keyset lists no TLS key (TLS ends outside the TEE): nothing to pin, nothing " +
+          "was sent; use a transport without pinning, which insists on E2EE",
+      );
+    }
     throw new AciVerificationError(
       "tls_pin_mismatch",
       `the server's TLS key (SPKI sha256 ${spki}) is not in the attested keyset; nothing was sent`,
