@@ -232,3 +232,29 @@ Deno.test("proxy: a gateway behind a TLS key outside the keyset gets no prompt",
     await gw.close();
   }
 });
+
+Deno.test("proxy: refuses a non-loopback listen address, a missing gateway and a bad policy, in one line", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/bad.json`, JSON.stringify({ allow_dev: true }));
+    for (
+      const [args, want] of [
+        [["--gateway", "https://gw.example/v1", "--listen", "0.0.0.0:8788"], /loopback/],
+        [["--listen", "127.0.0.1:0"], /usage: deno task proxy --gateway URL/],
+        [["--gateway", "https://gw.example/v1", "--policy", `${dir}/bad.json`], /--policy: policy/],
+      ] as const
+    ) {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: [...PROXY, ...args],
+        cwd: ROOT,
+        env: { NO_COLOR: "1" },
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      assert.equal(out.code, 2);
+      assert.match(new TextDecoder().decode(out.stderr), want);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
