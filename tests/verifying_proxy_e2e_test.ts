@@ -258,3 +258,44 @@ Deno.test("proxy: refuses a non-loopback listen address, a missing gateway and a
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("proxy: a tampered Anthropic stream ends with an error event instead of message_stop", async () => {
+  const gw = await startTestGateway();
+  const tamper = startTamperingProxy(gw.url, { flip: { chunk: 0 } });
+  const proxy = await startProxy(`${tamper.url}/v1`, { allow_dev_evidence: true });
+  try {
+    const raw = await fetch(`${proxy.url}/v1/messages`, {
+      method: "POST",
+      headers: {
+        "x-api-key": gw.apiKey,
+        "anthropic-version": "2023-06-01",
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({
+        model: "demo/echo",
+        max_tokens: 32,
+        stream: true,
+        messages: [{ role: "user", content: "tamper with this message" }],
+      }),
+    });
+    const sse = await raw.text();
+    assert.ok(!sse.includes("event: message_stop"));
+    assert.match(
+      sse,
+      /event: error\ndata: \{"type":"error","error":\{"type":"aci_verification_failed"/,
+    );
+    const anthropic = new Anthropic({ baseURL: proxy.url, apiKey: gw.apiKey, maxRetries: 0 });
+    await assert.rejects(
+      anthropic.messages.stream({
+        model: "demo/echo",
+        max_tokens: 32,
+        messages: [{ role: "user", content: "tamper with this message" }],
+      }).finalMessage(),
+      /aci_verification_failed|receipt_invalid/,
+    );
+  } finally {
+    await proxy.stop();
+    await tamper.close();
+    await gw.close();
+  }
+});
