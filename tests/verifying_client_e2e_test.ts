@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { issueServerCert, makeTestCa } from "./support/tls_servers.ts";
 import {
+  AciVerificationError,
   createVerifyingFetch,
   fetchTransport,
   nodeTransport,
@@ -250,6 +251,30 @@ Deno.test("verifying client without pinning (a browser's fetch): says so and ins
   } finally {
     f.close();
     http.close();
+    await gw.close();
+  }
+});
+
+Deno.test("verifying client: TLS ending outside the TEE (no key in the keyset) is refused when pinning", async () => {
+  const ca = await makeTestCa();
+  const gw = await startTestGateway({ tls: { ...(await issueServerCert(ca)), unlisted: true } });
+  const f = verifyingFetch({ baseURL: gw.baseURL, policy: { allow_dev_evidence: true } });
+  try {
+    const client = new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey, fetch: f, maxRetries: 0 });
+    await assert.rejects(
+      client.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: "q" }],
+      }),
+      (e: Error) => {
+        let x: unknown = e;
+        while (x instanceof Error && !(x instanceof AciVerificationError)) x = x.cause;
+        return x instanceof AciVerificationError && x.code === "tls_pin_mismatch" &&
+          /lists no TLS key/.test(x.message);
+      },
+    );
+  } finally {
+    f.close();
     await gw.close();
   }
 });

@@ -55,8 +55,11 @@ export interface TestGatewayOptions {
   quotes?: QuoteProvider;
   /** The gateway's environment (default: GATEWAY_ADMIN_TOKEN = TEST_ADMIN_TOKEN). */
   env?: Record<string, string>;
-  /** Terminate TLS with this key (listed in the keyset, as main.ts lists its listeners' keys). */
-  tls?: { certPem: string; keyPem: string; spkiSha256: string };
+  /**
+   * Terminate TLS with this key, listed in the keyset as main.ts lists its listeners' keys
+   * (`unlisted`: as if TLS ended outside the TEE, at a load balancer).
+   */
+  tls?: { certPem: string; keyPem: string; spkiSha256: string; unlisted?: boolean };
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -103,7 +106,9 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   }, {
     verifiers,
     transport: opts.transport?.(upstream) ?? upstream,
-    tlsSpkiSha256s: opts.tls ? [{ spki_sha256: opts.tls.spkiSha256 }] : undefined,
+    tlsSpkiSha256s: opts.tls && !opts.tls.unlisted
+      ? [{ spki_sha256: opts.tls.spkiSha256 }]
+      : undefined,
   });
   await gateway.ready;
   // Served as main.ts serves it: the gateway's own accept loop and deadlines.
