@@ -34,6 +34,7 @@ import { runProviderVerify } from "./src/cli/verify_provider.ts";
 
 /** `verify --kind` values handled by the provider entry (src/cli/verify_provider.ts). */
 const PROVIDER_KINDS = new Set(["near-ai", "tinfoil"]);
+import { runMonitor } from "./src/cli/monitor.ts";
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
@@ -218,12 +219,15 @@ async function gatewayFor(
     randomUUID: () => crypto.randomUUID(),
     log,
     env: (name) => Deno.env.get(name),
+    witnessFetch: (url, init) => fetch(url, init),
   }, {
     verifiers: s.verifiers,
     transport: s.upstream,
     tlsSpkiSha256s: await listenerSpkis(config, (p) => Deno.readTextFile(p)),
     // Off only on request (the bench measures what metrics cost against it).
     metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,
+    // Off only for the bench's with/without comparison (bench/tlog_cost.ts): never in service.
+    logEntries: Deno.env.get("GATEWAY_TLOG") !== "off",
     // Process metrics (CPU, memory, event-loop lag, GC) cost ~2% of throughput in the bench:
     // opt-in.
     processMetrics: Deno.env.get("GATEWAY_PROCESS_METRICS") === "on",
@@ -367,6 +371,40 @@ async function verify(args: string[]): Promise<void> {
   Deno.exit(code);
 }
 
+async function monitor(args: string[]): Promise<void> {
+  const { source } = await verifyCollateral(undefined, undefined, {
+    ...trustIo,
+    isDirectory: startupFiles.isDirectory,
+  });
+  const code = await runMonitor(args, {
+    fetch: (input, init) => fetch(input, init),
+    readTextFile: async (p) => {
+      try {
+        return await Deno.readTextFile(userPath(p));
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) return null;
+        throw e;
+      }
+    },
+    writeTextFile: async (p, text) => {
+      // Written whole, then renamed: a crash never leaves half a state file.
+      const path = userPath(p);
+      await Deno.writeTextFile(`${path}.tmp`, text);
+      await Deno.rename(`${path}.tmp`, path);
+    },
+    print: (l) => console.log(l),
+    randomBytes: bytes,
+    now: Date.now,
+    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+    quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
+    serve: (hostname, port, handler) => {
+      const server = Deno.serve({ hostname, port, onListen: () => {} }, handler);
+      return { url: `http://${hostname}:${server.addr.port}`, finished: server.finished };
+    },
+  });
+  Deno.exit(code);
+}
+
 async function dispatch(cmd: string, args: string[]): Promise<void> {
   switch (cmd) {
     case "serve":
@@ -375,8 +413,10 @@ async function dispatch(cmd: string, args: string[]): Promise<void> {
       return await keys(args);
     case "verify":
       return await verify(args);
+    case "monitor":
+      return await monitor(args);
     default:
-      fail("usage: main.ts serve|keys|verify …");
+      fail("usage: main.ts serve|keys|verify|monitor …");
   }
 }
 

@@ -33,12 +33,14 @@ import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { metricsCostRow } from "./metrics_cost.ts";
+import { tlogCostRows } from "./tlog_cost.ts";
 import { type HeldRss, measureHeld } from "./held_rss.ts";
 import { peerFreshRows } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
+import { measureVerifyingClient } from "./verifying_client.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -366,6 +368,16 @@ async function main(): Promise<void> {
     const e2ee = await measureE2ee(targets.gateway, gw.pid, dir, seconds);
     gatewayOk += e2ee.ok;
 
+    log("verifying client and proxy vs plain (c=1, alternating batches, same gateway)");
+    const verifyingRows = await measureVerifyingClient({
+      gatewayUrl: gw.url,
+      key: gw.key,
+      dir,
+      cpu: SERVER_CPU,
+      rounds: Math.max(1, Math.min(rounds, 4)),
+      log,
+    });
+
     await gw.stop();
     servers.splice(servers.indexOf(gw), 1);
     const receipts = await countReceipts(gw.storePath);
@@ -552,6 +564,7 @@ async function main(): Promise<void> {
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
     rows.push(...e2ee.rows);
+    rows.push(...verifyingRows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }
@@ -564,6 +577,18 @@ async function main(): Promise<void> {
         // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
         rounds: rounds >= 4 ? Math.max(rounds, 16) : rounds,
         seconds: rounds >= 4 ? Math.max(seconds, 3) : seconds,
+        log,
+      }),
+    );
+
+    // The transparency log on vs off, and release → inclusion delay (bench/tlog_cost.ts).
+    rows.push(
+      ...await tlogCostRows({
+        dir: `${dir}/tlog`,
+        mockUrl: mock.url,
+        serverCpu: SERVER_CPU,
+        rounds,
+        seconds: Math.max(seconds, 3),
         log,
       }),
     );

@@ -60,7 +60,11 @@ Deno.test("canonical report binds keyset and nonce (development provider)", asyn
     assert.deepEqual(parseDevQuote(unhex(report.attestation.evidence.quote)), slot);
     // keyset shape
     const ks = report.attestation.workload_keyset;
-    assert.deepEqual(ks.receipt_signing_keys.map((k) => k.algo), ["ed25519", "secp256k1"]);
+    assert.deepEqual(ks.receipt_signing_keys.map((k) => k.algo), [
+      "ed25519",
+      "secp256k1",
+      "c2sp-note-ed25519",
+    ]);
     assert.equal(typeof ks.not_after, "number");
     // E2EE v2: one key per suite, X25519 first, never a receipt key reused.
     assert.deepEqual(ks.e2ee_public_keys.map((k) => k.algo), [

@@ -1,5 +1,5 @@
 /**
- * E2EE v2 end to end: the unmodified `openai` SDK through src/e2ee/client.ts
+ * E2EE v2 end to end: the unmodified `openai` SDK through src/client/e2ee.ts
  * against the real gateway, behind a recording proxy standing in for the
  * load balancer outside the TEE; every answer is also decrypted here with
  * the independent implementation in tests/support/e2ee_independent.ts, and
@@ -19,7 +19,7 @@ import {
   waitForReceipt,
 } from "./support/receipt_check.ts";
 import * as indep from "./support/e2ee_independent.ts";
-import { createE2eeFetch, type E2eeExchange } from "../src/e2ee/client.ts";
+import { createE2eeFetch, type E2eeExchange } from "../src/client/e2ee.ts";
 
 const MARKER = "PLAINTEXT-MARKER-7f3a";
 

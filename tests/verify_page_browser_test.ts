@@ -27,9 +27,10 @@ interface Row {
 }
 
 Deno.test("the /verify page checks receipts in headless Chromium", async () => {
-  const gw = await startTestGateway();
-  const other = await startTestGateway();
   const dir = await Deno.makeTempDir({ prefix: "verify-page-" });
+  const gw = await startTestGateway({ kvPath: `${dir}/gw.kv` });
+  const other = await startTestGateway();
+  let restarted: TestGateway | null = null;
   const browser = await launchChromium();
   try {
     const ex = await exchange(gw);
@@ -50,7 +51,7 @@ Deno.test("the /verify page checks receipts in headless Chromium", async () => {
       label: string,
       fill: (p: typeof page) => Promise<void>,
     ): Promise<Row[]> => {
-      await page.goto(`${gw.url}/verify`, { waitUntil: "load" });
+      await page.goto(`${(restarted ?? gw).url}/verify`, { waitUntil: "load" });
       await page.waitForSelector("body[data-state=ready]", { timeout: 15_000 });
       await page.click("#allow-dev"); // the test gateway's quotes are development quotes
       await fill(page);
@@ -92,19 +93,36 @@ Deno.test("the /verify page checks receipts in headless Chromium", async () => {
         "webcrypto.request_body_hash",
         "webcrypto.response_body_hash",
         "session.id",
+        "receipt.keyset_used",
+        "log.checkpoint",
+        "log.inclusion",
       ]
     ) {
       assert.ok(g.has(name), `${name} ran`);
     }
     assert.deepEqual(good.filter((r) => !r.ok), [], "every check passes");
     assert.match(
-      await page.$eval("#verdict", (e) => e.textContent ?? ""),
-      /^All \d+ checks passed/,
+      g.get("log.inclusion")!.text,
+      /receipt digest is leaf \d+ of the tree of size \d+/,
+    );
+    assert.match(
+      g.get("log.checkpoint")!.text,
+      /checkpoint dev\.gateway\.local\/v1\/aci\/log size/,
+    );
+    assert.match(
+      await page.$eval("#checkpoint", (e) => e.textContent ?? ""),
+      /^dev\.gateway\.local\/v1\/aci\/log\n\d+\n\S+\n\n\u2014 /,
+      "the page shows the checkpoint it used",
+    );
+    // Development evidence and a refuted tee_attested are never green: amber, saying why.
+    assert.match(
+      await page.$eval("#verdict", (e) => `${e.className}: ${e.textContent}`),
+      /^dev: development: this proves nothing about hardware \(the upstream session's tee_attested is refuted/,
     );
     assert.deepEqual(
       await page.$$eval(".node", (ns) => ns.map((n) => n.className)),
-      ["node pass", "node pass", "node pass", "node pass"],
-      "report → keyset → receipt → session all pass",
+      ["node dev", "node pass", "node pass", "node dev", "node pass"],
+      "report (development) → keyset → receipt → session (refuted) → log",
     );
 
     // 2. One flipped response byte: the hash checks fail, the signature still holds.
@@ -142,10 +160,30 @@ Deno.test("the /verify page checks receipts in headless Chromium", async () => {
     assert.equal(alien.get("receipt.signature")?.ok, false);
     assert.match(alien.get("receipt.signature")!.text, /not in receipt_signing_keys/);
     assert.equal(alien.get("report.workload_keyset_digest")?.ok, true, "the report itself is fine");
+
+    // 4. After a restart (a new keyset on the same store), the old receipt still verifies:
+    // the page finds its archived keyset itself and says which it used.
+    const oldDigest = ex.headers.get("x-aci-keyset-digest")!;
+    await gw.close();
+    restarted = await startTestGateway({ kvPath: `${dir}/gw.kv` });
+    const later = byName(
+      await verify("after-restart", async (p) => {
+        await p.type("#receipt-id", ex.receiptId!);
+        await p.type("#api-key", gw.apiKey);
+      }),
+    );
+    assert.deepEqual([...later.values()].filter((r) => !r.ok), [], "every check passes");
+    assert.match(
+      later.get("receipt.keyset_used")!.text,
+      new RegExp(`archived keyset ${oldDigest}`),
+    );
+    assert.equal(later.get("receipt.signature")?.ok, true);
+    assert.equal(later.get("log.inclusion")?.ok, true);
     assert.deepEqual(errors, [], "no script errors in the page");
   } finally {
     await browser.close();
-    await gw.close();
+    await gw.close().catch(() => {});
+    await restarted?.close();
     await other.close();
   }
 });

@@ -20,6 +20,9 @@ import type { E2eePublicKey, TlsPublicKey, WorkloadKeyset } from "./keyset.ts";
 
 const encoder = new TextEncoder();
 
+import { NOTE_KEY_ALGO } from "./note.ts";
+export { NOTE_KEY_ALGO };
+
 /** Public description of the workload keys (what `toJSON` returns). */
 export interface WorkloadKeysPublic {
   ed25519_key_id: string;
@@ -127,6 +130,12 @@ export interface KeysetInput {
   /** SPKI SHA-256 digests (64 lowercase hex) of TLS keys to pin, optionally with their domain. */
   tlsSpkiSha256s?: ReadonlyArray<string | TlsPublicKey>;
   e2eeKeys?: ReadonlyArray<E2eePublicKey>;
+  /**
+   * The transparency log's checkpoint key (C2SP signed-note Ed25519), listed
+   * as algo "c2sp-note-ed25519" so the attestation covers it; receipt
+   * verifiers ignore the algo.
+   */
+  noteKey?: { keyId: string; publicKeyHex: string };
 }
 
 /**
@@ -173,6 +182,13 @@ export function buildKeyset(input: KeysetInput): WorkloadKeyset {
         algo: "secp256k1",
         public_key: input.keys.secp256k1PublicKeyHex,
       },
+      ...(input.noteKey
+        ? [{
+          key_id: input.noteKey.keyId,
+          algo: NOTE_KEY_ALGO,
+          public_key: input.noteKey.publicKeyHex,
+        }]
+        : []),
     ],
     e2ee_public_keys: e2ee,
     tls_public_keys: tls,

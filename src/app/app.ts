@@ -36,6 +36,14 @@ import { openApiDocument } from "../operator/openapi.ts";
 import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
 import { countTokens } from "../handlers/count_tokens.ts";
+import { getEvidenceBundle } from "../handlers/evidence_bundle.ts";
+import {
+  getCheckpoint,
+  getConsistency,
+  getInclusion,
+  getTile,
+  TILE_SEGMENTS,
+} from "../handlers/tlog.ts";
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
@@ -104,6 +112,17 @@ export function createApp(
         headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
       });
     });
+  router
+    .on("GET", "/v1/aci/receipts/:id/inclusion", getInclusion)
+    .on("GET", "/v1/aci/receipts/:id/bundle", getEvidenceBundle)
+    .on("GET", "/v1/aci/log/checkpoint", getCheckpoint)
+    .on("GET", "/v1/aci/log/consistency", getConsistency);
+  // Tile paths have 2 to TILE_SEGMENTS segments after `tile/` (the index is split in threes).
+  const segNames = ["level", "a", "b", "c", "d", "e", "f", "g"].slice(0, TILE_SEGMENTS);
+  for (let n = 2; n <= TILE_SEGMENTS; n++) {
+    const segs = segNames.slice(0, n).map((s) => ":" + s).join("/");
+    router.on("GET", `/v1/aci/log/tile/${segs}`, getTile);
+  }
   for (const [method, pattern, handler] of ADMIN_ROUTES) router.on(method, pattern, handler);
   extra?.(router, inference);
   const cors = corsPolicy(ctx.config.cors.allowed_origins);

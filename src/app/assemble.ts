@@ -42,6 +42,8 @@ import { startReplicaUpkeep } from "./replica_upkeep.ts";
 import { createFetchFor } from "./upstream_fetch.ts";
 import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
+import { createTransparencyLog } from "../tlog/log.ts";
+import { keysetEntry } from "../aci/log_entry.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -61,6 +63,8 @@ export interface OutsideWorld {
   quotes: QuoteProvider;
   /** From the build manifest; null when unknown. */
   provenance: SourceProvenance | null;
+  /** How the transparency log reaches its witnesses (main.ts: the global `fetch`); none: no witnesses. */
+  witnessFetch?: (url: string, init: RequestInit) => Promise<Response>;
 }
 
 /** What the gateway declares it serves (in every report's `service_capabilities`). */
@@ -127,6 +131,8 @@ export function assembleGateway(
     metrics?: GatewayMetrics;
     /** Add prom-client's process metrics (CPU, RSS, open fds, event-loop lag) to the default registry. */
     processMetrics?: boolean;
+    /** Whether receipts, sessions and keysets enter the transparency log (default true; the bench compares). */
+    logEntries?: boolean;
     /** Pinned and private-CA upstream connections (main.ts: the one upstream transport). */
     transport?: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
   } = {},
@@ -153,7 +159,10 @@ export function assembleGateway(
     failClosedIn: (name) => manager?.failClosedIn(name) ?? null,
     processMetrics: opts.processMetrics,
   });
+  const logOrigin = config.transparency_log.origin ??
+    `${config.identity.subject ?? "localhost"}/v1/aci/log`;
   const identity = opts.identity ?? createIdentity({
+    logOrigin,
     subject: config.identity.subject,
     ttlSeconds: config.identity.keyset_ttl_seconds,
     now,
@@ -161,7 +170,28 @@ export function assembleGateway(
     e2eeSeed: e2eeSeed(config, world.env),
   });
   const replicaId = bytesToHex(world.randomBytes(8));
+  const tlog = createTransparencyLog({
+    kv,
+    origin: logOrigin,
+    now,
+    randomBytes: world.randomBytes,
+    sign: (body) => {
+      const signer = identity.current().log;
+      if (signer.name !== logOrigin) {
+        throw new Error("the identity's log key is not named for the origin");
+      }
+      return signer.sign(body);
+    },
+    witnesses: config.transparency_log.witnesses,
+    requiredCosignatures: config.transparency_log.required_cosignatures,
+    witnessFetch: world.witnessFetch,
+    sweepIntervalMs: config.transparency_log.sweep_interval_ms,
+    batchMs: config.transparency_log.batch_ms,
+    log: world.log,
+  });
+  const logEntries = opts.logEntries ?? true;
   const committer = new GroupCommitter(kv, {
+    onDurable: () => tlog.kick(),
     random: world.random,
     // #25 item 12: once another replica recovered this one's holds, nothing more commits.
     fence: { key: holdFenceKey(replicaId), error: () => new FencedError(replicaId) },
@@ -196,8 +226,12 @@ export function assembleGateway(
     ttlMs: replicaTtlMs,
     now,
     log: world.log,
+    logKeyset: logEntries
+      ? (digest, report) => tlog.enqueue(keysetEntry(digest, report))
+      : undefined,
   });
   const sessions = createSessionStore(kv, {
+    log: logEntries ? tlog : undefined,
     now,
     receiptRetentionMs: config.receipts.retention_days * 86_400_000,
     replicas: { self: replicas.id, live: () => replicas.liveIds() },
@@ -291,7 +325,9 @@ export function assembleGateway(
       },
       onError: (e) =>
         world.log({ level: "error", msg: "refusal count write failed", error: String(e) }),
+      log: logEntries ? tlog : undefined,
     }),
+    tlog,
     identity,
     reports,
     sessions,
@@ -361,6 +397,8 @@ export function assembleGateway(
       await ctx.admitter.close();
       await ctx.receipts.close().catch(() => {});
       await committer.close();
+      await tlog.settle().catch(() => {});
+      await tlog.close();
     },
   };
 }

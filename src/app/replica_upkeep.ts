@@ -29,6 +29,8 @@ export function startReplicaUpkeep(o: {
   ttlMs: number;
   now: () => number;
   log: (line: LogLine) => void;
+  /** Logs each archived keyset (digest and report digest) in the transparency log. */
+  logKeyset?: (keysetDigest: string, report: unknown) => Promise<void>;
 }): ReplicaUpkeep {
   const { kv, replicas, log } = o;
   const announce = async () => {
@@ -38,9 +40,11 @@ export function startReplicaUpkeep(o: {
   /** Archive writes of rotated keysets still running (close waits for them). */
   const archiving = new Set<Promise<void>>();
   o.identity.onRotate((snap) => {
-    const p: Promise<void> = o.reports.archive(snap).catch((e) =>
-      log({ level: "error", msg: "keyset archive failed", error: String(e) })
-    ).finally(() => archiving.delete(p));
+    const p: Promise<void> = o.reports.archive(snap).then((report) =>
+      o.logKeyset?.(snap.digest, report)
+    ).catch((e) => log({ level: "error", msg: "keyset archive failed", error: String(e) })).finally(
+      () => archiving.delete(p),
+    );
     archiving.add(p);
   });
   let recovering: Promise<void> = Promise.resolve();

@@ -8,6 +8,12 @@
 import { buildKeyset, generateWorkloadKeys, type WorkloadKeys } from "../aci/signer.ts";
 import { keysetDigest, type WorkloadKeyset } from "../aci/keyset.ts";
 import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/keys.ts";
+import { createNoteSigner, type NoteSigner } from "../aci/note_signer.ts";
+import { bytesToHex } from "../aci/hex.ts";
+import { sha256Hex } from "../aci/digest.ts";
+
+/** The log origin when none is configured (tests, bench). */
+export const DEFAULT_LOG_ORIGIN = "localhost/v1/aci/log";
 
 export interface IdentitySnapshot {
   keys: WorkloadKeys;
@@ -15,6 +21,8 @@ export interface IdentitySnapshot {
   e2ee: E2eeKeyring;
   keyset: WorkloadKeyset;
   digest: string;
+  /** Signs the transparency log's checkpoints (key name = the log's origin; listed in the keyset). */
+  log: NoteSigner;
 }
 
 export interface Identity {
@@ -38,6 +46,8 @@ export interface IdentityOptions {
    * `ttlSeconds`, and every replica rotates at the epoch boundary.
    */
   e2eeSeed?: Uint8Array;
+  /** The transparency log's origin, the name of its checkpoint key. */
+  logOrigin?: string;
 }
 
 export function createIdentity(opts: IdentityOptions): Identity {
@@ -55,14 +65,19 @@ export function createIdentity(opts: IdentityOptions): Identity {
       notAfter = (epoch + 1) * opts.ttlSeconds + margin;
       e2ee = createE2eeKeyring({ seed: opts.e2eeSeed, epoch });
     } else e2ee = createE2eeKeyring();
+    const log = createNoteSigner(opts.logOrigin ?? DEFAULT_LOG_ORIGIN);
     const keyset = buildKeyset({
       keys,
       subject: opts.subject,
       notAfter,
       tlsSpkiSha256s: opts.tlsSpkiSha256s ?? [],
       e2eeKeys: e2ee.entries,
+      noteKey: {
+        keyId: `c2sp-note:${sha256Hex(log.publicKey).slice(0, 16)}`,
+        publicKeyHex: bytesToHex(log.publicKey),
+      },
     });
-    return { keys, e2ee, keyset, digest: keysetDigest(keyset) };
+    return { keys, e2ee, keyset, digest: keysetDigest(keyset), log };
   };
   let snap = make();
   return {

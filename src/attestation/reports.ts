@@ -53,7 +53,7 @@ export interface ReportService {
   archived(digest: string): Promise<CanonicalReport>;
   legacy(nonce: string | null, algo: LegacySigningAlgo): Promise<Record<string, unknown>>;
   /** Archive the current keyset's report (start-up, rotation). */
-  archive(snapshot: IdentitySnapshot): Promise<void>;
+  archive(snapshot: IdentitySnapshot): Promise<CanonicalReport>;
 }
 
 // Long as one closure over shared state; each inner function is short.
@@ -126,9 +126,12 @@ export function createReportService(o: ReportServiceOptions): ReportService {
       return await wrap(att);
     },
     async archived(digest) {
-      const current = o.identity.current();
-      if (digest === current.digest) return await service.canonical(null);
+      // The stored report first, even for the current keyset: it is the one whose digest the
+      // transparency log holds (a fresh one would list today's replicas instead).
       const stored = await o.kv.get<{ report: CanonicalReport }>([KEYSET_ARCHIVE, digest]);
+      if (!stored.value && digest === o.identity.current().digest) {
+        return await service.canonical(null);
+      }
       if (!stored.value) {
         throw new GatewayError("not_found", "no keyset with this digest was ever served here");
       }
@@ -167,6 +170,7 @@ export function createReportService(o: ReportServiceOptions): ReportService {
       await retryTransient(() =>
         o.kv.set([KEYSET_ARCHIVE, snap.digest], { keyset: snap.keyset, report })
       );
+      return report;
     },
   };
   return service;

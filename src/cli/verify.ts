@@ -18,6 +18,15 @@ import { isRecord } from "../verify/json_shape.ts";
 import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
 import { verifyReceipt } from "../verify/receipt.ts";
 import { verifyReport } from "../verify/report.ts";
+import { verifyBundle } from "../verify/bundle.ts";
+import { extractKeyset } from "../verify/report.ts";
+import { followLog, keysetLogKeys } from "../verify/tlog.ts";
+import { parseCheckpointBody, parseVerifierKey, verifyNote } from "../aci/note.ts";
+import { leafHash, verifyInclusion } from "../aci/merkle.ts";
+import { receiptEntry } from "../aci/log_entry.ts";
+import { jcs } from "../aci/jcs.ts";
+import { Buffer } from "node:buffer";
+import { check } from "../verify/checks.ts";
 import { verifyE2eeResponse } from "../e2ee/verify.ts";
 import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { verifySessionGpu } from "../verify/session_gpu.ts";
@@ -56,6 +65,7 @@ export const VERIFY_USAGE = [
   "       verify --signature <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --report <file|URL>",
   "       verify --session <file|URL> [--rim-at <ISO time>]   (GPU evidence of a session record; --collateral DIR)",
+  "       verify --bundle <file> [--at <ISO time>]   (an evidence bundle, offline; --at defaults to the receipt's served_at)",
   `       verify --evidence <file> --kind ${
     Object.keys(EVIDENCE_KINDS).join("|")
   }   (a provider's recorded evidence, check by check)`,
@@ -82,6 +92,7 @@ const VALUE_FLAGS = [
   "nonce",
   "e2ee-context",
   "session",
+  "bundle",
   "at",
   "rim-at",
   "evidence",
@@ -139,6 +150,18 @@ async function fetchJson(deps: VerifyDeps, url: URL, apiKey?: string): Promise<u
     return JSON.parse(text);
   } catch {
     throw new SourceError(`${url.origin}${url.pathname} did not return JSON`);
+  }
+}
+
+/** The `error.code` of an error envelope, if any. */
+function serverCode(text: string): string | null {
+  try {
+    const body = JSON.parse(text);
+    return isRecord(body) && isRecord(body["error"]) && typeof body["error"]["code"] === "string"
+      ? body["error"]["code"]
+      : null;
+  } catch {
+    return null;
   }
 }
 
@@ -270,6 +293,7 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
   if (v.evidence !== undefined) return await evidenceFileChecks(deps, p);
   if (v.kind !== undefined) throw new UsageError("--kind applies to --evidence");
   if (v.session !== undefined) return await sessionChecks(deps, v);
+  if (v.bundle !== undefined) return await bundleChecks(deps, v, p.flags.has("allow-dev"));
   const modes = [v.receipt, v.signature].filter((x) => x !== undefined).length;
   if (modes > 1) throw new UsageError("give either --receipt or --signature, not both");
   if (v.report === undefined) throw new UsageError("--report is required");
@@ -321,9 +345,21 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
 
   if (v.receipt !== undefined) {
     const receipt = await loadArtifact(deps, v.receipt, apiKey);
+    // A receipt from before a restart or rotation: its own (archived) keyset and report.
+    const signing = await receiptReport(deps, v.report, report, receipt, evidence, checks);
     checks.push(
-      ...verifyReceipt(receipt, { report, requestBody, responseBody, requireVerifiedUpstream }),
+      ...verifyReceipt(receipt, {
+        report: signing,
+        requestBody,
+        responseBody,
+        requireVerifiedUpstream,
+      }),
     );
+    if (isUrl(v.receipt) && isRecord(receipt)) {
+      checks.push(
+        ...await inclusionChecks(deps, v.receipt, receipt, [report, signing], evidence, apiKey),
+      );
+    }
     if (v["e2ee-context"] !== undefined) {
       if (responseBody === undefined) throw new UsageError("--e2ee-context needs --response");
       const context = await readJson(deps, v["e2ee-context"]);
@@ -342,11 +378,156 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
   return checks;
 }
 
+/**
+ * The report whose keyset signed `receipt`: the one given when the digests
+ * match, else (a report URL) the archived report of the receipt's keyset,
+ * fetched from the same gateway and verified as not fresh. Says which it used.
+ */
+async function receiptReport(
+  deps: VerifyDeps,
+  source: string,
+  report: unknown,
+  receipt: unknown,
+  evidence: { allowDevEvidence: boolean; quoteCheck?: QuoteCheck },
+  checks: Check[],
+): Promise<unknown> {
+  const wanted = isRecord(receipt) ? receipt["workload_keyset_digest"] : undefined;
+  const current = isRecord(report) ? report["workload_keyset_digest"] : undefined;
+  if (typeof wanted !== "string" || wanted === current || !isUrl(source)) {
+    deps.print(`NOTE using keyset ${String(current)} and the report given`);
+    return report;
+  }
+  const url = parseUrl(source);
+  url.search = "";
+  url.searchParams.set("workload_keyset_digest", wanted);
+  const archived = await fetchJson(deps, url);
+  deps.print(
+    `NOTE the receipt was signed by keyset ${wanted}, not the current ${String(current)}: ` +
+      `using its archived report from ${url.origin}${url.pathname}?workload_keyset_digest=…`,
+  );
+  for (const c of await verifyReport(archived, { ...evidence, nonce: null })) {
+    checks.push({ ...c, name: c.name.replace(/^report\./, "archived_report.") });
+  }
+  return archived;
+}
+
+/**
+ * The receipt's inclusion in the transparency log (`<receipt URL>/inclusion`):
+ * the proof against the checkpoint, and the checkpoint's signature by a log
+ * key of an attested keyset (the reports at hand, else the keysets the log holds).
+ */
+async function inclusionChecks(
+  deps: VerifyDeps,
+  receiptUrl: string,
+  receipt: Record<string, unknown>,
+  reports: unknown[],
+  evidence: { allowDevEvidence: boolean; quoteCheck?: QuoteCheck },
+  apiKey: string | undefined,
+): Promise<Check[]> {
+  const url = parseUrl(receiptUrl);
+  url.pathname = url.pathname.replace(/\/+$/, "") + "/inclusion";
+  let answer: unknown;
+  for (let attempt = 0;; attempt++) {
+    const res = await deps.fetch(url, {
+      headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    });
+    const text = await res.text();
+    // The stated bound is seconds: a receipt just made may still be pending.
+    if (res.status === 503 && attempt < 20) {
+      await new Promise((r) => setTimeout(r, 250));
+      continue;
+    }
+    if (res.status === 404 && serverCode(text) !== "receipt_not_found") {
+      // A gateway from before the transparency log: nothing to check, said plainly.
+      deps.print("NOTE this gateway serves no transparency log: inclusion not checked");
+      return [];
+    }
+    if (res.status !== 200) {
+      return [check("log.inclusion", false, `${url.pathname} answered HTTP ${res.status}`)];
+    }
+    answer = JSON.parse(text);
+    break;
+  }
+  if (!isRecord(answer) || typeof answer.checkpoint !== "string") {
+    return [check("log.inclusion", false, "malformed inclusion answer")];
+  }
+  const origin = String(answer.origin);
+  const keys = reports.flatMap((r) => keysetLogKeys(extractKeyset(r), origin));
+  let verified = verifyNote(answer.checkpoint, keys);
+  let via = "a log key of the report's keyset";
+  if (verified === null) {
+    // Signed by another replica or an older keyset: find it through the log itself.
+    const gateway = `${url.origin}${url.pathname.replace(/\/v1\/aci\/receipts\/.*$/, "")}`;
+    try {
+      const r = await followLog(deps.fetch, gateway, null, evidence, answer.checkpoint);
+      verified = verifyNote(
+        answer.checkpoint,
+        r.state.keysets.flatMap((k) => k.vkeys).map(parseVerifierKey).filter((k) => k !== null),
+      );
+      via = "a log key of a keyset the log holds (its archived report verified)";
+    } catch (e) {
+      return [check("log.checkpoint", false, (e as Error).message)];
+    }
+  }
+  const cp = verified ? parseCheckpointBody(verified.note.text) : null;
+  const out: Check[] = [
+    check(
+      "log.checkpoint",
+      cp !== null,
+      cp !== null
+        ? `checkpoint ${cp.origin} size ${cp.size} root ${
+          Buffer.from(cp.root).toString("base64")
+        }, signed by ${via}`
+        : "the checkpoint's signature does not verify under an attested log key",
+    ),
+  ];
+  if (cp === null) return out;
+  const proof = Array.isArray(answer.inclusion_proof)
+    ? answer.inclusion_proof.map((p) => new Uint8Array(Buffer.from(String(p), "base64")))
+    : [];
+  const index = Number(answer.leaf_index);
+  const ok = Number(answer.tree_size) === cp.size &&
+    verifyInclusion(leafHash(receiptEntry(jcs(receipt))), index, cp.size, proof, cp.root);
+  out.push(
+    check(
+      "log.inclusion",
+      ok,
+      ok
+        ? `receipt digest is leaf ${index} of the tree of size ${cp.size}`
+        : "the inclusion proof does not verify against the checkpoint",
+    ),
+  );
+  return out;
+}
+
 function isoTime(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
   const t = Date.parse(value);
   if (!Number.isFinite(t)) throw new UsageError(`--${flag} is not an ISO time`);
   return t;
+}
+
+/** `--bundle`: everything from one file, nothing fetched; judged at `--at` or the receipt's time. */
+async function bundleChecks(
+  deps: VerifyDeps,
+  v: Partial<Record<ValueFlag, string>>,
+  allowDevEvidence: boolean,
+): Promise<Check[]> {
+  if (v.receipt !== undefined || v.signature !== undefined || v.report !== undefined) {
+    throw new UsageError("--bundle stands alone (no --receipt, --signature or --report)");
+  }
+  const bundle = await readJson(deps, v.bundle!);
+  const servedAt = isRecord(bundle) && isRecord(bundle.receipt) &&
+      typeof bundle.receipt.served_at === "number"
+    ? bundle.receipt.served_at * 1000
+    : undefined;
+  const at = isoTime(v.at, "at") ?? servedAt ?? deps.now?.() ?? 0;
+  deps.print(`NOTE offline: nothing is fetched; validity judged at ${new Date(at).toISOString()}`);
+  return await verifyBundle(bundle, {
+    now: () => at,
+    allowDevEvidence,
+    quoteCheck: deps.quoteCheck,
+  });
 }
 
 /** `--session`: the GPU evidence of a stored session, at `--at` (RIMs at `--rim-at`) or now. */

@@ -138,6 +138,19 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "`http1`: the gateway's own HTTP/1.1 client (less memory and CPU per request); `fetch`: " +
     "Deno's fetch (HTTP/2, proxy variables; used automatically when a proxy variable is set).",
 
+  transparency_log: "The transparency log of receipts, sessions and keysets (C2SP tlog-tiles).",
+  "transparency_log.origin":
+    "Checkpoint origin and key name: the log's URL prefix without scheme (default `<identity.subject or localhost>/v1/aci/log`).",
+  "transparency_log.sweep_interval_ms":
+    "How often each replica sequences entries left by a replica that stopped between commit and sequencing.",
+  "transparency_log.batch_ms":
+    "How long new entries wait for others before one append sequences them together (bounds the inclusion delay).",
+  "transparency_log.witnesses": "Witnesses asked to cosign each checkpoint (C2SP tlog-witness).",
+  "transparency_log.witnesses[].url":
+    "The witness's submission prefix (`add-checkpoint` is posted under it).",
+  "transparency_log.witnesses[].vkey": "The witness's cosigner verifier key (type 0x04).",
+  "transparency_log.required_cosignatures":
+    "Cosignatures a checkpoint needs before it is served (0: served at once).",
   receipts: "Signed receipts.",
   "receipts.retention_days": "How long receipts are kept.",
   "receipts.refusal_retention_days":

@@ -143,6 +143,24 @@ export const configSchema = z.strictObject({
     refusal_budget: 10,
     refusal_window_seconds: 600,
   }),
+  /** The transparency log (C2SP tlog-tiles under /v1/aci/log/; docs/decisions/transparency-log-*.md). */
+  transparency_log: z.strictObject({
+    /** Checkpoint origin and note key name: the log's URL prefix without scheme (default: `<identity.subject or localhost>/v1/aci/log`). */
+    origin: z.string().regex(/^[^\s+]+$/, "no spaces or plus signs").optional(),
+    /** How often each replica looks for entries another (crashed) replica committed but did not sequence. */
+    sweep_interval_ms: z.number().int().min(10).max(1000).default(250),
+    /** How long a commit's new entries wait for others before they are sequenced together (amortizes each append's tile and bundle writes). */
+    batch_ms: z.number().int().min(0).max(500).default(100),
+    /** Witnesses asked to cosign each new checkpoint (C2SP tlog-witness). */
+    witnesses: z.array(z.strictObject({
+      /** Submission prefix; `add-checkpoint` is posted under it. */
+      url: z.url(),
+      /** The witness's cosigner vkey (`name+id+base64(0x04 ‖ key)`). */
+      vkey: z.string().min(1),
+    })).default([]),
+    /** Cosignatures a checkpoint needs before /v1/aci/log/checkpoint serves it (0: serve at once, cosignatures added when they come). */
+    required_cosignatures: z.number().int().nonnegative().default(0),
+  }).default({ sweep_interval_ms: 250, batch_ms: 100, witnesses: [], required_cosignatures: 0 }),
   tiers: z.strictObject({ free: limits, pro: limits, enterprise: limits }).default({
     free: { rpm: 60, tpm: 100_000 },
     pro: { rpm: 600, tpm: 1_000_000 },

@@ -25,6 +25,7 @@ import type { PreAdmission } from "../accounts/pre_admission.ts";
 import type { BodyBudget } from "../http/body_budget.ts";
 import type { DeadlineWheel } from "../http/deadlines.ts";
 import type { E2eeDeps } from "../e2ee/service.ts";
+import type { TransparencyLog } from "../tlog/log.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -42,6 +43,8 @@ export interface GatewayContext {
   /** The request path's deadlines (body, upstream head and body): one runtime timer for all. */
   deadlines: DeadlineWheel;
   receipts: ReceiptService;
+  /** The transparency log (C2SP tlog-tiles under /v1/aci/log/). */
+  tlog: TransparencyLog;
   identity: Identity;
   reports: ReportService;
   sessions: SessionStore;

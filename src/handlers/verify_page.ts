@@ -38,11 +38,12 @@ input[type=text],input[type=password]{width:100%;font:13px ui-monospace,monospac
 button{font-size:1rem;padding:.45rem 1.4rem;margin:.8rem 0}
 #checks{list-style:none;padding:0;font:13px ui-monospace,monospace}
 #checks li{padding:.2rem .4rem;margin:.15rem 0;border-radius:4px}
-.pass{background:#e3f6e8}.fail{background:#fde4e4}.unknown{background:#eef0f3}
+.pass{background:#e3f6e8}.fail{background:#fde4e4}.unknown{background:#eef0f3}.dev{background:#fff1c7}
 #verdict{font-weight:600;padding:.4rem}
 .chain{display:flex;align-items:center;gap:.3rem;margin:1rem 0;flex-wrap:wrap}
 .node{border:2px solid #56606b;border-radius:8px;padding:.4rem .7rem;min-width:9rem;text-align:center}
-.node.pass{border-color:#1a7f37}.node.fail{border-color:#cf222e}
+.node.pass{border-color:#1a7f37}.node.fail{border-color:#cf222e}.node.dev{border-color:#bf8700}
+#checkpoint{font:12px ui-monospace,monospace;background:#f6f8fa;padding:.5rem;white-space:pre-wrap}
 .node .sub{display:block;font:11px ui-monospace,monospace;color:#57606a}
 .arrow{font-size:1.3rem;color:#57606a}
 .note{background:#fff8c5;border-left:4px solid #d4a72c;padding:.5rem .8rem}
@@ -101,9 +102,13 @@ too. Add <code>--allow-dev</code> only for a development gateway.)</p>
 <div class="node unknown" id="node-receipt">receipt<span class="sub">not checked</span></div>
 <span class="arrow">→</span>
 <div class="node unknown" id="node-session">upstream session<span class="sub">not checked</span></div>
+<span class="arrow">→</span>
+<div class="node unknown" id="node-log">transparency log<span class="sub">not checked</span></div>
 </div>
 <div id="verdict"></div>
 <ul id="checks"></ul>
+<h2>Checkpoint used</h2>
+<pre id="checkpoint">(none yet: give the receipt id and your key)</pre>
 <script type="module" src="/verify/app.js"></script>
 </body>
 </html>

@@ -43,6 +43,19 @@ export const ERROR_KINDS = {
     anthropic: "permission_error",
   },
   not_found: { status: 404, type: "not_found", code: "not_found", anthropic: "not_found_error" },
+  receipt_not_found: {
+    status: 404,
+    type: "not_found",
+    code: "receipt_not_found",
+    anthropic: "not_found_error",
+  },
+  /** The transparency log has not yet put the receipt in a served checkpoint (Retry-After). */
+  log_pending: {
+    status: 503,
+    type: "service_unavailable",
+    code: "log_pending",
+    anthropic: "overloaded_error",
+  },
   model_not_found: {
     status: 404,
     type: "invalid_request_error",

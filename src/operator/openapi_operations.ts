@@ -157,6 +157,39 @@ export const OPERATIONS: Record<string, Op> = {
     auth: "optional-key",
     errors: [401, 404],
   },
+  "GET /v1/aci/receipts/:id/inclusion": {
+    summary: "The receipt's leaf index and inclusion proof against the served checkpoint " +
+      "(503 log_pending until it is in one)",
+    tag: "receipts",
+    auth: "optional-key",
+    query: [{ name: "tree_size", description: "prove against an older checkpoint size" }],
+    errors: [400, 401, 404, 503],
+  },
+  "GET /v1/aci/receipts/:id/bundle": {
+    summary: "Offline evidence bundle: receipt, archived report and keyset, sessions, inclusion " +
+      "proof, checkpoint and the reports of its signing keysets (task verify --bundle)",
+    tag: "receipts",
+    auth: "optional-key",
+    errors: [401, 404, 503],
+  },
+  "GET /v1/aci/log/checkpoint": {
+    summary: "The transparency log's latest checkpoint (C2SP tlog-checkpoint, signed note)",
+    tag: "receipts",
+    auth: "none",
+    ok: { type: "text/plain; charset=utf-8" },
+    errors: [503],
+  },
+  "GET /v1/aci/log/consistency": {
+    summary: "Consistency proof between two tree sizes (computable from the tiles too)",
+    tag: "receipts",
+    auth: "none",
+    query: [
+      { name: "from", description: "the older tree size" },
+      { name: "to", description: "the newer tree size (at most the checkpoint's)" },
+    ],
+    errors: [400, 503],
+  },
+  ...tileOperations(),
   "GET /v1/signature/:id": {
     summary: "The same receipt in the legacy vllm-proxy signature envelope",
     tag: "receipts",
@@ -354,3 +387,19 @@ export const OPERATIONS: Record<string, Op> = {
     errors: [401, 404],
   },
 };
+
+/** C2SP tlog-tiles paths: `tile/<L>/<N>[.p/<W>]` and `tile/entries/…`, 2 to 8 segments after `tile/`. */
+function tileOperations(): Record<string, Op> {
+  const names = ["level", "a", "b", "c", "d", "e", "f", "g"];
+  const out: Record<string, Op> = {};
+  for (let n = 2; n <= names.length; n++) {
+    out[`GET /v1/aci/log/tile/${names.slice(0, n).map((s) => ":" + s).join("/")}`] = {
+      summary: `A Merkle tile or entry bundle (C2SP tlog-tiles; ${n} path segments)`,
+      tag: "receipts",
+      auth: "none",
+      ok: { type: "application/octet-stream" },
+      errors: [404],
+    };
+  }
+  return out;
+}

@@ -11,6 +11,7 @@ import type { ReceiptDraft } from "./recorder.ts";
 import type { Identity } from "../attestation/identity.ts";
 import { createRefusalStore, type RefusalPolicy } from "./refusals.ts";
 import { decodeReceiptRow, encodeReceiptRow } from "./stored_row.ts";
+import { receiptEntry } from "../aci/log_entry.ts";
 
 export const RECEIPT_PREFIX = "receipts";
 export const CHAT_INDEX_PREFIX = "receipt_by_chat";
@@ -63,6 +64,8 @@ export function createReceiptService(
     /** Without it, refusals are stored like any receipt. */
     refusals?: RefusalPolicy & { write: (ops: KvWrite[]) => Promise<void> };
     onError?: (e: unknown) => void;
+    /** The transparency log: every stored receipt's digest is queued in the receipt's own commit. */
+    log?: { pendingWrite(entry: Uint8Array): KvWrite };
   },
 ): ReceiptService {
   const defaultExpireIn = opts.retentionDays * 86_400_000;
@@ -112,6 +115,7 @@ export function createReceiptService(
       value,
       expireIn,
     }];
+    if (opts.log) writes.push(opts.log.pendingWrite(receiptEntry(signed.jcs)));
     if (draft.chatId !== null) {
       writes.push({
         op: "set",

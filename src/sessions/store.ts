@@ -5,6 +5,8 @@
  * `expires_at` plus the receipt retention, so it outlives every receipt that
  * can cite it (receipts only cite sessions that are current when served).
  */
+import { sessionEntry } from "../aci/log_entry.ts";
+import type { KvWrite } from "../store/group_commit.ts";
 import { jcs } from "../aci/jcs.ts";
 import { sha256Hex } from "../aci/digest.ts";
 import type { SessionDocument } from "./types.ts";
@@ -52,6 +54,8 @@ export function createSessionStore(
      * stopped is not listed (no live process can serve its session). Absent: all listed.
      */
     replicas?: { self: string; live: () => Promise<Set<string>> };
+    /** The transparency log: each stored session's id is queued in the same commit. */
+    log?: { pendingWrite(entry: Uint8Array): KvWrite; kick(): void };
   },
 ): SessionStore {
   return {
@@ -59,7 +63,20 @@ export function createSessionStore(
       const id = sessionIdOf(doc);
       const keepMs = Math.max(0, doc.expires_at * 1000 - opts.now()) + opts.receiptRetentionMs;
       const value: StoredSession = { document: doc, until: opts.now() + keepMs };
-      await retryTransient(() => kv.set([SESSION_PREFIX, id], value, { expireIn: keepMs }));
+      const log = opts.log;
+      if (log) {
+        const pending = log.pendingWrite(sessionEntry(id));
+        await retryTransient(async () => {
+          const res = await kv.atomic()
+            .set([SESSION_PREFIX, id], value, { expireIn: keepMs })
+            .set(pending.key, pending.op === "set" ? pending.value : null)
+            .commit();
+          if (!res.ok) throw new Error("session commit was not applied");
+        });
+        log.kick();
+      } else {
+        await retryTransient(() => kv.set([SESSION_PREFIX, id], value, { expireIn: keepMs }));
+      }
       return id;
     },
     async get(id) {

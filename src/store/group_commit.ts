@@ -41,6 +41,8 @@ export interface GroupCommitterOptions {
   /** Called after each applied commit with its mutation count, and before each retry (metrics). */
   onCommit?: (mutations: number) => void;
   onRetry?: () => void;
+  /** Called once writes became durable: after each own commit, and after a borrowing commit settled. */
+  onDurable?: () => void;
   /** Uniform [0, 1) source for backoff jitter. */
   random?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -78,6 +80,7 @@ export class GroupCommitter {
   readonly #onError: (e: unknown) => void;
   readonly #onCommit?: (mutations: number) => void;
   readonly #onRetry?: () => void;
+  readonly #onDurable?: () => void;
   readonly #random: () => number;
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #maxAttempts: number;
@@ -110,6 +113,7 @@ export class GroupCommitter {
     this.#onError = opts.onError ?? (() => {});
     this.#onCommit = opts.onCommit;
     this.#onRetry = opts.onRetry;
+    this.#onDurable = opts.onDurable;
     this.#random = opts.random ?? Math.random;
     this.#sleep = opts.sleep ?? defaultSleep;
     this.#maxAttempts = attempts;
@@ -178,6 +182,7 @@ export class GroupCommitter {
         settled = true;
         this.#borrowed -= taken.length;
         if (ok) {
+          this.#onDurable?.();
           for (const p of taken) p.resolve();
         } else {
           this.#queue.unshift(...taken);
@@ -355,6 +360,7 @@ export class GroupCommitter {
       onRetry: this.#onRetry,
     });
     this.#onCommit?.(ops.length);
+    this.#onDurable?.();
   }
 }
 

@@ -55,6 +55,11 @@ export interface TestGatewayOptions {
   quotes?: QuoteProvider;
   /** The gateway's environment (default: GATEWAY_ADMIN_TOKEN = TEST_ADMIN_TOKEN). */
   env?: Record<string, string>;
+  /**
+   * Terminate TLS with this key, listed in the keyset as main.ts lists its listeners' keys
+   * (`unlisted`: as if TLS ended outside the TEE, at a load balancer).
+   */
+  tls?: { certPem: string; keyPem: string; spkiSha256: string; unlisted?: boolean };
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -97,11 +102,34 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     env: (name) => (opts.env ?? { GATEWAY_ADMIN_TOKEN: TEST_ADMIN_TOKEN })[name],
     quotes: opts.quotes ?? createDevQuoteProvider(),
     provenance: null,
-  }, { verifiers, transport: opts.transport?.(upstream) ?? upstream });
+    witnessFetch: (url, init) => fetch(url, init),
+  }, {
+    verifiers,
+    transport: opts.transport?.(upstream) ?? upstream,
+    tlsSpkiSha256s: opts.tls && !opts.tls.unlisted
+      ? [{ spki_sha256: opts.tls.spkiSha256 }]
+      : undefined,
+  });
   await gateway.ready;
   // Served as main.ts serves it: the gateway's own accept loop and deadlines.
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  // TLS as listen.tee terminates it: on a loopback listener the accept loop relays to.
+  const inner = opts.tls
+    ? Deno.listenTls({
+      hostname: "127.0.0.1",
+      port: 0,
+      cert: opts.tls.certPem,
+      key: opts.tls.keyPem,
+      alpnProtocols: ["http/1.1"],
+    })
+    : null;
   const server = serveConnections(listener, gateway.handler, {
+    tls: inner
+      ? {
+        listener: inner,
+        connect: () => Deno.connect({ hostname: "127.0.0.1", port: inner.addr.port }),
+      }
+      : undefined,
     limits: {
       maxConnections: config.limits.max_connections,
       headerTimeoutMs: config.limits.header_timeout_ms,
@@ -111,7 +139,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     now: () => performance.now(),
     log: (l) => logs.push(l),
   });
-  const url = `http://127.0.0.1:${listener.addr.port}`;
+  const url = `${opts.tls ? "https" : "http"}://127.0.0.1:${listener.addr.port}`;
   const newKey: TestGateway["newKey"] = async (o = {}) => {
     const { key } = await createKey(kv, {
       tier: o.tier ?? "pro",

@@ -6,12 +6,16 @@ export function bytesToHex(bytes: Uint8Array): string {
   return s;
 }
 
-export function hexToBytes(hex: string): Uint8Array {
-  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) {
-    throw new Error("invalid hex string");
-  }
+export function parseHex(hex: string): Uint8Array | null {
+  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) return null;
   const out = new Uint8Array(hex.length / 2);
   for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+export function hexToBytes(hex: string): Uint8Array {
+  const out = parseHex(hex);
+  if (out === null) throw new Error("invalid hex string");
   return out;
 }
 

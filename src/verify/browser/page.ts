@@ -15,8 +15,12 @@ import { findEvent, verifyReceipt } from "../receipt.ts";
 import { extractKeyset } from "../report.ts";
 import type { Check } from "../checks.ts";
 import { bytesToHex, hexToBytes } from "../../aci/hex.ts";
-import { jcsBytes } from "../../aci/jcs.ts";
+import { jcs, jcsBytes } from "../../aci/jcs.ts";
 import { sha256Hex } from "../../aci/digest.ts";
+import { b64, parseCheckpointBody, parseVerifierKey, unb64, verifyNote } from "../../aci/note.ts";
+import { leafHash, verifyInclusion } from "../../aci/merkle.ts";
+import { receiptEntry } from "../../aci/log_entry.ts";
+import { followLog, keysetLogKeys } from "../tlog.ts";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -94,9 +98,22 @@ async function webcryptoSignature(
   }
 }
 
-type Node = "report" | "keyset" | "receipt" | "session";
+type Node = "report" | "keyset" | "receipt" | "session" | "log";
+/** A node's state: passed, failed, not checked, or passed on development evidence (amber). */
+type NodeState = { ok: boolean | null; label: string; dev?: boolean };
 
-function render(checks: Check[], chain: Record<Node, { ok: boolean | null; label: string }>) {
+/** Why a passing run proves nothing about hardware, if it does not (null: it does). */
+function developmentReason(checks: Check[], sessionRefuted: string | null): string | null {
+  if (sessionRefuted !== null) {
+    return `the upstream session's tee_attested is refuted (${sessionRefuted})`;
+  }
+  if (checks.some((c) => c.name.endsWith("hardware_evidence") && /development/i.test(c.detail))) {
+    return "the attestation is development evidence";
+  }
+  return null;
+}
+
+function render(checks: Check[], chain: Record<Node, NodeState>, sessionRefuted: string | null) {
   const list = $("checks");
   list.replaceChildren(...checks.map((c) => {
     const li = document.createElement("li");
@@ -105,17 +122,23 @@ function render(checks: Check[], chain: Record<Node, { ok: boolean | null; label
     li.textContent = `${c.ok ? "PASS" : "FAIL"}  ${c.name}: ${c.detail}`;
     return li;
   }));
-  for (const n of ["report", "keyset", "receipt", "session"] as Node[]) {
+  for (const n of ["report", "keyset", "receipt", "session", "log"] as Node[]) {
     const el = $(`node-${n}`);
-    el.className = "node " + (chain[n].ok === null ? "unknown" : chain[n].ok ? "pass" : "fail");
-    el.querySelector(".sub")!.textContent = chain[n].label;
+    const s = chain[n];
+    el.className = "node " +
+      (s.ok === null ? "unknown" : !s.ok ? "fail" : s.dev ? "dev" : "pass");
+    el.querySelector(".sub")!.textContent = s.label;
   }
   const all = checks.length > 0 && checks.every((c) => c.ok);
+  const dev = developmentReason(checks, sessionRefuted);
   const verdict = $("verdict");
-  verdict.className = all ? "pass" : "fail";
-  verdict.textContent = all
-    ? `All ${checks.length} checks passed.`
-    : `${checks.filter((c) => !c.ok).length} of ${checks.length} checks failed.`;
+  // Development evidence is never shown as a green success.
+  verdict.className = !all ? "fail" : dev ? "dev" : "pass";
+  verdict.textContent = !all
+    ? `${checks.filter((c) => !c.ok).length} of ${checks.length} checks failed.`
+    : dev
+    ? `development: this proves nothing about hardware (${dev}; ${checks.length} checks passed).`
+    : `All ${checks.length} checks passed.`;
   document.body.dataset.state = "done";
 }
 
@@ -126,12 +149,14 @@ async function run(): Promise<void> {
   const key = $<HTMLInputElement>("api-key").value.trim() || undefined;
   const allowDev = $<HTMLInputElement>("allow-dev").checked;
   const requireVerified = $<HTMLInputElement>("require-verified").checked;
-  const chain: Record<Node, { ok: boolean | null; label: string }> = {
+  const chain: Record<Node, NodeState> = {
     report: { ok: null, label: "not checked" },
     keyset: { ok: null, label: "not checked" },
     receipt: { ok: null, label: "not checked" },
     session: { ok: null, label: "not checked" },
+    log: { ok: null, label: "not checked" },
   };
+  let sessionRefuted: string | null = null;
   try {
     // 1. The report, bound to a nonce only this page knows.
     const nonce = bytesToHex(crypto.getRandomValues(new Uint8Array(32)));
@@ -141,7 +166,14 @@ async function run(): Promise<void> {
       { name: "report.nonce", ok: true, detail: `fetched with fresh nonce ${nonce}` },
       ...rc,
     );
-    chain.report = { ok: rc.every((c) => c.ok), label: `nonce ${nonce.slice(0, 12)}…` };
+    const devReport = rc.some((c) =>
+      c.name.endsWith("hardware_evidence") && /development/i.test(c.detail)
+    );
+    chain.report = {
+      ok: rc.every((c) => c.ok),
+      label: `nonce ${nonce.slice(0, 12)}…${devReport ? " (development)" : ""}`,
+      dev: devReport,
+    };
     const digest = (report as Record<string, unknown>)["workload_keyset_digest"];
     const kd = rc.find((c) => c.name === "report.workload_keyset_digest");
     chain.keyset = { ok: kd?.ok ?? false, label: String(digest).slice(0, 19) + "…" };
@@ -156,17 +188,19 @@ async function run(): Promise<void> {
     else if (id !== "") {
       receipt = await getJson(`/v1/aci/receipts/${encodeURIComponent(id)}`, key);
     } else throw new Error("give a receipt (paste, drop a file) or a receipt id and your key");
+    // A receipt from before a restart or rotation: its archived keyset and report.
+    const signing = await signingReport(receipt, report, allowDev, checks, chain);
     const requestBody = await bytesOf("request-file", "request");
     const responseBody = await bytesOf("response-file", "response");
     const rcpt = verifyReceipt(receipt, {
-      report,
+      report: signing,
       requestBody,
       responseBody,
       requireVerifiedUpstream: requireVerified,
     });
     checks.push(...rcpt);
     const r = receipt as Record<string, unknown>;
-    const webSig = await webcryptoSignature(r, report);
+    const webSig = await webcryptoSignature(r, signing);
     checks.push(webSig);
     // Only a receipt the attested key signed may lead the page (and the user's key) anywhere.
     const signed = webSig.ok && rcpt.some((c) => c.name === "receipt.signature" && c.ok);
@@ -203,6 +237,9 @@ async function run(): Promise<void> {
       const session = await getJson(`/v1/aci/sessions/${sid}`, key);
       const actual = sha256Hex(jcsBytes(session));
       const ok = actual === sid;
+      const tee = (((session as Record<string, unknown>).claims ?? {}) as Record<string, unknown>)
+        .tee_attested as { status?: string; reason?: string } | undefined;
+      if (tee?.status === "refuted") sessionRefuted = tee.reason ?? "refuted";
       checks.push({
         name: "session.id",
         ok,
@@ -212,17 +249,151 @@ async function run(): Promise<void> {
           })`
           : `session document hashes to ${actual}, not ${sid}`,
       });
-      chain.session = { ok, label: `${sid.slice(0, 12)}…` };
+      chain.session = {
+        ok,
+        label: `${sid.slice(0, 12)}…${sessionRefuted !== null ? " tee_attested refuted" : ""}`,
+        dev: sessionRefuted !== null,
+      };
     } else {
       chain.session = {
         ok: null,
         label: typeof sid === "string" ? "give your key to fetch it" : "no attested upstream",
       };
     }
+
+    // 4. The receipt's inclusion in the transparency log, and the checkpoint used.
+    const rid = String(r["receipt_id"] ?? id);
+    if (key) {
+      const lc = await inclusion(rid, r, [report, signing], allowDev, key);
+      checks.push(...lc.checks);
+      chain.log = lc.state;
+    } else chain.log = { ok: null, label: "give your key to fetch the proof" };
   } catch (e) {
     checks.push({ name: "page.error", ok: false, detail: (e as Error).message });
   }
-  render(checks, chain);
+  render(checks, chain, sessionRefuted);
+}
+
+/** The report of the keyset that signed `receipt`: the current one, or its archived one. */
+async function signingReport(
+  receipt: unknown,
+  report: unknown,
+  allowDev: boolean,
+  checks: Check[],
+  chain: Record<Node, NodeState>,
+): Promise<unknown> {
+  const wanted = (receipt as Record<string, unknown>)?.["workload_keyset_digest"];
+  const current = (report as Record<string, unknown>)["workload_keyset_digest"];
+  if (typeof wanted !== "string" || wanted === current) {
+    checks.push({ name: "receipt.keyset_used", ok: true, detail: `the current keyset ${current}` });
+    return report;
+  }
+  let archived: unknown;
+  try {
+    archived = await getJson(
+      `/v1/aci/attestation?workload_keyset_digest=${encodeURIComponent(wanted)}`,
+    );
+  } catch (e) {
+    // Not a keyset of this gateway: checked against the current one, which then says why not.
+    checks.push({
+      name: "receipt.keyset_used",
+      ok: false,
+      detail: `keyset ${wanted} is not archived here (${(e as Error).message}); ` +
+        `checked against the current ${current}`,
+    });
+    return report;
+  }
+  const ac = await verifyReport(archived, { nonce: null, allowDevEvidence: allowDev });
+  checks.push({
+    name: "receipt.keyset_used",
+    ok: true,
+    detail: `archived keyset ${wanted} (the receipt predates the current ${current}); its ` +
+      "archived report, issued without a nonce",
+  }, ...ac.map((c) => ({ ...c, name: c.name.replace(/^report\./, "archived_report.") })));
+  chain.keyset = {
+    ok: ac.every((c) => c.ok),
+    label: `archived ${wanted.slice(0, 19)}…`,
+    dev: chain.report.dev,
+  };
+  return archived;
+}
+
+/** Fetches and checks the receipt's inclusion proof; shows the checkpoint used. */
+async function inclusion(
+  id: string,
+  receipt: Record<string, unknown>,
+  reports: unknown[],
+  allowDev: boolean,
+  key: string,
+): Promise<{ checks: Check[]; state: NodeState }> {
+  let answer: Record<string, unknown> | null = null;
+  for (let attempt = 0; attempt < 20 && answer === null; attempt++) {
+    const res = await fetch(`/v1/aci/receipts/${encodeURIComponent(id)}/inclusion`, {
+      headers: { authorization: `Bearer ${key}` },
+      cache: "no-store",
+    });
+    if (res.status === 503) {
+      await res.body?.cancel();
+      await new Promise((r) => setTimeout(r, 250));
+      continue;
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      return {
+        checks: [{
+          name: "log.inclusion",
+          ok: false,
+          detail: `inclusion answered HTTP ${res.status}`,
+        }],
+        state: { ok: false, label: "no proof" },
+      };
+    }
+    answer = JSON.parse(text);
+  }
+  if (answer === null || typeof answer.checkpoint !== "string") {
+    return {
+      checks: [{
+        name: "log.inclusion",
+        ok: false,
+        detail: "not in a checkpoint yet (log_pending)",
+      }],
+      state: { ok: false, label: "pending" },
+    };
+  }
+  const note = answer.checkpoint;
+  $("checkpoint").textContent = note;
+  const origin = String(answer.origin);
+  let verified = verifyNote(note, reports.flatMap((r) => keysetLogKeys(extractKeyset(r), origin)));
+  let via = "a log key of the report's keyset";
+  if (verified === null) {
+    const r = await followLog(fetch, location.origin, null, { allowDevEvidence: allowDev }, note);
+    const keys = r.state.keysets.flatMap((k) => k.vkeys).map(parseVerifierKey);
+    verified = verifyNote(note, keys.filter((k) => k !== null));
+    via = "a log key of a keyset the log holds (its archived report verified)";
+  }
+  const cp = verified ? parseCheckpointBody(verified.note.text) : null;
+  const checks: Check[] = [{
+    name: "log.checkpoint",
+    ok: cp !== null,
+    detail: cp
+      ? `checkpoint ${cp.origin} size ${cp.size} root ${b64(cp.root)}, signed by ${via}`
+      : "the checkpoint's signature does not verify under an attested log key",
+  }];
+  if (cp === null) return { checks, state: { ok: false, label: "bad checkpoint" } };
+  const proof = Array.isArray(answer.inclusion_proof)
+    ? answer.inclusion_proof.map((p) => unb64(String(p)) ?? new Uint8Array(0))
+    : [];
+  const index = Number(answer.leaf_index);
+  const ok = Number(answer.tree_size) === cp.size &&
+    verifyInclusion(leafHash(receiptEntry(jcs(receipt))), index, cp.size, proof, cp.root);
+  checks.push({
+    name: "log.inclusion",
+    ok,
+    detail: ok
+      ? `receipt digest is leaf ${index} of the tree of size ${cp.size}`
+      : "the inclusion proof does not verify against the checkpoint",
+  });
+  return { checks, state: { ok, label: `leaf ${index} of ${cp.size}` } };
 }
 
 $("verify").addEventListener("click", () => {

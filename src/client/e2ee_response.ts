@@ -4,8 +4,8 @@
  * wire bytes its receipt covers (src/e2ee/client.ts wraps fetch around them).
  */
 import { isRecord } from "../verify/json_shape.ts";
-import { type AadContext, decryptField, responseAad } from "./crypto.ts";
-import { type E2eeEndpoint, responseIdFor, responseSlots } from "./fields.ts";
+import { type AadContext, decryptField, responseAad } from "../e2ee/crypto.ts";
+import { type E2eeEndpoint, responseIdFor, responseSlots } from "../e2ee/fields.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -29,6 +29,22 @@ export function openResponse(
     const text = decoder.decode(plain);
     s.set(s.json ? JSON.parse(text) : text);
   }
+}
+
+/**
+ * One SSE event (without its blank-line terminator) with its JSON data's
+ * generated fields opened; other events pass unchanged. Returns it terminated.
+ */
+export function decryptSseFrame(f: string, open: (o: Record<string, unknown>) => void): string {
+  const lines = f.split(/\r?\n/);
+  const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
+  if (data.length === 0) return f + "\n\n";
+  const payload = data.join("\n");
+  if (payload === "[DONE]") return f + "\n\n";
+  const obj = JSON.parse(payload);
+  if (isRecord(obj)) open(obj);
+  const other = lines.filter((l) => !l.startsWith("data:"));
+  return [...other, `data: ${JSON.stringify(obj)}`].join("\n") + "\n\n";
 }
 
 /**
@@ -56,19 +72,7 @@ export function sseDecryptor(
     }
     settle(total);
   };
-  const frame = (f: string): string => {
-    const lines = f.split(/\r?\n/);
-    const data = lines.filter((l) => l.startsWith("data:")).map((l) =>
-      l.slice(5).replace(/^ /, "")
-    );
-    if (data.length === 0) return f + "\n\n";
-    const payload = data.join("\n");
-    if (payload === "[DONE]") return f + "\n\n";
-    const obj = JSON.parse(payload);
-    if (isRecord(obj)) open(obj);
-    const other = lines.filter((l) => !l.startsWith("data:"));
-    return [...other, `data: ${JSON.stringify(obj)}`].join("\n") + "\n\n";
-  };
+  const frame = (f: string): string => decryptSseFrame(f, open);
   const drain = (final: boolean): string => {
     let out = "";
     for (;;) {

@@ -14,7 +14,7 @@
  * answer that does not say it was encrypted to this request's key.
  */
 import { randomBytes as nodeRandomBytes } from "node:crypto";
-import { CLEAR_TOOLS_HEADER, clearToolsNonce, usesTools } from "./clear_text.ts";
+import { CLEAR_TOOLS_HEADER, clearToolsNonce, usesTools } from "../e2ee/clear_text.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { allPassed } from "../verify/checks.ts";
 import { type QuoteCheck, verifyReport } from "../verify/report.ts";
@@ -29,11 +29,11 @@ import {
   normalizePublicKey,
   requestAad,
   X25519_ALGO,
-} from "./crypto.ts";
-import { E2EE_ENDPOINTS, type E2eeEndpoint, requestSlots } from "./fields.ts";
-import { openResponse, sseDecryptor } from "./client_response.ts";
+} from "../e2ee/crypto.ts";
+import { E2EE_ENDPOINTS, type E2eeEndpoint, requestSlots } from "../e2ee/fields.ts";
+import { openResponse, sseDecryptor } from "./e2ee_response.ts";
 
-export { openResponse };
+export { openResponse, sseDecryptor };
 
 type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -118,13 +118,31 @@ export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKe
     const failed = checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
     throw new Error(`E2EE: the attestation report did not verify (${failed.join("; ")})`);
   }
-  const r = report as Record<string, unknown>;
-  const caps = r["service_capabilities"];
+  const key = e2eeKeyFromReport(report, opts);
+  if (typeof key === "string") throw new Error(`E2EE: ${key}`);
+  return key;
+}
+
+/** Whether a verified report advertises E2EE v2 (capability and at least one listed key). */
+export function offersE2ee(report: unknown): boolean {
+  return typeof e2eeKeyFromReport(report, {}) !== "string";
+}
+
+/**
+ * The E2EE key to encrypt to, chosen from a report that already verified, or
+ * why there is none.
+ */
+export function e2eeKeyFromReport(
+  report: unknown,
+  opts: Pick<E2eeClientOptions, "algo" | "modelPublicKey">,
+): AttestedKey | string {
+  if (!isRecord(report) || !isRecord(report["attestation"])) return "not a report";
+  const caps = report["service_capabilities"];
   const versions = isRecord(caps) ? caps["supported_e2ee_versions"] : undefined;
   if (!Array.isArray(versions) || !versions.includes(E2EE_VERSION)) {
-    throw new Error("E2EE: the attested service does not advertise E2EE v2");
+    return "the attested service does not advertise E2EE v2";
   }
-  const keyset = (r["attestation"] as Record<string, unknown>)["workload_keyset"];
+  const keyset = report["attestation"]["workload_keyset"];
   const listed = isRecord(keyset) && Array.isArray(keyset["e2ee_public_keys"])
     ? keyset["e2ee_public_keys"].filter((k): k is Record<string, string> =>
       isRecord(k) && isE2eeAlgo(k["algo"]) && typeof k["public_key"] === "string" &&
@@ -137,21 +155,90 @@ export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKe
       normalizePublicKey(k.algo as E2eeAlgo, opts.modelPublicKey!) ===
         normalizePublicKey(k.algo as E2eeAlgo, k.public_key)
     );
-    if (!pick) throw new Error("E2EE: the given service key is not in the verified keyset");
+    if (!pick) return "the given service key is not in the verified keyset";
   } else {
     const want = opts.algo ?? X25519_ALGO;
     pick = listed.find((k) => k.algo === want) ?? listed[0];
-    if (!pick) throw new Error("E2EE: the verified keyset lists no E2EE v2 key");
+    if (!pick) return "the verified keyset lists no E2EE v2 key";
   }
   const algo = pick.algo as E2eeAlgo;
   const publicKey = normalizePublicKey(algo, pick.public_key);
-  if (publicKey === null) throw new Error("E2EE: the attested key is malformed");
+  if (publicKey === null) return "the attested key is malformed";
   return {
     key_id: pick.key_id,
     algo,
     public_key: publicKey,
-    keysetDigest: r["workload_keyset_digest"] as string,
+    keysetDigest: report["workload_keyset_digest"] as string,
   };
+}
+
+/** One request sealed to an attested key: what to send, and what opens the answer. */
+export interface SealedRequest {
+  /** The body to send (prompt fields encrypted). */
+  wire: string;
+  /** The compact JSON the gateway hashes as `request.received` (§8). */
+  restored: Uint8Array;
+  /** The five E2EE v2 request headers. */
+  headers: Record<string, string>;
+  ctx: AadContext;
+  clientSecret: Uint8Array;
+}
+
+/** Encrypts a request body (JSON text) to `key`; throws when it has nothing E2EE can encrypt. */
+export function sealRequestBody(
+  kind: E2eeEndpoint,
+  bodyText: string,
+  key: AttestedKey,
+  o: {
+    random: (n: number) => Uint8Array;
+    now: () => number;
+    contentArrays?: "whole" | "parts";
+    /** Accept tools and tool calls in clear (committed to by the nonce, X-E2EE-Clear-Tools). */
+    clearTools?: boolean;
+  },
+): SealedRequest {
+  const plain = JSON.parse(bodyText);
+  if (!isRecord(plain) || typeof plain["model"] !== "string") {
+    throw new Error("E2EE: the request body must be a JSON object with a string model");
+  }
+  const client = generateKeyPair(key.algo);
+  // Tools go in clear: only when the caller accepts it, committed to by the nonce.
+  let toolSalt: string | null = null;
+  if (kind === "chat" && usesTools(plain)) {
+    if (o.clearTools !== true) {
+      throw new Error(
+        "E2EE: tools and tool calls travel in clear; pass clearTools: true to accept that",
+      );
+    }
+    toolSalt = bytesToHex(o.random(32));
+  }
+  const ctx: AadContext = {
+    algo: key.algo,
+    model: plain["model"],
+    nonce: toolSalt === null ? bytesToHex(o.random(32)) : clearToolsNonce(toolSalt, plain),
+    ts: Math.floor(o.now() / 1000),
+  };
+  const { wire, restored } = sealRequest(kind, plain, ctx, key.public_key, o.random, o);
+  return {
+    wire,
+    restored,
+    ctx,
+    clientSecret: client.secretKey,
+    headers: {
+      "x-e2ee-version": E2EE_VERSION,
+      "x-client-pub-key": bytesToHex(client.publicKey),
+      "x-model-pub-key": key.public_key,
+      "x-e2ee-nonce": ctx.nonce,
+      "x-e2ee-timestamp": String(ctx.ts),
+      ...(toolSalt === null ? {} : { [CLEAR_TOOLS_HEADER]: toolSalt }),
+    },
+  };
+}
+
+/** Whether a successful answer says it was encrypted for this request's suite. */
+export function e2eeApplied(headers: Headers, algo: E2eeAlgo): boolean {
+  return headers.get("x-e2ee-applied") === "true" &&
+    headers.get("x-e2ee-version") === E2EE_VERSION && headers.get("x-e2ee-algo") === algo;
 }
 
 /** Attest once, then encrypt every E2EE-capable request with the attested key. */
@@ -164,37 +251,14 @@ export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetc
   const basePath = new URL(opts.baseURL).pathname.replace(/\/+$/, "");
 
   const send = async (url: URL, init: RequestInit, kind: E2eeEndpoint): Promise<Response> => {
-    const plain = JSON.parse(typeof init.body === "string" ? init.body : "null");
-    if (!isRecord(plain) || typeof plain["model"] !== "string") {
-      throw new Error("E2EE: the request body must be a JSON object with a string model");
-    }
-    const client = generateKeyPair(key.algo);
-    // Tools go in clear: only when the caller accepts it, committed to by the nonce.
-    let toolSalt: string | null = null;
-    if (kind === "chat" && usesTools(plain)) {
-      if (opts.clearTools !== true) {
-        throw new Error(
-          "E2EE: tools and tool calls travel in clear; pass clearTools: true to accept that",
-        );
-      }
-      toolSalt = bytesToHex(random(32));
-    }
-    const ctx: AadContext = {
-      algo: key.algo,
-      model: plain["model"],
-      nonce: toolSalt === null ? bytesToHex(random(32)) : clearToolsNonce(toolSalt, plain),
-      ts: Math.floor(now() / 1000),
-    };
-    const { wire, restored } = sealRequest(kind, plain, ctx, key.public_key, random, opts);
+    if (typeof init.body !== "string") throw new Error("E2EE: the request body must be a string");
+    const sealed = sealRequestBody(kind, init.body, key, { random, now, ...opts });
+    const { wire, restored, ctx } = sealed;
+    const client = { secretKey: sealed.clientSecret };
     const headers = new Headers(init.headers);
     headers.delete("content-length");
     headers.set("content-type", "application/json");
-    headers.set("x-e2ee-version", E2EE_VERSION);
-    headers.set("x-client-pub-key", bytesToHex(client.publicKey));
-    headers.set("x-model-pub-key", key.public_key);
-    headers.set("x-e2ee-nonce", ctx.nonce);
-    headers.set("x-e2ee-timestamp", String(ctx.ts));
-    if (toolSalt !== null) headers.set(CLEAR_TOOLS_HEADER, toolSalt);
+    for (const [k, v] of Object.entries(sealed.headers)) headers.set(k, v);
     const res = await base(url, { ...init, headers, body: wire });
     let settle: (b: Uint8Array) => void = () => {};
     const wireResponse = new Promise<Uint8Array>((r) => (settle = r));
@@ -217,11 +281,7 @@ export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetc
       settle(body);
       return new Response(body, { status: res.status, headers: res.headers });
     }
-    if (
-      res.headers.get("x-e2ee-applied") !== "true" ||
-      res.headers.get("x-e2ee-version") !== E2EE_VERSION ||
-      res.headers.get("x-e2ee-algo") !== key.algo
-    ) {
+    if (!e2eeApplied(res.headers, key.algo)) {
       await res.body?.cancel();
       throw new Error("E2EE: the gateway answered without E2EE v2 applied to this request");
     }
@@ -270,7 +330,7 @@ function sealRequest(
   ctx: AadContext,
   serviceKey: string,
   random: (n: number) => Uint8Array,
-  opts: E2eeClientOptions,
+  opts: { contentArrays?: "whole" | "parts" },
 ): { wire: string; restored: Uint8Array } {
   if (kind === "chat" && Array.isArray(plain["messages"])) {
     for (const m of plain["messages"]) {

@@ -1,0 +1,148 @@
+/**
+ * What the transparency log costs, in the same run: pairs of gateways on the
+ * same mock upstream, one logging every receipt (the default) and one started
+ * with `GATEWAY_TLOG=off`, measured in alternation with `task bench`'s closed
+ * loop; the row reports the gateway process's CPU per answered request with
+ * and without (target: the log adds at most 5%). While the logging gateway is
+ * under that load, a sampler measures the delay from a response's release
+ * (its last byte at the client) to its inclusion in a signed checkpoint (the
+ * inclusion endpoint answering 200), p50 and p99. `task bench` adds the rows;
+ * alone, for a quick check:
+ *
+ *   deno run -A bench/tlog_cost.ts [--rounds N] [--seconds S]
+ */
+import { closedLoop, type Target } from "./load.ts";
+import { gatewayModel, startGateway } from "./gateway_setup.ts";
+import { cpuMs } from "./processes.ts";
+import { median, percentile } from "./stats.ts";
+import { atMost, fmt, type Row } from "./report.ts";
+import { type MeasureOptions, runStandalone } from "./standalone.ts";
+
+const CONCURRENCY = 32;
+const TARGET_PCT = 5;
+/** The inclusion bound stated in docs/decisions/transparency-log-cadence.md. */
+const BOUND_MS = 2_000;
+
+/** Requests one at a time beside the load; each polled until it is in a signed checkpoint. */
+async function sampleInclusion(
+  base: string,
+  key: string,
+  until: () => boolean,
+  delays: number[],
+): Promise<void> {
+  while (!until()) {
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: gatewayModel("chat"),
+        messages: [{ role: "user", content: "how long until I am logged?" }],
+      }),
+    });
+    await res.arrayBuffer();
+    const released = performance.now();
+    const id = res.headers.get("x-receipt-id");
+    if (res.status !== 200 || id === null) continue;
+    for (;;) {
+      const r = await fetch(`${base}/v1/aci/receipts/${id}/inclusion`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      await r.arrayBuffer();
+      if (r.status === 200) break;
+      if (performance.now() - released > 30_000) throw new Error(`receipt ${id} never logged`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    delays.push(performance.now() - released);
+  }
+}
+
+export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
+  const cpuUs = { on: [] as number[], off: [] as number[] };
+  const rps = { on: [] as number[], off: [] as number[] };
+  const delays: number[] = [];
+  const pairs = Math.max(1, Math.ceil(o.rounds / 2));
+  for (let pair = 0; pair < pairs; pair++) {
+    const dir = `${o.dir}/pair-${pair}`;
+    await Deno.mkdir(`${dir}/on`, { recursive: true });
+    await Deno.mkdir(`${dir}/off`, { recursive: true });
+    const start = (which: "on" | "off") =>
+      startGateway(
+        `${dir}/${which}`,
+        o.mockUrl,
+        o.serverCpu,
+        [],
+        undefined,
+        which === "off" ? { GATEWAY_TLOG: "off" } : {},
+      );
+    const first = await start(pair % 2 === 0 ? "on" : "off");
+    const second = await start(pair % 2 === 0 ? "off" : "on");
+    const [on, off] = pair % 2 === 0 ? [first, second] : [second, first];
+    const target = (g: typeof on): Target => ({
+      base: g.url,
+      headers: { authorization: `Bearer ${g.key}` },
+      model: gatewayModel,
+    });
+    try {
+      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
+      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
+      for (let r = 0; r < 2 && cpuUs.on.length < o.rounds; r++) {
+        const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
+        for (const which of order) {
+          const g = which === "on" ? on : off;
+          let done = false;
+          const sampler = which === "on"
+            ? sampleInclusion(g.url, g.key, () => done, delays)
+            : Promise.resolve();
+          const cpu0 = cpuMs(g.pid);
+          const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
+          const cpu = cpuMs(g.pid) - cpu0;
+          done = true;
+          await sampler;
+          rps[which].push(res.ok / res.seconds);
+          cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
+        }
+        o.log(
+          `tlog pair ${pair + 1} round ${r + 1}: gateway CPU with log ${
+            fmt(cpuUs.on.at(-1)!, 1)
+          } µs/req, without ${
+            fmt(cpuUs.off.at(-1)!, 1)
+          } µs/req; ${delays.length} inclusion samples`,
+        );
+      }
+    } finally {
+      await on.stop();
+      await off.stop();
+    }
+  }
+  // Paired per round: the two measurements are seconds apart, so drift cancels.
+  const paired = cpuUs.on.map((x, i) => ((x - cpuUs.off[i]) / cpuUs.off[i]) * 100);
+  const cost = median(paired);
+  const sorted = [...paired].sort((a, b) => a - b);
+  const p50 = percentile(delays, 50);
+  const p99 = percentile(delays, 99);
+  return [
+    {
+      metric: `CPU cost of the transparency log (closed loop, ${CONCURRENCY} conn., ` +
+        `${cpuUs.on.length} paired rounds of ${o.seconds} s on ${pairs} fresh pairs; gateway CPU ` +
+        `${fmt(median(cpuUs.on), 1)} µs/req with vs ${fmt(median(cpuUs.off), 1)} without, ` +
+        `rounds ${fmt(sorted[0], 2)} to ${fmt(sorted.at(-1)!, 2)} %; ${
+          fmt(median(rps.on), 0)
+        } vs ` +
+        `${fmt(median(rps.off), 0)} rps)`,
+      gateway: `${fmt(cost, 2)} %`,
+      target: `≤ ${TARGET_PCT} %`,
+      verdict: atMost(cost, TARGET_PCT, "%"),
+    },
+    {
+      metric: `Release → inclusion in a signed checkpoint, under that load (${delays.length} ` +
+        "samples; p50 / p99)",
+      gateway: `${fmt(p50, 1)} / ${fmt(p99, 1)} ms`,
+      target: `≤ ${BOUND_MS} ms`,
+      verdict: atMost(p99, BOUND_MS, "ms"),
+    },
+  ];
+}
+
+if (import.meta.main) {
+  await runStandalone("tlog", { rounds: 2, seconds: 2 }, (o) => tlogCostRows(o));
+}

@@ -1,0 +1,324 @@
+/**
+ * `monitor`: follows the gateway's transparency log. Each round it reads the
+ * checkpoint of every replica given, checks each is consistent with the last
+ * one seen (state kept in a local file) and with each other (split view),
+ * that new entries are digests only and hash into the tiles, and that the
+ * signature is by a checkpoint key of a keyset the log itself holds (whose
+ * archived report hashes to the logged digest and verifies). It prints what
+ * it verified. With `--witness-listen` it is also a C2SP tlog-witness: it
+ * cosigns (tlog-cosignature/v1) checkpoints consistent with what it saw.
+ * All I/O comes in through `deps`.
+ */
+import { Buffer } from "node:buffer";
+import { parseOptions, UsageError } from "./args.ts";
+import { type Fetch, followLog, LogReader, type MonitorState } from "../verify/tlog.ts";
+import { parseCheckpointBody, parseVerifierKey, unb64, verifyNote } from "../aci/note.ts";
+import { createNoteSigner, type NoteSigner } from "../aci/note_signer.ts";
+import { emptyRoot, verifyConsistency } from "../aci/merkle.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../aci/hex.ts";
+import type { QuoteCheck } from "../verify/evidence.ts";
+
+export interface MonitorDeps {
+  fetch: Fetch;
+  readTextFile: (path: string) => Promise<string | null>;
+  writeTextFile: (path: string, text: string) => Promise<void>;
+  print: (line: string) => void;
+  randomBytes: (n: number) => Uint8Array;
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  quoteCheck?: QuoteCheck;
+  /** Serves the witness; returns the address it listens on. */
+  serve: (hostname: string, port: number, handler: (req: Request) => Promise<Response>) => {
+    url: string;
+    finished: Promise<void>;
+  };
+}
+
+export const MONITOR_USAGE = [
+  "usage: monitor --gateway <URL> [--gateway <URL of another replica> …] [--state <file>]",
+  "               [--once] [--interval <seconds>] [--allow-dev]",
+  "       monitor … --witness-listen <host:port> --witness-key <file> --witness-name <name>",
+  "  --state           where the last verified checkpoint and the log's keysets are kept",
+  "                    (default tlog-monitor.json)",
+  "  --once            one round, then exit (0: all verified, 1: a check failed)",
+  "  --allow-dev       accept keysets whose report carries development (non-hardware) evidence",
+  "  --witness-listen  also serve C2SP tlog-witness add-checkpoint and cosign consistent checkpoints",
+  "  --witness-key     hex Ed25519 seed of the witness (created when the file does not exist)",
+].join("\n");
+
+type Args = ReturnType<typeof parse>;
+
+function parse(args: string[]) {
+  return parseOptions(args, {
+    strings: ["state", "interval", "witness-listen", "witness-key", "witness-name"],
+    booleans: ["once", "allow-dev", "help"],
+    multiple: ["gateway"],
+  });
+}
+
+/** Runs the monitor; resolves with the exit code (never, in follow mode without failures). */
+export async function runMonitor(args: string[], deps: MonitorDeps): Promise<number> {
+  let p: Args;
+  try {
+    p = parse(args);
+    if (p.flags.has("help")) {
+      deps.print(MONITOR_USAGE);
+      return 0;
+    }
+    if (p.lists.gateway.length === 0) throw new UsageError("--gateway is required");
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    deps.print(`error: ${e.message}\n${MONITOR_USAGE}`);
+    return 2;
+  }
+  const statePath = p.values.state ?? "tlog-monitor.json";
+  const gateways = p.lists.gateway.map((g) => g.replace(/\/+$/, ""));
+  const opts = { allowDevEvidence: p.flags.has("allow-dev"), quoteCheck: deps.quoteCheck };
+  const interval = Number(p.values.interval ?? "10");
+  if (!(interval > 0)) {
+    deps.print("error: --interval must be a positive number of seconds");
+    return 2;
+  }
+  let state = await loadState(deps, statePath);
+  const save = async (s: MonitorState | null) => {
+    state = s;
+    if (s !== null) await deps.writeTextFile(statePath, JSON.stringify(s, null, 2) + "\n");
+  };
+  // Rounds and witness submissions take turns on the state.
+  let turn = Promise.resolve();
+  const exclusive = <T>(f: () => Promise<T>): Promise<T> => {
+    const run = turn.then(f);
+    turn = run.then(() => {}, () => {});
+    return run;
+  };
+  const round = () => exclusive(async () => save(await monitorRound(deps, gateways, state, opts)));
+  /** Follows the log up to a submitted checkpoint (the witness), printing what it verified. */
+  const advance = (note: string) =>
+    exclusive(async () => {
+      const r = await followLog(deps.fetch, gateways[0], state, opts, note);
+      for (const l of r.lines) deps.print(`${gateways[0]}: ${l}`);
+      await save(r.state);
+      return r.state;
+    });
+  let witness: { finished: Promise<void> } | null = null;
+  if (p.values["witness-listen"] !== undefined) {
+    try {
+      witness = await startWitness(deps, p, () => state, advance);
+    } catch (e) {
+      if (!(e instanceof UsageError)) throw e;
+      deps.print(`error: ${e.message}\n${MONITOR_USAGE}`);
+      return 2;
+    }
+  }
+  for (;;) {
+    try {
+      await round();
+    } catch (e) {
+      deps.print(`FAIL ${(e as Error).message}`);
+      return 1;
+    }
+    if (p.flags.has("once") && witness === null) return 0;
+    await deps.sleep(interval * 1000);
+  }
+}
+
+async function loadState(deps: MonitorDeps, path: string): Promise<MonitorState | null> {
+  const text = await deps.readTextFile(path);
+  if (text === null) return null;
+  const v = JSON.parse(text) as MonitorState;
+  if (typeof v.origin !== "string" || typeof v.size !== "number") {
+    throw new UsageError(`${path} is not a monitor state file`);
+  }
+  return v;
+}
+
+/** One round over every replica: follows the log, then checks the replicas agree. */
+export async function monitorRound(
+  deps: MonitorDeps,
+  gateways: string[],
+  state: MonitorState | null,
+  opts: { allowDevEvidence: boolean; quoteCheck?: QuoteCheck },
+): Promise<MonitorState | null> {
+  const seen: { gateway: string; size: number }[] = [];
+  // Largest first: the others must then be prefixes of the history just verified.
+  const sized: { g: string; size: number }[] = [];
+  for (const g of gateways) {
+    const got = await new LogReader(deps.fetch, `${g}/v1/aci/log`).checkpointOrNull();
+    if (got === null) {
+      deps.print(`${g}: no checkpoint served yet (waiting for entries or cosignatures)`);
+    } else sized.push({ g, size: got.checkpoint.size });
+  }
+  if (sized.length === 0) return state;
+  sized.sort((a, b) => b.size - a.size);
+  for (const { g } of sized) {
+    if (state === null || seen.length === 0) {
+      const r = await followLog(deps.fetch, g, state, opts);
+      state = r.state;
+      for (const l of r.lines) deps.print(`${g}: ${l}`);
+      seen.push({ gateway: g, size: state.size });
+      continue;
+    }
+    await checkReplica(deps, g, state);
+    const { checkpoint } = await new LogReader(deps.fetch, `${g}/v1/aci/log`).checkpoint();
+    seen.push({ gateway: g, size: checkpoint.size });
+  }
+  if (gateways.length > 1) {
+    deps.print(
+      `split view: none — ${gateways.length} replicas serve one history (sizes ${
+        seen.map((s) => s.size).join(", ")
+      })`,
+    );
+  }
+  return state;
+}
+
+/** A replica's checkpoint (at most `state`'s size) is signed and a prefix of `state`'s tree. */
+async function checkReplica(deps: MonitorDeps, gateway: string, state: MonitorState) {
+  const reader = new LogReader(deps.fetch, `${gateway}/v1/aci/log`);
+  const { note, checkpoint: cp } = await reader.checkpoint();
+  const keys = state.keysets.flatMap((k) => k.vkeys).map(parseVerifierKey).filter((k) =>
+    k !== null
+  );
+  if (cp.origin !== state.origin) throw new Error(`${gateway} serves another origin`);
+  if (verifyNote(note, keys) === null) throw new Error(`${gateway}: checkpoint signature`);
+  const root = new Uint8Array(Buffer.from(state.root, "base64"));
+  if (cp.size > state.size) throw new Error(`${gateway} moved on during the round; rerun`);
+  if (cp.size === state.size) {
+    if (!bytesEqual(cp.root, root)) {
+      throw new Error(`SPLIT VIEW: ${gateway} has another root at size ${cp.size}`);
+    }
+  } else if (cp.size > 0) {
+    const proof = await reader.consistencyProof(cp.size, state.size);
+    if (!verifyConsistency(cp.size, state.size, proof, cp.root, root)) {
+      throw new Error(
+        `SPLIT VIEW: ${gateway} at size ${cp.size} is not a prefix of size ${state.size}`,
+      );
+    }
+  }
+  deps.print(
+    `${gateway}: checkpoint size ${cp.size} verified, a prefix of the history at ${state.size}`,
+  );
+}
+
+// ---- the witness (C2SP tlog-witness add-checkpoint, tlog-cosignature/v1) ----
+
+interface WitnessState {
+  origin: string;
+  size: number;
+  root: string;
+}
+
+async function startWitness(
+  deps: MonitorDeps,
+  p: Args,
+  state: () => MonitorState | null,
+  advance: (note: string) => Promise<MonitorState>,
+): Promise<{ finished: Promise<void> }> {
+  const listen = p.values["witness-listen"]!;
+  const keyFile = p.values["witness-key"];
+  const name = p.values["witness-name"];
+  if (keyFile === undefined || name === undefined) {
+    throw new UsageError("--witness-listen needs --witness-key and --witness-name");
+  }
+  let seedHex = (await deps.readTextFile(keyFile))?.trim() ?? null;
+  if (seedHex === null) {
+    seedHex = bytesToHex(deps.randomBytes(32));
+    await deps.writeTextFile(keyFile, seedHex + "\n");
+  }
+  const seed = parseHex(seedHex);
+  if (seed === null || seed.length !== 32) {
+    throw new UsageError(`${keyFile} is not a 32-byte hex seed`);
+  }
+  const signer = createNoteSigner(name, seed);
+  const statePath = `${keyFile}.state.json`;
+  const m = /^(.*):(\d+)$/.exec(listen);
+  if (!m) throw new UsageError("--witness-listen must be host:port");
+  // One request at a time: the size check and its update must be atomic (tlog-witness).
+  let chain = Promise.resolve();
+  const handler = (req: Request): Promise<Response> => {
+    const run = chain.then(() => addCheckpoint(deps, req, signer, statePath, state, advance));
+    chain = run.then(() => {}, () => {});
+    return run;
+  };
+  const server = deps.serve(m[1], Number(m[2]), handler);
+  deps.print(`witness ${name} listening on ${server.url}; cosigner vkey ${signer.cosignerVkey}`);
+  return { finished: server.finished };
+}
+
+const text = (status: number, body: string, type = "text/plain; charset=utf-8") =>
+  new Response(body, { status, headers: { "content-type": type } });
+
+async function addCheckpoint(
+  deps: MonitorDeps,
+  req: Request,
+  signer: NoteSigner,
+  statePath: string,
+  monitored: () => MonitorState | null,
+  advance: (note: string) => Promise<MonitorState>,
+): Promise<Response> {
+  const url = new URL(req.url);
+  if (req.method !== "POST" || !url.pathname.endsWith("/add-checkpoint")) {
+    return text(404, "not found\n");
+  }
+  const body = await req.text();
+  if (body.length > 64 * 1024) return text(400, "too large\n");
+  const split = body.indexOf("\n\n");
+  if (split < 0) return text(400, "malformed request\n");
+  const head = body.slice(0, split).split("\n");
+  const note = body.slice(split + 2);
+  const om = /^old (0|[1-9][0-9]*)$/.exec(head[0] ?? "");
+  if (!om || head.length - 1 > 63) return text(400, "malformed old size line\n");
+  const old = Number(om[1]);
+  const proof: Uint8Array[] = [];
+  for (const line of head.slice(1)) {
+    const h = unb64(line);
+    if (h === null || h.length !== 32) return text(400, "malformed proof line\n");
+    proof.push(h);
+  }
+  const cp = (() => {
+    const i = note.lastIndexOf("\n\n");
+    return i < 0 ? null : parseCheckpointBody(note.slice(0, i + 1));
+  })();
+  if (cp === null) return text(400, "malformed checkpoint\n");
+  const mon = monitored();
+  if (mon !== null && mon.origin !== cp.origin) return text(404, "unknown log origin\n");
+  const keysOf = (s: MonitorState | null) =>
+    (s?.keysets ?? []).flatMap((k) => k.vkeys).map(parseVerifierKey).filter((k) => k !== null);
+  if (mon === null || cp.size > mon.size) {
+    // A checkpoint beyond what the monitor saw: follow the log up to it (its entries, the
+    // keysets it holds, its signature, its consistency with the last one seen).
+    try {
+      await advance(note);
+    } catch (e) {
+      deps.print(`witness: refused ${cp.origin} size ${cp.size}: ${(e as Error).message}`);
+      return text(/signed/.test((e as Error).message) ? 403 : 422, `${(e as Error).message}\n`);
+    }
+  } else if (verifyNote(note, keysOf(mon)) === null) {
+    return text(403, "no valid signature by a known log key\n");
+  }
+  if (old > cp.size) return text(400, "old size is above the checkpoint size\n");
+  const savedText = await deps.readTextFile(statePath);
+  const saved: WitnessState | null = savedText === null ? null : JSON.parse(savedText);
+  const latest = saved && saved.origin === cp.origin ? saved : null;
+  const latestSize = latest?.size ?? 0;
+  if (old !== latestSize) return text(409, `${latestSize}\n`, "text/x.tlog.size");
+  if (cp.size === 0 && !bytesEqual(cp.root, emptyRoot())) return text(422, "bad empty tree\n");
+  if (old === 0) {
+    if (proof.length !== 0) return text(422, "a proof from the empty tree must be empty\n");
+  } else {
+    const oldRoot = new Uint8Array(Buffer.from(latest!.root, "base64"));
+    const ok = old === cp.size
+      ? proof.length === 0 && bytesEqual(oldRoot, cp.root)
+      : verifyConsistency(old, cp.size, proof, oldRoot, cp.root);
+    if (!ok) return text(422, "the consistency proof does not verify\n");
+  }
+  const next: WitnessState = {
+    origin: cp.origin,
+    size: cp.size,
+    root: Buffer.from(cp.root).toString("base64"),
+  };
+  await deps.writeTextFile(statePath, JSON.stringify(next) + "\n");
+  const line = signer.cosign(cp.body, Math.floor(deps.now() / 1000));
+  deps.print(`witness: cosigned ${cp.origin} size ${cp.size} (from ${old})`);
+  return text(200, line);
+}

@@ -1,0 +1,96 @@
+/**
+ * A receipt's inclusion in the gateway's transparency log, per the team
+ * contract: `GET /v1/aci/receipts/{id}/inclusion` returns the leaf index, the
+ * tree size, an RFC 6962 inclusion proof and the signed checkpoint; the
+ * client recomputes the entry from the receipt it verified, checks the proof
+ * against the checkpoint root, and the checkpoint's signature under the log
+ * key listed in the attested keyset. A 503 `log_pending` is waited out
+ * (Retry-After) up to the policy's limit.
+ */
+import { type Check, check } from "../verify/checks.ts";
+import { isRecord } from "../verify/json_shape.ts";
+import { leafHash, verifyInclusion } from "../aci/merkle.ts";
+import type { Transport } from "./transport.ts";
+import { decodeHash, receiptEntry, verifyCheckpoint } from "./tlog.ts";
+
+export interface InclusionDeps {
+  baseURL: string;
+  transport: Transport;
+  tlsCheck: (spki: string) => Promise<void>;
+  /** The caller's own credential headers (the receipt's owner). */
+  auth: Headers;
+  waitMs: number;
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+}
+
+/** Checks the served proof against the receipt and the attested log key. */
+export function inclusionCheck(
+  receipt: unknown,
+  proof: unknown,
+  logKey: Uint8Array,
+): Check {
+  const name = "receipt.log_inclusion";
+  if (!isRecord(proof)) return check(name, false, "inclusion answer is not a JSON object");
+  const { leaf_index: index, tree_size: size, inclusion_proof: path, checkpoint } = proof;
+  if (
+    typeof index !== "number" || typeof size !== "number" || !Array.isArray(path) ||
+    typeof checkpoint !== "string" || path.length > 64
+  ) {
+    return check(name, false, "inclusion answer lacks leaf_index, tree_size, proof or checkpoint");
+  }
+  const cp = verifyCheckpoint(checkpoint, logKey);
+  if (typeof cp === "string") return check(name, false, cp);
+  if (proof["origin"] !== undefined && proof["origin"] !== cp.origin) {
+    return check(name, false, "the answer's origin is not the checkpoint's");
+  }
+  if (cp.size !== size) {
+    return check(name, false, `proof for size ${size}, checkpoint size ${cp.size}`);
+  }
+  const hashes = path.map(decodeHash);
+  if (hashes.some((h) => h === null)) return check(name, false, "a proof hash is not 32 bytes");
+  const leaf = leafHash(receiptEntry(receipt));
+  if (!verifyInclusion(leaf, index, size, hashes as Uint8Array[], cp.root)) {
+    return check(
+      name,
+      false,
+      `the receipt is not leaf ${index} of the signed tree of size ${size}`,
+    );
+  }
+  return check(
+    name,
+    true,
+    `leaf ${index} of the tree of size ${size} signed by the attested log key (${cp.origin})`,
+  );
+}
+
+/**
+ * Fetches a receipt's inclusion proof, waiting out `log_pending`: the proof
+ * JSON, or the failed check saying why there is none. Runs alongside the
+ * receipt's own fetch; the proof is checked once the receipt verified.
+ */
+export async function fetchInclusionProof(
+  receiptId: string,
+  d: InclusionDeps,
+): Promise<{ proof: unknown } | Check> {
+  const name = "receipt.log_inclusion";
+  const url = new URL(`${d.baseURL}/aci/receipts/${encodeURIComponent(receiptId)}/inclusion`);
+  const deadline = d.now() + d.waitMs;
+  let attempt = 0;
+  for (;;) {
+    const res = await d.transport.send(url, { method: "GET", headers: d.auth }, d.tlsCheck);
+    if (res.status === 200) return { proof: await res.json().catch(() => null) };
+    await res.body?.cancel();
+    if (res.status !== 503) {
+      return check(name, false, `the log has no proof for this receipt (HTTP ${res.status})`);
+    }
+    // Sequencing usually takes milliseconds: poll soon, backing off to the server's Retry-After.
+    const after = Number(res.headers.get("retry-after") ?? "1");
+    const cap = Math.min(Math.max(Number.isFinite(after) ? after : 1, 0.05), 2) * 1000;
+    const waitMs = Math.min(cap, 10 * 2 ** attempt++);
+    if (d.now() + waitMs > deadline) {
+      return check(name, false, `the receipt did not reach a checkpoint within ${d.waitMs} ms`);
+    }
+    await d.sleep(waitMs);
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * `deno task client-npm`: builds the verifying client as an npm package,
+ * `dist/npm/` (one ESM file with its npm dependencies bundled in, so it
+ * installs offline, and one declaration file) and its tarball
+ * `dist/aci-verifying-client-<version>.tgz` (`npm pack`). A build script, run
+ * by hand or by the Node test; not part of the gateway.
+ */
+const ROOT = new URL("../../../", import.meta.url).pathname;
+const OUT = `${ROOT}dist/npm`;
+const VERSION = "0.1.0";
+
+/** Types the bundled declarations name but whose modules are not public: their shapes here. */
+const PRIVATE_TYPES: Record<string, string> = {
+  QuoteCheck:
+    "type QuoteCheck = (quote: Uint8Array, expectedSlot: Uint8Array, teeType: string) => Check | Promise<Check>;",
+  QuoteTrust:
+    "interface QuoteTrust { tdxCollateral?: unknown; snp?: unknown; fetch: typeof fetch; now: () => number }",
+  AttestedKey:
+    "interface AttestedKey { key_id: string; algo: string; public_key: string; keysetDigest: string }",
+};
+
+async function run(cmd: string, args: string[], cwd = ROOT): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  if (!out.success) {
+    throw new Error(`${cmd} ${args.join(" ")} failed:\n${new TextDecoder().decode(out.stderr)}`);
+  }
+  return text;
+}
+
+/** The declarations with their relative imports replaced by local shapes. */
+export function fixDeclarations(dts: string): string {
+  const names = new Set<string>();
+  const kept = dts.split("\n").filter((line) => {
+    const m = /^import (?:type )?\{([^}]*)\} from "\.{1,2}\/[^"]*";$/.exec(line);
+    if (!m) return true;
+    for (const n of m[1].split(",")) {
+      const name = n.replace(/\btype\b/, "").trim();
+      if (name) names.add(name);
+    }
+    return false;
+  });
+  const body = kept.join("\n");
+  const shapes = [...names].filter((n) => !new RegExp(`(interface|type|class) ${n}\\b`).test(body))
+    .map((n) => PRIVATE_TYPES[n] ?? `type ${n} = unknown;`);
+  return `${shapes.join("\n")}\n${body}`;
+}
+
+if (import.meta.main) {
+  await Deno.remove(OUT, { recursive: true }).catch(() => {});
+  await Deno.mkdir(OUT, { recursive: true });
+  await run(Deno.execPath(), [
+    "bundle",
+    "--quiet",
+    "--platform=deno",
+    "--declaration",
+    "-o",
+    `${OUT}/index.js`,
+    "src/client/node.ts",
+  ]);
+  const dts = await Deno.readTextFile(`${OUT}/index.d.ts`);
+  await Deno.writeTextFile(`${OUT}/index.d.ts`, fixDeclarations(dts));
+  await Deno.writeTextFile(
+    `${OUT}/package.json`,
+    JSON.stringify(
+      {
+        name: "aci-verifying-client",
+        version: VERSION,
+        description:
+          "A fetch for the openai and @anthropic-ai/sdk clients that verifies the attested gateway before a prompt leaves and every receipt after",
+        type: "module",
+        main: "./index.js",
+        types: "./index.d.ts",
+        exports: { ".": { types: "./index.d.ts", import: "./index.js" } },
+        engines: { node: ">=20" },
+        license: "Apache-2.0",
+        files: ["index.js", "index.d.ts", "README.md"],
+      },
+      null,
+      2,
+    ) + "\n",
+  );
+  await Deno.writeTextFile(
+    `${OUT}/README.md`,
+    [
+      "# aci-verifying-client",
+      "",
+      "```js",
+      'import OpenAI from "openai";',
+      'import { verifyingFetch } from "aci-verifying-client";',
+      "const client = new OpenAI({ baseURL, apiKey, fetch: verifyingFetch({ baseURL, policy }) });",
+      "```",
+      "",
+      'See the gateway\'s README, "Verify automatically".',
+      "",
+    ].join("\n"),
+  );
+  const packed = (await run("npm", ["pack", "--silent", "--pack-destination", `${ROOT}dist`], OUT))
+    .trim().split("\n").at(-1);
+  console.log(`${ROOT}dist/${packed}`);
+}

@@ -1,0 +1,100 @@
+/**
+ * `GET /v1/aci/receipts/{id}/bundle`: one JSON file holding everything needed
+ * to verify a receipt offline, years later (`task verify --bundle`): the
+ * receipt, the archived report and keyset that signed it, the session
+ * documents it cites, the inclusion proof and the checkpoint, and the
+ * archived reports of the keysets whose log keys signed that checkpoint, with
+ * their own inclusion proofs. Same access rule as the receipt.
+ */
+import type { GatewayContext } from "./context.ts";
+import type { Params } from "../http/params.ts";
+import { jsonResponse } from "../http/json.ts";
+import { b64, keyId, parseNote, SIG_ED25519 } from "../aci/note.ts";
+import { keysetEntry } from "../aci/log_entry.ts";
+import { KEYSET_ARCHIVE } from "../attestation/reports.ts";
+import { NOTE_KEY_ALGO } from "../aci/signer.ts";
+import { bytesEqual, parseHex } from "../aci/hex.ts";
+import { receiptLeaf } from "./tlog.ts";
+import { GatewayError } from "../http/errors.ts";
+import { BUNDLE_FORMAT } from "../verify/bundle.ts";
+
+/** Archived keysets scanned for the checkpoint's signer (rotations × replicas stay far below). */
+const MAX_KEYSETS = 10_000;
+
+export async function getEvidenceBundle(
+  req: Request,
+  ctx: GatewayContext,
+  params: Params,
+): Promise<Response> {
+  const { receipt, index } = await receiptLeaf(req, ctx, params.id);
+  const cp = await ctx.tlog.checkpoint();
+  const size = cp?.size ?? 0;
+  if (cp === null || index >= size) {
+    // In the log, but the served checkpoint (awaiting cosignatures) does not cover it yet.
+    throw new GatewayError("log_pending", "the receipt is not in a served checkpoint yet", {
+      headers: { "retry-after": "1" },
+    });
+  }
+  const report = await ctx.reports.archived(receipt.workload_keyset_digest);
+  const sessions: Record<string, unknown> = {};
+  for (const e of receipt.event_log) {
+    const id = (e as { session_id?: unknown }).session_id;
+    if (typeof id === "string" && !(id in sessions)) {
+      sessions[id] = await ctx.sessions.get(id);
+    }
+  }
+  const proof = await ctx.tlog.inclusion(index, size);
+  return jsonResponse(
+    {
+      format: BUNDLE_FORMAT,
+      receipt,
+      report,
+      sessions,
+      // The quote's collateral is fetched by verifiers (PCS/PCCS or --collateral); the gateway
+      // keeps none of its own yet. Development quotes have none.
+      collateral: null,
+      log: {
+        origin: ctx.tlog.origin,
+        leaf_index: index,
+        tree_size: size,
+        inclusion_proof: proof.map(b64),
+        checkpoint: cp.checkpoint,
+        checkpoint_keysets: await checkpointKeysets(ctx, cp.checkpoint, size),
+      },
+    },
+    200,
+    { "content-disposition": `attachment; filename="receipt-${params.id}.aci-bundle.json"` },
+  );
+}
+
+/** The archived reports whose log key signed `note`, each with its keyset entry's inclusion proof. */
+async function checkpointKeysets(ctx: GatewayContext, note: string, size: number) {
+  const parsed = parseNote(note);
+  if (parsed === null) return [];
+  const ids = parsed.signatures.filter((s) => s.name === ctx.tlog.origin).map((s) => s.id);
+  const out: unknown[] = [];
+  let scanned = 0;
+  for await (
+    const e of ctx.kv.list<{ keyset: { receipt_signing_keys: unknown[] }; report: unknown }>({
+      prefix: [KEYSET_ARCHIVE],
+    })
+  ) {
+    if (++scanned > MAX_KEYSETS) break;
+    const keys = e.value.keyset.receipt_signing_keys as { algo?: string; public_key?: string }[];
+    const signer = keys.some((k) => {
+      const raw = k.algo === NOTE_KEY_ALGO && k.public_key ? parseHex(k.public_key) : null;
+      return raw !== null &&
+        ids.some((id) => bytesEqual(id, keyId(ctx.tlog.origin, SIG_ED25519, raw)));
+    });
+    if (!signer) continue;
+    const digest = String(e.key[1]);
+    const leaf = await ctx.tlog.leafIndex(keysetEntry(digest, e.value.report));
+    const proof = leaf !== null && leaf < size ? await ctx.tlog.inclusion(leaf, size) : null;
+    out.push({
+      report: e.value.report,
+      leaf_index: proof ? leaf : null,
+      inclusion_proof: proof?.map(b64) ?? null,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,182 @@
+/**
+ * The transparency log as the gateway uses it: entries go in as pending KV
+ * writes (a receipt's rides its own group commit, so a receipt the client
+ * holds is durably queued for the log), the sequencer (sequencer.ts) appends
+ * them, and the reads here serve the C2SP tlog-tiles resources and proofs
+ * from the stored tiles. With witnesses configured, cosignatures are
+ * gathered after each append (witnesses.ts).
+ */
+import { bytesToHex } from "../aci/hex.ts";
+import {
+  consistencyProof,
+  inclusionProof,
+  leafHash,
+  TILE_WIDTH,
+  tileExistsFor,
+  type TileRef,
+} from "../aci/merkle.ts";
+import type { KvWrite } from "../store/group_commit.ts";
+import { retryTransient } from "../store/transient.ts";
+import { createSequencer, type Sequencer } from "./sequencer.ts";
+import {
+  bundleKey,
+  bundlePrefixLength,
+  COSIGNED_KEY,
+  type Head,
+  HEAD_KEY,
+  leafKey,
+  PENDING_PREFIX,
+  subtreeReader,
+  tileKey,
+  type TileSource,
+} from "./tiles.ts";
+import { createWitnessClient, type WitnessConfig } from "./witnesses.ts";
+
+export type { Head } from "./tiles.ts";
+
+export interface TransparencyLog {
+  readonly origin: string;
+  /** The pending-entry write to commit with whatever the entry records (a receipt). */
+  pendingWrite(entry: Uint8Array): KvWrite;
+  /** Queues an entry on its own (sessions, keysets), unless the log already holds it. */
+  enqueue(entry: Uint8Array): Promise<void>;
+  /** Told that pending entries were committed: sequence them now. */
+  kick(): void;
+  /** The checkpoint served (the latest, or the latest with enough cosignatures); null: none yet. */
+  checkpoint(): Promise<Head | null>;
+  /** The latest signed tree head (ahead of the served checkpoint while cosignatures are awaited). */
+  head(): Promise<Head | null>;
+  /** A tile's or bundle's bytes for a signed tree size; null when it does not exist. */
+  tile(ref: TileRef, entries: boolean): Promise<Uint8Array | null>;
+  /** The leaf index of an entry, null when it is not (yet) in the log. */
+  leafIndex(entry: Uint8Array): Promise<number | null>;
+  inclusion(index: number, size: number): Promise<Uint8Array[]>;
+  consistency(from: number, to: number): Promise<Uint8Array[]>;
+  /** Resolves once every entry pending now is in the tree (and its cosigning attempted). */
+  settle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface LogOptions {
+  kv: Deno.Kv;
+  origin: string;
+  now: () => number;
+  randomBytes: (n: number) => Uint8Array;
+  sign: (body: string) => string;
+  witnesses: WitnessConfig[];
+  requiredCosignatures: number;
+  witnessFetch?: (url: string, init: RequestInit) => Promise<Response>;
+  sweepIntervalMs: number;
+  /** Entries committed within this window share one append (one tile and bundle rewrite, one commit). */
+  batchMs: number;
+  onAppend?: (count: number) => void;
+  log: (line: Record<string, unknown>) => void;
+}
+
+// Long as one closure over shared state; each inner function is short.
+export function createTransparencyLog(o: LogOptions): TransparencyLog {
+  const { kv } = o;
+  // Full tiles never change: cache a few for proofs.
+  const fullTiles = new Map<string, Uint8Array>();
+  const tile: TileSource = async (level, index) => {
+    const k = `${level}/${index}`;
+    const hit = fullTiles.get(k);
+    if (hit) return hit;
+    const v = (await kv.get<Uint8Array>(tileKey(level, index))).value;
+    if (v !== null && v.length === TILE_WIDTH * 32) {
+      if (fullTiles.size >= 256) fullTiles.delete(fullTiles.keys().next().value!);
+      fullTiles.set(k, v);
+    }
+    return v;
+  };
+  const witnesses = o.witnesses.length > 0
+    ? createWitnessClient({
+      kv,
+      witnesses: o.witnesses,
+      required: o.requiredCosignatures,
+      fetch: o.witnessFetch ?? (() => Promise.reject(new Error("no fetch for witnesses"))),
+      consistency: (m, n) => consistencyProof(subtreeReader(tile), m, n),
+      log: o.log,
+    })
+    : null;
+  const sequencer: Sequencer = createSequencer({
+    kv,
+    origin: o.origin,
+    sign: o.sign,
+    onAppend: (head, count) => {
+      o.onAppend?.(count);
+      witnesses?.submit(head);
+    },
+    onError: (e) =>
+      o.log({ level: "error", msg: "transparency log append failed", error: String(e) }),
+  });
+  const sweep = setInterval(() => sequencer.kick(), o.sweepIntervalMs);
+  let batch: ReturnType<typeof setTimeout> | null = null;
+  const kickSoon = () => {
+    if (batch !== null) return;
+    batch = setTimeout(() => {
+      batch = null;
+      sequencer.kick();
+    }, o.batchMs);
+  };
+  let seq = 0;
+  const pendingKey = (): Deno.KvKey => [
+    ...PENDING_PREFIX,
+    o.now(),
+    bytesToHex(o.randomBytes(6)) + (seq++ % 1_000_000).toString(36),
+  ];
+
+  const checkpoint = async (): Promise<Head | null> => {
+    if (witnesses === null) return (await kv.get<Head>(HEAD_KEY)).value;
+    const [head, cosigned] = await kv.getMany<[Head, Head]>([HEAD_KEY, COSIGNED_KEY]);
+    if (o.requiredCosignatures > 0) return cosigned.value;
+    // Without a quorum required, the latest head, with its cosignatures once they came.
+    if (cosigned.value && head.value && cosigned.value.size === head.value.size) {
+      return cosigned.value;
+    }
+    return head.value;
+  };
+
+  return {
+    origin: o.origin,
+    pendingWrite: (entry) => ({ op: "set", key: pendingKey(), value: entry }),
+    async enqueue(entry) {
+      const known = await kv.get(leafKey(bytesToHex(leafHash(entry))));
+      if (known.value !== null) return;
+      await retryTransient(() => kv.set(pendingKey(), entry));
+      kickSoon();
+    },
+    kick: kickSoon,
+    checkpoint,
+    head: async () => (await kv.get<Head>(HEAD_KEY)).value,
+    async tile(ref, entries) {
+      // Up to the latest signed head: witnesses check a checkpoint before it is served.
+      const cp = (await kv.get<Head>(HEAD_KEY)).value;
+      if (cp === null || !tileExistsFor(cp.size, entries ? { ...ref, level: 0 } : ref)) return null;
+      if (entries) {
+        const bytes = (await kv.get<Uint8Array>(bundleKey(ref.index))).value;
+        if (bytes === null) return null;
+        const len = bundlePrefixLength(bytes, ref.width);
+        return len < 0 ? null : bytes.slice(0, len);
+      }
+      const bytes = await tile(ref.level, ref.index);
+      if (bytes === null || bytes.length < ref.width * 32) return null;
+      return bytes.slice(0, ref.width * 32);
+    },
+    async leafIndex(entry) {
+      return (await kv.get<number>(leafKey(bytesToHex(leafHash(entry))))).value;
+    },
+    inclusion: (index, size) => inclusionProof(subtreeReader(tile), index, size),
+    consistency: (from, to) => consistencyProof(subtreeReader(tile), from, to),
+    async settle() {
+      await sequencer.drain();
+      await witnesses?.idle();
+    },
+    async close() {
+      clearInterval(sweep);
+      if (batch !== null) clearTimeout(batch);
+      await sequencer.close();
+      await witnesses?.idle();
+    },
+  };
+}

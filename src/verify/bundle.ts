@@ -1,0 +1,140 @@
+/**
+ * Offline verification of an evidence bundle (`GET /v1/aci/receipts/{id}/bundle`,
+ * `task verify --bundle FILE [--at T]`): nothing is fetched. The receipt
+ * against its archived report (the report's own checks, at time T), the
+ * sessions it cites against their ids, its inclusion in the checkpoint, and
+ * the checkpoint's signature under a log key of a keyset whose report
+ * verifies and which is itself in that tree.
+ */
+import { Buffer } from "node:buffer";
+import { sha256Hex } from "../aci/digest.ts";
+import { jcs, jcsBytes } from "../aci/jcs.ts";
+import { keysetEntry, receiptEntry } from "../aci/log_entry.ts";
+import { leafHash, verifyInclusion } from "../aci/merkle.ts";
+import { parseCheckpointBody, verifyNote } from "../aci/note.ts";
+import { type Check, check } from "./checks.ts";
+import type { EvidenceOptions } from "./evidence.ts";
+import { isRecord } from "./json_shape.ts";
+import { verifyReceipt } from "./receipt.ts";
+import { extractKeyset, verifyReport } from "./report.ts";
+import { keysetLogKeys } from "./tlog.ts";
+
+export const BUNDLE_FORMAT = "aci-evidence-bundle/1";
+
+const proofOf = (v: unknown): Uint8Array[] | null =>
+  Array.isArray(v) && v.every((p) => typeof p === "string")
+    ? v.map((p) => new Uint8Array(Buffer.from(p, "base64")))
+    : null;
+
+/** Checks a bundle; `now` is the time the report's validity is judged at (`--at`). */
+export async function verifyBundle(
+  bundle: unknown,
+  opts: EvidenceOptions & { now: () => number },
+): Promise<Check[]> {
+  if (!isRecord(bundle) || bundle.format !== BUNDLE_FORMAT) {
+    return [check("bundle.format", false, `not an ${BUNDLE_FORMAT} file`)];
+  }
+  const checks: Check[] = [check("bundle.format", true, BUNDLE_FORMAT)];
+  const { receipt, report } = bundle;
+  checks.push(...await verifyReport(report, { ...opts, nonce: null }));
+  checks.push(...verifyReceipt(receipt, { report }));
+  if (!isRecord(receipt)) return checks;
+
+  const sessions = isRecord(bundle.sessions) ? bundle.sessions : {};
+  for (const [id, doc] of Object.entries(sessions)) {
+    let ok = false;
+    try {
+      ok = doc !== null && sha256Hex(jcsBytes(doc)) === id;
+    } catch { /* no JCS form: not the document */ }
+    checks.push(
+      check(
+        "bundle.session",
+        ok,
+        ok
+          ? `session document hashes to its id ${id}`
+          : `session ${id}: document missing or altered`,
+      ),
+    );
+  }
+
+  const log = isRecord(bundle.log) ? bundle.log : null;
+  if (log === null || typeof log.checkpoint !== "string") {
+    checks.push(check("log.inclusion", false, "the bundle has no inclusion proof"));
+    return checks;
+  }
+  const origin = String(log.origin);
+  const keysetReports = Array.isArray(log.checkpoint_keysets) ? log.checkpoint_keysets : [];
+  const keys = [];
+  for (const k of keysetReports) {
+    if (!isRecord(k)) continue;
+    const kr = await verifyReport(k.report, { ...opts, nonce: null });
+    const failed = kr.find((c) => !c.ok);
+    const ks = extractKeyset(k.report);
+    const digest = isRecord(k.report) ? String(k.report.workload_keyset_digest) : "";
+    checks.push(
+      check(
+        "log.checkpoint_keyset",
+        failed === undefined,
+        failed === undefined
+          ? `keyset ${digest} (its report verifies) lists the log key`
+          : `keyset ${digest}: ${failed.name}: ${failed.detail}`,
+      ),
+    );
+    if (failed === undefined && ks !== null) keys.push(...keysetLogKeys(ks, origin));
+  }
+  const verified = verifyNote(log.checkpoint, keys);
+  const cp = verified ? parseCheckpointBody(verified.note.text) : null;
+  checks.push(
+    check(
+      "log.checkpoint",
+      cp !== null,
+      cp !== null
+        ? `checkpoint ${cp.origin} size ${cp.size} root ${
+          Buffer.from(cp.root).toString("base64")
+        }, ` +
+          "signed by an attested log key"
+        : "the checkpoint is not signed by a log key of a verified keyset in the bundle",
+    ),
+  );
+  if (cp === null) return checks;
+  const proof = proofOf(log.inclusion_proof);
+  const index = Number(log.leaf_index);
+  let included = false;
+  try {
+    included = proof !== null && Number(log.tree_size) === cp.size &&
+      verifyInclusion(leafHash(receiptEntry(jcs(receipt))), index, cp.size, proof, cp.root);
+  } catch { /* not provable */ }
+  checks.push(
+    check(
+      "log.inclusion",
+      included,
+      included
+        ? `receipt digest is leaf ${index} of the tree of size ${cp.size}`
+        : "the inclusion proof does not verify against the checkpoint",
+    ),
+  );
+  // The signing keyset is itself in the same tree (so its key is on the log's record).
+  for (const k of keysetReports) {
+    if (!isRecord(k) || !isRecord(k.report) || k.leaf_index === null) continue;
+    const digest = String(k.report.workload_keyset_digest);
+    const p = proofOf(k.inclusion_proof);
+    const ok = p !== null &&
+      verifyInclusion(
+        leafHash(keysetEntry(digest, k.report)),
+        Number(k.leaf_index),
+        cp.size,
+        p,
+        cp.root,
+      );
+    checks.push(
+      check(
+        "log.checkpoint_keyset_inclusion",
+        ok,
+        ok
+          ? `keyset ${digest} is leaf ${k.leaf_index} of the same tree`
+          : `keyset ${digest}: inclusion proof does not verify`,
+      ),
+    );
+  }
+  return checks;
+}
