@@ -26,13 +26,19 @@ import {
 import { verifyReceipt } from "../src/verify/receipt.ts";
 import { plainThenBackup } from "./support/route_config.ts";
 
-async function verified(gw: TestGateway, ex: RawExchange, key: string): Promise<Json> {
+async function verified(
+  gw: TestGateway,
+  ex: RawExchange,
+  key: string,
+  unread = false,
+): Promise<Json> {
   assert.match(ex.receiptId ?? "", /^rcpt-[0-9a-f]{32}$/, `status ${ex.status} has a receipt id`);
   const got = await fetchReceipt(gw.url, ex.receiptId!, key);
   assert.equal(got.status, 200);
   const receipt = asRecord(got.body);
   const { report } = await fetchReport(gw.url);
-  const bodies = { request: ex.request, response: ex.response };
+  // A body refused unread (#25: a key that cannot pay) is bound by no hash.
+  const bodies = { request: unread ? undefined : ex.request, response: ex.response };
   assert.deepEqual(verifyReceipt(receipt, { report, ...bodies }).filter((c) => !c.ok), []);
   assert.deepEqual(independentFailures(receipt, keysetOf(report), bodies), []);
   assert.equal(onlyEvent(receipt, "response.returned").body_hash, sha256Prefixed(ex.response));
@@ -62,6 +68,7 @@ Deno.test("refusals after authentication (400/403/404/429/503) get a signed rece
       path?: string;
       body: Json;
       status: number;
+      unread?: boolean;
       code: string;
     }[] = [
       {
@@ -71,7 +78,15 @@ Deno.test("refusals after authentication (400/403/404/429/503) get a signed rece
         status: 400,
         code: "",
       },
-      { name: "no credits", key: broke, body: chat(), status: 403, code: "insufficient_credits" },
+      // Refused before its body is read (#25 item 2): its receipt binds no request body.
+      {
+        name: "no credits",
+        key: broke,
+        body: chat(),
+        status: 403,
+        code: "insufficient_credits",
+        unread: true,
+      },
       {
         name: "no zdr provider",
         key: gw.apiKey,
@@ -120,7 +135,11 @@ Deno.test("refusals after authentication (400/403/404/429/503) get a signed rece
       const body = JSON.parse(text(ex.response));
       if (c.code) assert.equal(body.error.code, c.code, c.name);
       if (c.path === "/v1/messages") assert.equal(body.type, "error");
-      const receipt = await verified(gw, ex, c.key);
+      const receipt = await verified(gw, ex, c.key, c.unread);
+      if (c.unread) {
+        const hash = onlyEvent(receipt, "request.received").body_hash;
+        assert.notEqual(hash, sha256Prefixed(ex.request), `${c.name}: no body was read`);
+      }
       assertEventOrder(receipt, "refused");
       assert.ok(!eventTypes(receipt).includes("request.forwarded"), c.name);
       assert.ok(!eventTypes(receipt).includes("response.received"), c.name);

@@ -110,7 +110,8 @@ export class PreAdmission {
       const seconds = Math.max(1, Math.ceil(((level + 1 - rpm) * WINDOW_MS) / rpm / 1000));
       throw new GatewayError(
         "rate_limited",
-        `Rate limit exceeded: ${rpm} requests per minute (refused and unadmitted requests count).`,
+        // Admission's own words: one refusal body, whichever bucket refused (shared receipts).
+        `Rate limit exceeded: ${rpm} requests per minute.`,
         {
           headers: {
             "Retry-After": String(seconds),
