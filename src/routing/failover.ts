@@ -28,6 +28,31 @@ export interface ForwardDeps {
   onChannelMismatch?: (c: Candidate) => void;
   /** Bounds on a non-streamed answer's body (size, silence, total time). */
   bodyLimits: BodyReadLimits;
+  /** An upstream refused the gateway's own configuration (see `isConfigRefusal`): tell the operator. */
+  onConfigRefusal?: (r: ConfigRefusal) => void;
+}
+
+/** An upstream refusal that is the operator's to fix, not the client's. */
+export interface ConfigRefusal {
+  provider: string;
+  upstreamModel: string;
+  status: number;
+  /** The upstream's sanitized error message. */
+  detail: string;
+}
+
+/**
+ * Is this upstream refusal about the gateway's configuration rather than the
+ * client's request? A 404 on an inference path (wrong base URL or model name),
+ * or a 400/422 saying the model does not exist. The client gets a 502; the
+ * operator gets a log line (docs/decisions/upstream-config-refusals.md).
+ */
+export function isConfigRefusal(status: number, detail: string): boolean {
+  if (status === 404) return true;
+  if (status !== 400 && status !== 422) return false;
+  return /\bmodel\b/i.test(detail) &&
+    /does ?n[o']t exist|not found|no such|unknown|not available|not supported|invalid model/i
+      .test(detail);
 }
 
 export interface ForwardPlan {
@@ -76,12 +101,15 @@ export interface ForwardResult extends AttemptAnswer {
   attempts: number;
 }
 
+/** The last failure; `config`: an upstream refused the gateway's configuration. */
+type LastFailure = AttemptFailure | { kind: "config"; status?: number; detail: string };
+
 export async function forward(
   plan: ForwardPlan,
   deps: ForwardDeps,
   log: AttemptLog,
 ): Promise<ForwardResult> {
-  let last: AttemptFailure | null = null;
+  let last: LastFailure | null = null;
   let attempts = 0;
   for (const c of plan.candidates) {
     if (plan.signal.aborted) break;
@@ -129,6 +157,16 @@ export async function forward(
         provider: c.provider.name,
         outcome: `status_${out.status}`,
       });
+      if (isConfigRefusal(out.status!, out.detail)) {
+        deps.onConfigRefusal?.({
+          provider: c.provider.name,
+          upstreamModel: c.upstreamModel,
+          status: out.status!,
+          detail: out.detail,
+        });
+        last = { kind: "config", status: out.status, detail: out.detail };
+        continue;
+      }
       if (!(out.status! >= 500 || out.status === 429)) break;
       continue;
     }
@@ -140,7 +178,7 @@ export async function forward(
   throw failureToError(last, attempts);
 }
 
-function failureToError(last: AttemptFailure | null, attempts: number): GatewayError {
+function failureToError(last: LastFailure | null, attempts: number): GatewayError {
   const tried = `${attempts} upstream attempt${attempts === 1 ? "" : "s"}`;
   if (!last) return new GatewayError("unavailable", "no upstream could be tried");
   switch (last.kind) {
@@ -150,6 +188,12 @@ function failureToError(last: AttemptFailure | null, attempts: number): GatewayE
       return new GatewayError(
         "upstream_verification_failed",
         `upstream channel check failed (${tried})`,
+      );
+    case "config":
+      return new GatewayError(
+        "upstream_error",
+        `the upstream refused this gateway's configuration for the model (${tried}); ` +
+          "the operator has been told",
       );
     case "connect":
     case "aborted":
