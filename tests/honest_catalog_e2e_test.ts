@@ -276,3 +276,66 @@ Deno.test("routing constraints as headers: same strict parsing, header/body conf
     assert.equal(none.status, 503);
   });
 });
+
+Deno.test("constraint headers survive a proxy that rewrites bodies (drops the provider block)", async () => {
+  await withGateway(async (gw) => {
+    // What Portkey's gateway does to an unknown member: the body is rebuilt without it.
+    const proxy = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      async (req) => {
+        const body = await req.json();
+        delete body.provider;
+        const headers = new Headers(req.headers);
+        headers.delete("content-length");
+        headers.delete("host");
+        const url = new URL(req.url);
+        return fetch(`${gw.url}${url.pathname}`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+        });
+      },
+    );
+    try {
+      const client = new OpenAI({
+        baseURL: `http://127.0.0.1:${proxy.addr.port}/v1`,
+        apiKey: gw.apiKey,
+        maxRetries: 0,
+        defaultHeaders: { "x-provider-zdr": "true" },
+      });
+      // demo/vision has only the non-ZDR provider: the constraint holds, nothing is sent.
+      await assert.rejects(
+        client.chat.completions.create({
+          model: "demo/vision",
+          messages: [{ role: "user", content: "hi" }],
+        }),
+        (e: InstanceType<typeof OpenAI.APIError>) =>
+          e.status === 404 && e.code === "no_zdr_provider",
+      );
+      assert.equal(gw.plain.stats.total, 0);
+      const ok = await client.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assert.match(ok.choices[0].message.content ?? "", /Echo: hi/);
+      assert.equal(gw.secure.stats.total, 1, "served by the ZDR provider");
+      assert.equal(gw.plain.stats.total, 0);
+      // The same constraint in the body only: the proxy drops it and the prompt goes to the
+      // non-ZDR provider. This is why the headers exist.
+      const bodyOnly = new OpenAI({
+        baseURL: `http://127.0.0.1:${proxy.addr.port}/v1`,
+        apiKey: gw.apiKey,
+        maxRetries: 0,
+      });
+      await bodyOnly.chat.completions.create({
+        model: "demo/vision",
+        messages: [{ role: "user", content: "hi" }],
+        // @ts-expect-error the gateway's routing block
+        provider: { zdr: true },
+      });
+      assert.equal(gw.plain.stats.total, 1);
+    } finally {
+      await proxy.shutdown();
+    }
+  });
+});
