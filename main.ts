@@ -33,6 +33,14 @@ import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
 import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
+import { type SnpRoot, snpRootsFromPem } from "./src/verify/sev_snp/trust.ts";
+import {
+  AMD_KDS_BASE_URL,
+  kdsVcekSource,
+  localVcekSource,
+  type VcekSource,
+} from "./src/verify/sev_snp/vcek_source.ts";
+import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
 import { takeOptions, UsageError } from "./src/cli/args.ts";
 import { createLogBuffer } from "./src/app/log_buffer.ts";
 import {
@@ -298,18 +306,42 @@ function userPath(path: string): string {
   return `${base.replace(/\/+$/, "")}/${path}`;
 }
 
+/** `--amd-roots` (ASK+ARK PEM pairs) and `--vcek` (DER or PEM; else the AMD KDS) for `verify`. */
+async function auditSnpTrust(
+  rootsPath: string | undefined,
+  vcekPath: string | undefined,
+): Promise<{ snpRoots: SnpRoot[]; snpVcek: VcekSource }> {
+  let snpRoots: SnpRoot[] = [];
+  if (rootsPath !== undefined) {
+    const parsed = snpRootsFromPem(await Deno.readTextFile(userPath(rootsPath)));
+    if (!parsed.ok) fail(`--amd-roots ${rootsPath}: ${parsed.reason}`);
+    snpRoots = parsed.roots;
+  }
+  if (vcekPath === undefined) {
+    return {
+      snpRoots,
+      snpVcek: kdsVcekSource({ baseUrl: AMD_KDS_BASE_URL, fetch: (url) => fetch(url) }),
+    };
+  }
+  const bytes = await Deno.readFile(userPath(vcekPath));
+  const pem = pemCertificatesToDer(new TextDecoder().decode(bytes));
+  return { snpRoots, snpVcek: localVcekSource(pem.length ? pem : [bytes], vcekPath) };
+}
+
 async function verify(args: string[]): Promise<void> {
   // Collateral options are ours; everything else belongs to the verify command.
-  const { values, rest } = takeOptions(args, ["collateral", "pccs-url"]);
+  const { values, rest } = takeOptions(args, ["collateral", "pccs-url", "amd-roots", "vcek"]);
   const path = values.collateral === undefined ? undefined : userPath(values.collateral);
   const { source, gpu, note } = await verifyCollateral(path, values["pccs-url"], {
     ...trustIo,
     isDirectory: startupFiles.isDirectory,
   });
   if (note) console.error(note);
+  const snp = await auditSnpTrust(values["amd-roots"], values.vcek);
   const code = await runVerify(rest, {
     now: Date.now,
     quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
+    trust: { tdxSource: source, gpu, ...snp },
     fetch: (input, init) => fetch(input, init),
     readFile: (p) => Deno.readFile(userPath(p)),
     print: (l) => console.log(l),

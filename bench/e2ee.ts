@@ -139,7 +139,7 @@ async function claimLatency(dir: string, n = 300): Promise<{ p50: number; p99: n
   const times: number[] = [];
   try {
     for (let i = 0; i < n; i++) {
-      const tuple = { clientKey: "aa".repeat(32), serviceKey: "bb".repeat(32), nonce: `${i}` };
+      const tuple = { serviceKey: "bb".repeat(32), nonce: `${i}` };
       const t0 = performance.now();
       if (!await guard.claim(tuple, Date.now() + 301_000)) throw new Error("claim refused");
       times.push(performance.now() - t0);

@@ -80,7 +80,7 @@ export function parseBuildArgs(args: readonly string[]): BuildOptions {
  * keeps minor GCs cheap and rare enough (measured in bench/RESULTS.md's git history).
  * An old generation that at most doubles before a major GC (V8 lets it grow up
  * to 4×): a flood of large bodies otherwise piles up garbage to a 430 MB peak
- * (issue #15's bound is 400 MB); with it the peak is ~290 MB (docs/decisions.md).
+ * (issue #15's bound is 400 MB); with it the peak is ~290 MB (docs/decisions/019-old-generation-growth.md).
  */
 export const GATEWAY_V8_FLAGS = ["--max-semi-space-size=8", "--heap-growing-percent=100"] as const;
 

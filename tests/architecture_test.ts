@@ -80,6 +80,7 @@ const KNOWN_TIMERS = new Set([
   "src/accounts/credits.ts",
   "src/accounts/lease_pool.ts",
   "src/app/replica_upkeep.ts",
+  "src/e2ee/service.ts",
   "src/handlers/stream_ticker.ts",
   "src/http/body.ts",
   "src/http/connections.ts",

@@ -26,7 +26,7 @@ const MARKER = "PLAINTEXT-MARKER-7f3a";
 async function e2eeClient(
   baseURL: string,
   apiKey: string,
-  opts: { algo?: string; contentArrays?: "whole" | "parts" } = {},
+  opts: { algo?: string; contentArrays?: "whole" | "parts"; clearTools?: boolean } = {},
 ) {
   const exchanges: E2eeExchange[] = [];
   const e2ee = await createE2eeFetch({
@@ -34,6 +34,7 @@ async function e2eeClient(
     allowDevEvidence: true,
     algo: opts.algo as "x25519-aes-256-gcm-hkdf-sha256" | undefined,
     contentArrays: opts.contentArrays,
+    clearTools: opts.clearTools,
     onExchange: (x) => exchanges.push(x),
   });
   const client = new OpenAI({ baseURL, apiKey, fetch: e2ee, maxRetries: 0 });
@@ -204,7 +205,11 @@ Deno.test("E2EE: tool calls and structured content arrays round-trip (whole and 
   const gw = await startTestGateway();
   try {
     for (const contentArrays of ["whole", "parts"] as const) {
-      const { client, exchanges } = await e2eeClient(gw.baseURL, gw.apiKey, { contentArrays });
+      // Tools travel in clear: the client opts in (the nonce commits to the tool parameters).
+      const { client, exchanges } = await e2eeClient(gw.baseURL, gw.apiKey, {
+        contentArrays,
+        clearTools: true,
+      });
       const tools = [{
         type: "function" as const,
         function: {

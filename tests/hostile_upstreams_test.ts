@@ -77,7 +77,7 @@ for (const mode of ["extra-nagle", "extra-nodelay"]) {
       console.log({ mode, own, sameKeyStale, crossKey, failed });
       assert.equal(crossKey, 0, "one key's completion reached another key");
       // A late duplicate that lands after the same key's next request was written cannot be
-      // told from that request's answer in HTTP/1.1 (docs/decisions.md, #19): counted, not 0.
+      // told from that request's answer in HTTP/1.1 (docs/decisions/013-upstream-transport.md): counted, not 0.
       assert.equal(own + sameKeyStale + failed, 600);
       assert.ok(own > 0);
     } finally {

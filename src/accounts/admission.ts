@@ -21,7 +21,7 @@
 import { GatewayError } from "../http/errors.ts";
 import { backoffMs, isTransientKvError, sleep as defaultSleep } from "../store/transient.ts";
 import type { KeyRecord } from "./keys.ts";
-import { AccountCache } from "./account_cache.ts";
+import { AccountCache, type AccountEntries } from "./account_cache.ts";
 import { batchAtomic, commitInLane } from "./admission_commit.ts";
 import { decideBatch, foldAccount, type Working } from "./admission_decide.ts";
 import { makeAdmission } from "./admission_settlement.ts";
@@ -36,6 +36,7 @@ import {
   validate,
 } from "./admission_types.ts";
 import { LeasePool } from "./lease_pool.ts";
+import { FencedError, isFenced } from "./holds.ts";
 
 export type {
   ActualUsage,
@@ -120,7 +121,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     for (const id of keyIds) {
       if (requested.has(id)) pool?.detach(id);
       const back = pool?.detachedOf(id);
-      work.set(id, foldAccount(entries.get(id) ?? [], keyOf.get(id)!, opts.tiers, t, back));
+      work.set(id, foldAccount(entries.get(id)!, keyOf.get(id)!, opts.tiers, t, back));
     }
     const outcomes = decideBatch(batch, work, opts.tiers, fromCache !== null, admitted);
     if (outcomes === "stale") return "stale";
@@ -130,6 +131,8 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     const res = await commitInLane(atomic, opts.piggyback);
     if (!res.ok) {
       cache.forget(keyIds);
+      // Not a lost race but the fence: this replica's holds were recovered (holds.ts).
+      if (inst !== undefined && await isFenced(kv, inst)) throw new FencedError(inst);
       return null;
     }
     registered = true;
@@ -204,7 +207,27 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
     enqueue({ key, est, renewal: true, resolve: ignore, reject: ignore });
   }
 
+  /** Account reads of `mayPay` in flight, by key id (concurrent callers share one). */
+  const probing = new Map<string, Promise<Map<string, AccountEntries>>>();
+
+  async function mayPay(key: KeyRecord): Promise<boolean> {
+    const id = key.key_id;
+    if (pool?.holds(id)) return true;
+    let entries = cache.cached([id]);
+    if (entries === null) {
+      let read = probing.get(id);
+      if (read === undefined) {
+        read = cache.read([id]).finally(() => probing.delete(id));
+        probing.set(id, read);
+      }
+      entries = await read;
+    }
+    const w = foldAccount(entries.get(id)!, key, opts.tiers, opts.now(), undefined);
+    return w.unpaid === 0n && w.balance > 0n;
+  }
+
   return {
+    mayPay,
     async close() {
       await pool?.close();
     },

@@ -5,7 +5,7 @@
  * (receipts, settlements) riding the same commit.
  */
 import { applyWrites } from "../store/group_commit.ts";
-import { holdInstanceKey, holdKey } from "./holds.ts";
+import { holdFenceKey, holdInstanceKey, holdKey } from "./holds.ts";
 import { balanceKey, stateKey } from "./kv_layout.ts";
 import type { Working } from "./admission_decide.ts";
 import type { AdmissionKv, CommitLane } from "./admission_types.ts";
@@ -46,6 +46,10 @@ export function batchAtomic(
     writes++;
   }
   if (writes === 0) return null;
+  // A replica whose holds another recovered reserves nothing more (holds.ts, the fence).
+  if (holdInstance !== undefined) {
+    atomic.check({ key: holdFenceKey(holdInstance), versionstamp: null });
+  }
   if (holdInstance !== undefined && register) atomic.set(holdInstanceKey(holdInstance), t);
   return atomic;
 }

@@ -31,6 +31,12 @@ export interface Admission {
 
 export interface Admitter {
   admit(key: KeyRecord, est: AdmissionEstimate): Promise<Admission>;
+  /**
+   * Whether `key` could pay for anything now (a positive balance and no unpaid
+   * debt, or a live quota lease), as admission would fold it: from the
+   * account cache, else one read shared by concurrent callers (#25 item 2).
+   */
+  mayPay(key: KeyRecord): Promise<boolean>;
   /** Hands back every quota lease (durably) and stops leasing. */
   close(): Promise<void>;
 }

@@ -32,6 +32,25 @@ import {
 export const NANO_PER_CREDIT = 1_000_000_000n;
 /** Balances stay below 2^63 nano (about 9.2e9 credits) so sums never wrap. */
 export const MAX_BALANCE_NANO = (1n << 63n) - 1n;
+/**
+ * The most one settlement (or reservation) moves, in nano-credits (2^53, about
+ * 9.0e6 credits): costs saturate here, so the counters settlement sums into
+ * (debt, refunds, spent) grow by at most this per request and are compared
+ * modulo 2^64 (`foldDebt`), exact while less than 2^63 is pending — 1,024
+ * settlements at the cap, each of which needed a reservation.
+ */
+export const MAX_SETTLEMENT_NANO = 1n << 53n;
+const U64 = 1n << 64n;
+
+/**
+ * How far a u64 counter that may have wrapped is ahead of its mark (serial-number
+ * arithmetic): a difference of 2^63 or more modulo 2^64 is a read that lags the
+ * mark, which is 0, never a huge amount.
+ */
+function u64Ahead(counter: bigint, seen: bigint): bigint {
+  const d = (((counter - seen) % U64) + U64) % U64;
+  return d >= U64 / 2n ? 0n : d;
+}
 
 /** Exact decimal credits → nano-credits. Rejects anything but a plain non-negative decimal. */
 export function parseCredits(text: string): bigint {
@@ -72,13 +91,18 @@ export function foldDebt(
   debt: bigint,
   refund = 0n,
 ): DebtFold {
-  const refunded = refund > state.refundSeen ? refund - state.refundSeen : 0n;
+  // Modulo 2^64: a summed counter that wrapped still gives the exact amount pending.
+  const refunded = u64Ahead(refund, state.refundSeen);
   const funds = balance + refunded;
-  const pending = debt > state.debtSeen ? debt - state.debtSeen : 0n;
+  const pending = u64Ahead(debt, state.debtSeen);
   const pay = pending < funds ? pending : funds;
   return {
     balance: funds - pay,
-    state: { ...state, debtSeen: state.debtSeen + pay, refundSeen: state.refundSeen + refunded },
+    state: {
+      ...state,
+      debtSeen: (state.debtSeen + pay) % U64,
+      refundSeen: (state.refundSeen + refunded) % U64,
+    },
     unpaid: pending - pay,
   };
 }
@@ -110,10 +134,13 @@ export function creditSettlementWrites(
   actual: { promptTokens: number; completionTokens: number; costNano: bigint },
 ): KvWrite[] {
   const writes: KvWrite[] = [];
-  if (actual.costNano < reservedNano) {
-    writes.push({ op: "sum", key: creditRefundKey(keyId), value: reservedNano - actual.costNano });
-  } else if (actual.costNano > reservedNano) {
-    writes.push({ op: "sum", key: debtKey(keyId), value: actual.costNano - reservedNano });
+  // Saturated, never wrapped: one settlement moves at most MAX_SETTLEMENT_NANO.
+  const cost = actual.costNano > MAX_SETTLEMENT_NANO ? MAX_SETTLEMENT_NANO : actual.costNano;
+  const reserved = reservedNano > MAX_SETTLEMENT_NANO ? MAX_SETTLEMENT_NANO : reservedNano;
+  if (cost < reserved) {
+    writes.push({ op: "sum", key: creditRefundKey(keyId), value: reserved - cost });
+  } else if (cost > reserved) {
+    writes.push({ op: "sum", key: debtKey(keyId), value: cost - reserved });
   }
   writes.push(
     { op: "sum", key: usageKey(keyId, "requests"), value: 1n },
@@ -123,7 +150,7 @@ export function creditSettlementWrites(
       key: usageKey(keyId, "completion_tokens"),
       value: BigInt(actual.completionTokens),
     },
-    { op: "sum", key: usageKey(keyId, "spent_nano"), value: actual.costNano },
+    { op: "sum", key: usageKey(keyId, "spent_nano"), value: cost },
   );
   return writes;
 }

@@ -23,11 +23,19 @@
  * on the store refunds its open holds to the keys (the usual credit refund
  * counter, folded in at the next admission) and deletes them. Requests that
  * were in flight at the crash are refunded whole: their answer never got a
- * durable receipt. A process that is alive but missed its heartbeats for a
- * whole replica TTL would be refunded too, and then settle its own requests:
- * the key would be credited its open holds twice (never charged twice).
+ * durable receipt.
+ *
+ * Recovery is fenced (#25 item 12): before refunding an instance's holds it
+ * writes `["hold_fence", instance]`, and every commit of an instance's own
+ * ledger (the group committer's, admission's) checks that its fence is
+ * absent. So a process that was alive but paused past its TTL (SIGSTOP, a
+ * frozen VM, an event loop stalled) and then resumes cannot settle, hand
+ * back or reserve anything under the recovered ledger: its commits fail, its
+ * requests get no receipt and are refused, and the key is credited its holds
+ * once. The balance never exceeds the credits given minus those spent.
  */
 import type { KvWrite } from "../store/group_commit.ts";
+import { GatewayError } from "../http/errors.ts";
 import { retryTransient } from "../store/transient.ts";
 import { creditRefundKey, u64 } from "./kv_layout.ts";
 
@@ -56,6 +64,34 @@ export const holdKey = (instance: string, keyId: string, side: HoldSide): Deno.K
   keyId,
   side,
 ];
+/** `["hold_fence", instance]`: set when `instance`'s holds were recovered; it may commit no more. */
+export const holdFenceKey = (instance: string): Deno.KvKey => ["hold_fence", instance];
+
+/** How long a fence is kept (a paused process resumes long before, or never). */
+const FENCE_MS = 7 * 86_400_000;
+
+/**
+ * Thrown by a commit of a fenced instance: not transient, never retried; the
+ * client gets a 503 (another replica serves it), the log names the fence.
+ */
+export class FencedError extends GatewayError {
+  constructor(instance: string) {
+    super(
+      "unavailable",
+      `replica ${instance} was fenced (another replica recovered its holds); retry shortly`,
+    );
+  }
+}
+
+/** Whether `instance` was fenced (read after a commit that checked the fence failed). */
+export async function isFenced(
+  kv: Pick<Deno.Kv, "getMany">,
+  instance: string,
+): Promise<boolean> {
+  const [f] = await kv.getMany([holdFenceKey(instance)]);
+  return f.versionstamp !== null;
+}
+
 /** `["hold_instances", instance]` → epoch ms of its first hold: instances to check. */
 export const holdInstanceKey = (instance: string): Deno.KvKey => ["hold_instances", instance];
 
@@ -104,6 +140,11 @@ export async function recoverHolds(
   for (const inst of instances) {
     const id = inst.key[1];
     if (typeof id !== "string" || id === opts.self || live.has(id)) continue;
+    // Fenced first: from here on the instance cannot commit to its ledger, so what is
+    // read below is final and refunded once.
+    await retryTransient(() =>
+      kv.atomic().set(holdFenceKey(id), inst.key[1], { expireIn: FENCE_MS }).commit()
+    );
     const keys = new Set<string>();
     for await (const h of kv.list({ prefix: ["hold", id] })) {
       if (typeof h.key[2] === "string") keys.add(h.key[2]);

@@ -197,15 +197,24 @@ function bearerDigest(header: string | null): string {
 
 const UNKNOWN = () => new GatewayError("invalid_api_key", "Invalid API key.");
 
+/** Read in place of a record when the digest is unknown (no key id has this form). */
+const NO_KEY_ID = "-";
+
+/**
+ * Unknown, revoked and live keys do the same work (#25 item 10): the index
+ * read, one record read (of a key id that cannot exist when the digest is
+ * unknown), and one constant-time comparison, so their timing tells an
+ * outsider nothing about which keys were ever issued.
+ */
 async function lookup(kv: Deno.Kv, digest: string): Promise<KeyRecord> {
   const idx = await kv.get(digestIndexKey(digest));
-  if (typeof idx.value !== "string") throw UNKNOWN();
-  const rec = await getKey(kv, idx.value);
-  if (rec === null) throw UNKNOWN();
-  // The index lookup found it; compare the stored digest anyway, in constant time.
-  const a = Buffer.from(rec.digest, "hex");
+  const id = typeof idx.value === "string" ? idx.value : NO_KEY_ID;
+  const rec = await getKey(kv, id);
   const b = Buffer.from(digest, "hex");
-  if (a.length !== b.length || !timingSafeEqual(a, b)) throw UNKNOWN();
+  // Compared against itself when there is no record: the same work, a result ignored.
+  const a = rec === null ? b : Buffer.from(rec.digest, "hex");
+  const same = a.length === b.length && timingSafeEqual(a, b);
+  if (id === NO_KEY_ID || rec === null || !same) throw UNKNOWN();
   // A revoked key answers exactly like an unknown one: the 401 tells an outsider nothing.
   if (rec.revoked_at !== null) throw UNKNOWN();
   return rec;

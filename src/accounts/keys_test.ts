@@ -203,3 +203,40 @@ Deno.test("two handles on one fresh file: creating keys never fails with a locke
     await Deno.remove(path);
   }
 });
+
+Deno.test("revoked and unknown keys do the same store work (#25 item 10): same reads, same order", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const c = clock();
+    const { key, record } = await createKey(kv, { tier: "pro", now: c.now });
+    await revokeKey(kv, record.key_id, c.now);
+    const unknownKey = key.slice(0, -4) + (key.endsWith("aaaa") ? "bbbb" : "aaaa");
+    // The store as authentication sees it, recording each read (the operation and how
+    // many keys it asked for), which is what its time is made of.
+    const trace = (log: string[]) =>
+      new Proxy(kv, {
+        get(target, prop) {
+          const v = Reflect.get(target, prop, target);
+          if (typeof v !== "function") return v;
+          return (...args: unknown[]) => {
+            const n = Array.isArray(args[0]) && Array.isArray(args[0][0]) ? args[0].length : 1;
+            log.push(`${String(prop)}:${n}`);
+            return v.apply(target, args);
+          };
+        },
+      });
+    const revokedReads: string[] = [];
+    const unknownReads: string[] = [];
+    await assertInvalidKey(authenticate(trace(revokedReads), `Bearer ${key}`));
+    await assertInvalidKey(authenticate(trace(unknownReads), `Bearer ${unknownKey}`));
+    assert.ok(revokedReads.length > 0);
+    assert.deepEqual(unknownReads, revokedReads);
+    // And a live key reads no more than they do.
+    const live = await createKey(kv, { tier: "pro", now: c.now });
+    const liveReads: string[] = [];
+    await authenticate(trace(liveReads), `Bearer ${live.key}`);
+    assert.deepEqual(liveReads, revokedReads);
+  } finally {
+    kv.close();
+  }
+});

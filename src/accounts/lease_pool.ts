@@ -75,6 +75,11 @@ export class LeasePool {
     return rateHeaders(limitsFor(key, this.#o.tiers), lease.shownReq, lease.shownTok);
   }
 
+  /** Whether `id` has a lease live or being folded back (it may pay from it). */
+  holds(id: string): boolean {
+    return !this.#closed && (this.#leases.has(id) || this.#detached.has(id));
+  }
+
   /** Detaches `id`'s live lease so the batch folds it back (exactly, in its commit). */
   detach(id: string): void {
     const live = this.#leases.get(id);

@@ -11,6 +11,7 @@ import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/count.ts";
 import { createAuthenticator } from "../accounts/keys.ts";
 import { createAdmitter } from "../accounts/admission.ts";
 import { PreAdmission } from "../accounts/pre_admission.ts";
+import { FencedError, holdFenceKey } from "../accounts/holds.ts";
 import { BodyBudget } from "../http/body_budget.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
@@ -154,8 +155,11 @@ export function assembleGateway(
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
     e2eeSeed: e2eeSeed(config, world.env),
   });
+  const replicaId = bytesToHex(world.randomBytes(8));
   const committer = new GroupCommitter(kv, {
     random: world.random,
+    // #25 item 12: once another replica recovered this one's holds, nothing more commits.
+    fence: { key: holdFenceKey(replicaId), error: () => new FencedError(replicaId) },
     onError: (e) => {
       metrics.kvError();
       world.log({ level: "error", msg: "durable write failed", error: String(e) });
@@ -165,7 +169,7 @@ export function assembleGateway(
   });
   const replicaTtlMs = config.store.replica_ttl_seconds * 1000;
   const replicas = createReplicaRegistry(kv, {
-    id: bytesToHex(world.randomBytes(8)),
+    id: replicaId,
     ttlMs: replicaTtlMs,
     now,
   });
@@ -230,24 +234,29 @@ export function assembleGateway(
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
   const deadlines = new DeadlineWheel(world.monotonic);
+  const admitter = createAdmitter(kv, {
+    tiers: config.tiers,
+    now,
+    piggyback: committer,
+    monotonic: world.monotonic,
+    random: world.random,
+    soleReplica: config.store.quota_leases ? upkeep.soleReplica : undefined,
+    holdInstance: replicas.id,
+    leaseMaxRequests: config.store.lease_max_requests,
+  });
   const ctx: GatewayContext = {
     config,
     kv,
     catalog,
     auth: createAuthenticator(kv, { now }),
-    admitter: createAdmitter(kv, {
-      tiers: config.tiers,
-      now,
-      piggyback: committer,
-      monotonic: world.monotonic,
-      random: world.random,
-      soleReplica: config.store.quota_leases ? upkeep.soleReplica : undefined,
-      holdInstance: replicas.id,
-      leaseMaxRequests: config.store.lease_max_requests,
-    }),
+    admitter,
     committer,
     // #15: a rate-limited key's bodies go unread; bodies being read are bounded in bytes.
-    preAdmission: new PreAdmission(now),
+    // #25: a key that cannot pay, or whose refusals fill its bucket, is refused unread too.
+    preAdmission: new PreAdmission(now, {
+      mayPay: (k) => admitter.mayPay(k),
+      tiers: config.tiers,
+    }),
     bodyBudget: new BodyBudget({
       global: config.limits.body_bytes_in_flight,
       perKey: config.limits.body_bytes_in_flight_per_key,

@@ -21,6 +21,10 @@ import { verifyReport } from "../verify/report.ts";
 import { verifyE2eeResponse } from "../e2ee/verify.ts";
 import type { GpuDeps } from "../verify/nvidia/deps.ts";
 import { verifySessionGpu } from "../verify/session_gpu.ts";
+import { hardwareQuoteCheck } from "../verify/hardware_quote_check.ts";
+import { EVIDENCE_KINDS, evidenceKind } from "../verify/kinds/table.ts";
+import { type AuditChoices, type AuditTrust, evidenceContext } from "../verify/kinds/types.ts";
+import { ACCEPTABLE_TCB_STATUSES, type AcceptableTcbStatus } from "../config/attestation_names.ts";
 
 /** Everything the command needs from the outside world. */
 export interface VerifyDeps {
@@ -32,6 +36,12 @@ export interface VerifyDeps {
   now?: () => number;
   /** Hardware quote verifier (TDX / SEV-SNP); without it hardware quotes are reported unverified. */
   quoteCheck?: QuoteCheck;
+  /**
+   * TDX collateral, AMD roots and VCEKs, NVIDIA roots: when given, hardware
+   * quotes are checked with them at `--at` (overriding `quoteCheck`), and
+   * `--evidence` is available.
+   */
+  trust?: AuditTrust;
   /** The API key from the environment (`GATEWAY_API_KEY`); `--api-key-file` overrides it. */
   apiKey?: string;
   /** NVIDIA GPU evidence roots and collateral, for `--session`. */
@@ -45,9 +55,17 @@ export const VERIFY_USAGE = [
   "usage: verify --receipt <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --signature <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --report <file|URL>",
-  "       verify --session <file|URL> [--at <ISO time>] [--rim-at <ISO time>]   (GPU evidence of a session record; --collateral DIR)",
+  "       verify --session <file|URL> [--rim-at <ISO time>]   (GPU evidence of a session record; --collateral DIR)",
+  `       verify --evidence <file> --kind ${
+    Object.keys(EVIDENCE_KINDS).join("|")
+  }   (a provider's recorded evidence, check by check)`,
+  "trust: --collateral <file|dir> / --pccs-url <url> (TDX), --amd-roots <ASK+ARK PEM> and",
+  "       --vcek <file> (SEV-SNP; without --vcek the AMD KDS is asked)",
   "the API key for a receipt/signature/session URL: the GATEWAY_API_KEY variable, or --api-key-file <file>",
-  "options: --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
+  "options: --at <ISO time>   judge at this instant instead of now (every mode)",
+  "         --tcb-accept <S,S…>  TDX TCB statuses accepted (default: all but NotSupported/Revoked)",
+  "         --allow-sept-ve-enabled  accept TDX TDs with SEPT_VE_DISABLE = 0 (Azure TDX)",
+  "         --nonce <value>   nonce the report FILE was fetched with (a report URL always gets a fresh random nonce)",
   "         --allow-dev       accept development (non-hardware) evidence with a warning",
   "         --require-verified-upstream  fail unless the served attempt's upstream.verified says verified (hardware)",
   "         --e2ee-context <file>  E2EE v2: {algo, nonce, timestamp, client_private_key[, model]};",
@@ -66,8 +84,16 @@ const VALUE_FLAGS = [
   "session",
   "at",
   "rim-at",
+  "evidence",
+  "kind",
+  "tcb-accept",
 ] as const;
-const BOOL_FLAGS = ["allow-dev", "require-verified-upstream", "help"] as const;
+const BOOL_FLAGS = [
+  "allow-dev",
+  "require-verified-upstream",
+  "allow-sept-ve-enabled",
+  "help",
+] as const;
 type ValueFlag = typeof VALUE_FLAGS[number];
 type BoolFlag = typeof BOOL_FLAGS[number];
 
@@ -192,8 +218,57 @@ function isLegacyReport(report: unknown): boolean {
     typeof report["signing_algo"] === "string";
 }
 
+/** `--at`, `--nonce`, `--tcb-accept` and `--allow-sept-ve-enabled`, as one run's choices. */
+function auditChoices(deps: VerifyDeps, p: ParsedArgs): AuditChoices {
+  const v = p.values;
+  const at = isoTime(v.at, "at") ?? deps.now?.() ?? 0;
+  let accepted: AcceptableTcbStatus[] | undefined;
+  if (v["tcb-accept"] !== undefined) {
+    accepted = [];
+    for (const s of v["tcb-accept"].split(",").map((x) => x.trim())) {
+      if (!(ACCEPTABLE_TCB_STATUSES as readonly string[]).includes(s)) {
+        throw new UsageError(
+          `--tcb-accept: ${JSON.stringify(s)} is not one of ${ACCEPTABLE_TCB_STATUSES.join(", ")}`,
+        );
+      }
+      accepted.push(s as AcceptableTcbStatus);
+    }
+  }
+  return {
+    at,
+    ...(v.nonce !== undefined ? { nonce: v.nonce } : {}),
+    ...(accepted ? { tcbPolicy: { accepted } } : {}),
+    allowSeptVeEnabled: p.flags.has("allow-sept-ve-enabled"),
+  };
+}
+
+/** `--evidence FILE --kind K`: one provider's recorded evidence, check by check. */
+async function evidenceFileChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> {
+  const v = p.values;
+  const others = [v.receipt, v.signature, v.report, v.session].filter((x) => x !== undefined);
+  if (others.length > 0) {
+    throw new UsageError(
+      "--evidence stands alone (no --receipt, --signature, --report, --session)",
+    );
+  }
+  if (v.kind === undefined) throw new UsageError("--evidence needs --kind");
+  const kind = evidenceKind(v.kind);
+  if (!kind) {
+    throw new UsageError(
+      `--kind ${JSON.stringify(v.kind)} is not one of ${Object.keys(EVIDENCE_KINDS).join(", ")}`,
+    );
+  }
+  if (!deps.trust) throw new UsageError("offline evidence checks are not available in this build");
+  const choices = auditChoices(deps, p);
+  deps.print(`NOTE judged at ${new Date(choices.at).toISOString()}`);
+  const input = await readBytes(deps, v.evidence!);
+  return await kind.verify(input, evidenceContext(deps.trust, choices));
+}
+
 async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> {
   const v = p.values;
+  if (v.evidence !== undefined) return await evidenceFileChecks(deps, p);
+  if (v.kind !== undefined) throw new UsageError("--kind applies to --evidence");
   if (v.session !== undefined) return await sessionChecks(deps, v);
   const modes = [v.receipt, v.signature].filter((x) => x !== undefined).length;
   if (modes > 1) throw new UsageError("give either --receipt or --signature, not both");
@@ -208,7 +283,13 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
   const responseBody = v.response !== undefined ? await readBytes(deps, v.response) : undefined;
   const allowDevEvidence = p.flags.has("allow-dev");
   const requireVerifiedUpstream = p.flags.has("require-verified-upstream");
-  const evidence = { allowDevEvidence, quoteCheck: deps.quoteCheck };
+  // --at judges the report (keyset not_after, quote, collateral, VCEK chain) at that instant.
+  const choices = auditChoices(deps, p);
+  const now = v.at !== undefined || deps.now ? () => choices.at : undefined;
+  const quoteCheck = deps.trust
+    ? hardwareQuoteCheck(evidenceContext(deps.trust, choices))
+    : deps.quoteCheck;
+  const evidence = { allowDevEvidence, quoteCheck };
 
   const envelope = v.signature !== undefined
     ? await loadArtifact(deps, v.signature, apiKey)
@@ -235,7 +316,7 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
     if (nonce !== null && !/^[0-9a-f]{64}$/.test(nonce)) {
       throw new UsageError("--nonce for a canonical report must be 64 lowercase hex characters");
     }
-    checks.push(...await verifyReport(report, { ...evidence, nonce, now: deps.now }));
+    checks.push(...await verifyReport(report, { ...evidence, nonce, now }));
   }
 
   if (v.receipt !== undefined) {

@@ -34,7 +34,7 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "of the key's limits held in memory (no KV commit before the prompt leaves).",
   "store.lease_max_requests":
     "Most requests' worth of credits and tokens in one quota-lease slice: what a crashed process " +
-    "holds until another refunds it (docs/decisions.md, #15).",
+    "holds until another refunds it (docs/decisions/010-hostile-clients-money-and-storage.md).",
   "store.replica_ttl_seconds":
     "How long a replica's announcement lives without a heartbeat (sent every third of it); a " +
     "crashed replica's held credits are refunded once it lapses.",
@@ -119,7 +119,9 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "trust.sev_snp":
     "AMD SEV-SNP trust for `sev-snp` upstreams: the pinned roots and where VCEKs come from.",
   "trust.sev_snp.roots": "The pinned AMD roots, one entry per processor product.",
-  "trust.sev_snp.roots[].product": "The product the roots belong to (`Milan` or `Genoa`).",
+  "trust.sev_snp.roots[].product":
+    "The product the roots belong to (`Milan`, `Genoa` or `Turin`); a report of version 3 or later " +
+    "names its product (CPUID) and is verified only under that product's roots.",
   "trust.sev_snp.roots[].ask_ark_pem":
     "AMD's `ask_ark_<product>.pem`: the ASK then the ARK certificate (PEM). VCEKs must chain to it.",
   "trust.sev_snp.vcek_dir":
@@ -194,12 +196,27 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Development switch (dev verifier only): a dev session satisfies `aci_verified`, and its " +
     "claims say so.",
   "providers[].confidential.reverify_margin_seconds": "Re-verify this long before expiry.",
+  "providers[].confidential.tdx":
+    "TDX policy of the `dstack-tdx` and `aci` verifiers (docs/decisions/tdx-tcb-policy.md).",
+  "providers[].confidential.tdx.accepted_tcb_statuses":
+    "Intel TCB statuses a quote may have and still verify (default: all of `UpToDate`, " +
+    "`SWHardeningNeeded`, `ConfigurationNeeded`, `ConfigurationAndSWHardeningNeeded`, `OutOfDate`, " +
+    "`OutOfDateConfigurationNeeded`, `TDRelaunchAdvised`, `TDRelaunchAdvisedConfigurationNeeded`). " +
+    "`NotSupported` (no matching TCB level, unknown TDX module) and `Revoked` always fail.",
+  "providers[].confidential.tdx.allow_sept_ve_enabled":
+    "Accept TDs with SEPT_VE_DISABLE = 0, as Azure TDX VMs run (default false: they fail the TD " +
+    "attributes check; docs/decisions/azure-tdx-sept-ve.md). DEBUG = 1 always fails.",
   "providers[].confidential.sev_snp": "Policy of the `sev-snp` verifier.",
   "providers[].confidential.sev_snp.allowed_measurements":
     "SNP MEASUREMENT values (hex) that make `os_known_good` asserted.",
   "providers[].confidential.sev_snp.min_tcb":
     "Minimum REPORTED_TCB: `tcb_up_to_date` is asserted when every component is at least this, " +
     "refuted otherwise (unknown when unset).",
+  "providers[].confidential.sev_snp.require_min_tcb":
+    "Make `min_tcb` a verification requirement: a report whose REPORTED_TCB is below it gets no " +
+    "session and no prompt (default false: only `tcb_up_to_date` is refuted).",
+  "providers[].confidential.sev_snp.min_tcb.fmc":
+    "Minimum FMC SPL (Turin only; ignored otherwise).",
   "providers[].confidential.sev_snp.min_tcb.bootloader": "Minimum boot loader SPL.",
   "providers[].confidential.sev_snp.min_tcb.tee": "Minimum PSP OS (TEE) SPL.",
   "providers[].confidential.sev_snp.min_tcb.snp": "Minimum SNP firmware SPL.",

@@ -3,6 +3,7 @@
  * start-up. A bad file stops the gateway with the path of the bad field.
  */
 import { z } from "zod";
+import { SNP_PRODUCTS } from "./attestation_names.ts";
 import {
   embeddingModel,
   limits,
@@ -49,7 +50,7 @@ export const configSchema = z.strictObject({
     sse_keepalive_ms: z.number().int().positive().default(15_000),
     /** Output tokens reserved (credits, tokens/min) when a request names no maximum. */
     default_output_reserve: z.number().int().positive().default(1024),
-    // Hostile clients (#15, docs/decisions.md): connections and request bodies.
+    // Hostile clients (docs/decisions/012-hostile-clients-connections-and-bodies.md): connections and request bodies.
     max_connections: z.number().int().positive().default(4096),
     header_timeout_ms: z.number().int().positive().default(10_000),
     idle_timeout_ms: z.number().int().positive().default(60_000),
@@ -99,7 +100,7 @@ export const configSchema = z.strictObject({
     /** AMD roots and VCEKs for `sev-snp` upstreams. */
     sev_snp: z.strictObject({
       roots: z.array(z.strictObject({
-        product: z.enum(["Milan", "Genoa"]),
+        product: z.enum(SNP_PRODUCTS),
         ask_ark_pem: z.string().min(1),
       })).min(1),
       vcek_dir: z.string().optional(),

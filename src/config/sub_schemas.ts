@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { TOKENIZERS } from "../tokens/names.ts";
+import { ACCEPTABLE_TCB_STATUSES, DEFAULT_ACCEPTED_TCB_STATUSES } from "./attestation_names.ts";
 
 const modality = z.enum(["text", "image", "file", "video", "audio"]);
 const price = z.number().nonnegative().finite();
@@ -38,15 +39,33 @@ const confidential = z.strictObject({
    * so `task dev` demonstrates the flow; the session's claims say so.
    */
   dev_counts_for_aci_verified: z.boolean().optional(),
-  /** Policy for the `sev-snp` verifier (docs/decisions.md, "SEV-SNP upstreams"). */
+  /**
+   * TDX policy of the TDX-based verifiers (`dstack-tdx`, `aci`; docs/decisions/tdx-tcb-policy.md):
+   * the TCB statuses accepted (NotSupported, Revoked and an unknown TDX module always fail),
+   * and the per-provider opt-in for TDs with SEPT_VE_DISABLE = 0 (Azure TDX VMs).
+   */
+  tdx: z.strictObject({
+    accepted_tcb_statuses: z.array(z.enum(ACCEPTABLE_TCB_STATUSES)).min(1).default([
+      ...DEFAULT_ACCEPTED_TCB_STATUSES,
+    ]),
+    allow_sept_ve_enabled: z.boolean().default(false),
+  }).optional(),
+  /** Policy for the `sev-snp` verifier (docs/decisions/014-sev-snp-upstreams.md). */
   sev_snp: z.strictObject({
     allowed_measurements: z.array(z.string().regex(/^[0-9a-f]{96}$/)).default([]),
     min_tcb: z.strictObject({
+      /** Turin only (its TCB_VERSION has an FMC SPL); ignored for Milan and Genoa. */
+      fmc: z.number().int().min(0).max(255).optional(),
       bootloader: z.number().int().min(0).max(255),
       tee: z.number().int().min(0).max(255),
       snp: z.number().int().min(0).max(255),
       microcode: z.number().int().min(0).max(255),
     }).optional(),
+    /** Fail verification (no session, no prompt) when REPORTED_TCB is below `min_tcb`; default false. */
+    require_min_tcb: z.boolean().optional(),
+  }).refine((p) => !p.require_min_tcb || p.min_tcb !== undefined, {
+    message: "require_min_tcb needs min_tcb",
+    path: ["require_min_tcb"],
   }).optional(),
 });
 

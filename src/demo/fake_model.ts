@@ -52,10 +52,16 @@ export const ARGUMENT_FRAGMENT_CHARS = 8;
  * `tokenize(t).join("") === t` whenever `t` holds a word.
  */
 export function tokenize(text: string): string[] {
-  const tokens = text.match(/\s*\S+/g) ?? [];
+  // Word ends, not `/\s*\S+/g`: that pattern is quadratic on a long run of whitespace.
+  const tokens: string[] = [];
+  let start = 0;
+  for (const m of text.matchAll(/\S+/g)) {
+    const end = m.index + m[0].length;
+    tokens.push(text.slice(start, end));
+    start = end;
+  }
   if (tokens.length === 0) return [];
-  const consumed = tokens.reduce((n, t) => n + t.length, 0);
-  if (consumed < text.length) tokens[tokens.length - 1] += text.slice(consumed);
+  if (start < text.length) tokens[tokens.length - 1] += text.slice(start);
   return tokens;
 }
 

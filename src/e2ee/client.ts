@@ -14,6 +14,7 @@
  * answer that does not say it was encrypted to this request's key.
  */
 import { randomBytes as nodeRandomBytes } from "node:crypto";
+import { CLEAR_TOOLS_HEADER, clearToolsNonce, usesTools } from "./clear_text.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { allPassed } from "../verify/checks.ts";
 import { type QuoteCheck, verifyReport } from "../verify/report.ts";
@@ -51,6 +52,12 @@ export interface E2eeClientOptions {
   quoteCheck?: QuoteCheck;
   /** Structured content arrays: encrypted as a whole (default, hides their shape) or per part. */
   contentArrays?: "whole" | "parts";
+  /**
+   * Accept that tool definitions, tool choice and the model's tool calls (names and
+   * arguments) travel in clear: the request's nonce then commits to its exact tool
+   * parameters (`X-E2EE-Clear-Tools`, docs/e2ee.md). Without it a request with tools throws.
+   */
+  clearTools?: boolean;
   /** Called once per E2EE exchange, with what a receipt check needs (see `task verify`). */
   onExchange?: (x: E2eeExchange) => void;
   now?: () => number;
@@ -162,10 +169,20 @@ export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetc
       throw new Error("E2EE: the request body must be a JSON object with a string model");
     }
     const client = generateKeyPair(key.algo);
+    // Tools go in clear: only when the caller accepts it, committed to by the nonce.
+    let toolSalt: string | null = null;
+    if (kind === "chat" && usesTools(plain)) {
+      if (opts.clearTools !== true) {
+        throw new Error(
+          "E2EE: tools and tool calls travel in clear; pass clearTools: true to accept that",
+        );
+      }
+      toolSalt = bytesToHex(random(32));
+    }
     const ctx: AadContext = {
       algo: key.algo,
       model: plain["model"],
-      nonce: bytesToHex(random(32)),
+      nonce: toolSalt === null ? bytesToHex(random(32)) : clearToolsNonce(toolSalt, plain),
       ts: Math.floor(now() / 1000),
     };
     const { wire, restored } = sealRequest(kind, plain, ctx, key.public_key, random, opts);
@@ -177,6 +194,7 @@ export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetc
     headers.set("x-model-pub-key", key.public_key);
     headers.set("x-e2ee-nonce", ctx.nonce);
     headers.set("x-e2ee-timestamp", String(ctx.ts));
+    if (toolSalt !== null) headers.set(CLEAR_TOOLS_HEADER, toolSalt);
     const res = await base(url, { ...init, headers, body: wire });
     let settle: (b: Uint8Array) => void = () => {};
     const wireResponse = new Promise<Uint8Array>((r) => (settle = r));

@@ -1,7 +1,11 @@
 /**
  * E2EE v2 replay protection shared by every replica (spec/e2ee-v2.md §7): the
- * (client key, service key, nonce bytes) tuple is claimed with one atomic
- * check-and-set in the shared KV store. Only a digest of the tuple is stored,
+ * (service key, nonce bytes) pair is claimed with one atomic check-and-set in
+ * the shared KV store. The client key is left out on purpose: the v2 AAD does
+ * not bind it, so a captured request resent under another X-Client-Pub-Key
+ * would otherwise be a new tuple and answered (encrypted to whoever resent
+ * it, billed to the victim). Stricter than the spec's tuple, never looser.
+ * Only a digest of the pair is stored,
  * and it expires when the request's timestamp leaves the acceptance window,
  * after which the request would be refused for its timestamp anyway.
  */
@@ -12,20 +16,20 @@ export const REPLAY_PREFIX = "e2ee_replay";
 
 export interface ReplayGuard {
   /**
-   * True when this is the tuple's first use and it is now claimed until
+   * True when this is the nonce's first use with this service key and it is now claimed until
    * `expiresAtMs`; false when it was already claimed and has not expired.
    */
   claim(
-    tuple: { clientKey: string; serviceKey: string; nonce: string },
+    claim: { serviceKey: string; nonce: string },
     expiresAtMs: number,
   ): Promise<boolean>;
 }
 
 export function createReplayGuard(kv: Deno.Kv, now: () => number): ReplayGuard {
   return {
-    claim({ clientKey, serviceKey, nonce }, expiresAtMs) {
-      // Normalized inputs: lowercase hex keys, and the nonce lowercased (hex case is not a new nonce).
-      const key = [REPLAY_PREFIX, sha256Hex(`${clientKey}|${serviceKey}|${nonce.toLowerCase()}`)];
+    claim({ serviceKey, nonce }, expiresAtMs) {
+      // Normalized inputs: a lowercase hex key, and the nonce lowercased (hex case is not a new nonce).
+      const key = [REPLAY_PREFIX, sha256Hex(`${serviceKey}|${nonce.toLowerCase()}`)];
       return retryTransient(async () => {
         const t = now();
         const expireIn = Math.max(1, expiresAtMs - t);

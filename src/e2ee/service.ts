@@ -1,7 +1,7 @@
 /**
  * The gateway side of E2EE v2 (spec/e2ee-v2.md): validates the five request
  * headers, decrypts every encrypted request field in place with the attested
- * service key, claims the replay tuple in the shared store, and returns the
+ * service key, claims the (service key, nonce) pair in the shared store, and returns the
  * restored body with a session that encrypts the generated fields of the
  * answer (whole, or each streamed chunk) to the client's key. Errors are
  * `GatewayError`s of the spec's `e2ee_*` kinds; nothing decrypted is ever
@@ -28,6 +28,7 @@ import {
 } from "./fields.ts";
 import type { E2eeKeyring } from "./keys.ts";
 import type { ReplayGuard } from "./replay.ts";
+import { checkClearText, CLEAR_TOOLS_HEADER, refuseClearAnswer } from "./clear_text.ts";
 
 /** What the gateway's E2EE step needs (assembled once, passed down). */
 export interface E2eeDeps {
@@ -45,6 +46,9 @@ export interface E2eeDeps {
  * the process; a conversation of a thousand messages still fits.
  */
 export const MAX_E2EE_FIELDS = 1024;
+
+/** Fields decrypted per turn of the event loop. */
+const DECRYPT_BATCH = 8;
 
 /** §7: |now − ts| ≤ 300 s. */
 export const E2EE_WINDOW_SECONDS = 300;
@@ -148,12 +152,17 @@ export async function openE2ee(
     throw fail("e2ee_invalid_payload_model", "the top-level model must be present and a string");
   }
   const ctx: AadContext = { algo: serviceKey.algo, model: body["model"], nonce, ts };
+  // Parameters that would put text in clear are refused before any ECDH is spent.
+  const clearTools = checkClearText(kind, body, nonce, h.get(CLEAR_TOOLS_HEADER));
   const slots = requestSlots(kind, body);
   if (slots.length === 0) throw fail("e2ee_decryption_failed", "no encrypted field in the request");
   if (slots.length > MAX_E2EE_FIELDS) {
     throw fail("invalid_request", `at most ${MAX_E2EE_FIELDS} encrypted fields per request`);
   }
-  for (const s of slots) {
+  for (const [i, s] of slots.entries()) {
+    // #25 item 2: decrypted in batches that yield, so one request of a thousand fields
+    // (an ECDH each) does not hold the event loop for a second.
+    if (i > 0 && i % DECRYPT_BATCH === 0) await new Promise((r) => setTimeout(r, 0));
     const plain = keyring.decrypt(serviceKey, s.get() as string, requestAad(ctx, s.path));
     let text: string | null = null;
     if (plain !== null) {
@@ -170,16 +179,17 @@ export async function openE2ee(
   }
   // Claimed only once every field authenticated: a forged copy cannot burn a client's nonce.
   const first = await deps.replay.claim(
-    { clientKey: client, serviceKey: serviceKey.publicKeyHex, nonce },
+    // Not the client key: the AAD does not bind it, so it must not make a replay new.
+    { serviceKey: serviceKey.publicKeyHex, nonce },
     (ts + E2EE_WINDOW_SECONDS + 1) * 1000,
   );
   if (!first) {
-    throw fail("e2ee_replay_detected", "this E2EE nonce was already used with these keys");
+    throw fail("e2ee_replay_detected", "this E2EE nonce was already used with this service key");
   }
   return {
     body,
     restored: encoder.encode(JSON.stringify(body)),
-    session: createSession(kind, ctx, client, deps.randomBytes),
+    session: createSession(kind, ctx, client, deps.randomBytes, clearTools),
   };
 }
 
@@ -199,11 +209,14 @@ function createSession(
   ctx: AadContext,
   clientKey: string,
   randomBytes: (n: number) => Uint8Array,
+  clearTools: boolean,
 ): E2eeSession {
   const seal = (obj: unknown, stream: boolean) => {
     if (obj === null || typeof obj !== "object" || Array.isArray(obj)) return;
     const o = obj as Record<string, unknown>;
     if (stream) dropEmptyDeltaContent(o);
+    // Nothing generated may leave in clear under X-E2EE-Applied (tool calls only by opt-in).
+    refuseClearAnswer(kind, o, clearTools);
     const id = responseIdFor(o);
     for (const s of responseSlots(kind, o, stream)) {
       const v = s.get();

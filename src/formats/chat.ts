@@ -5,8 +5,8 @@
  */
 import {
   type CountableMessage,
-  countChat,
-  countText,
+  countChatInto,
+  TokenCounter,
   type TokenizerName,
 } from "../tokens/count.ts";
 import { z } from "zod";
@@ -259,15 +259,12 @@ export function estimateChatTokens(
   limit?: number,
   tools?: unknown[],
 ): number {
-  const n = countChat(messages as CountableMessage[], tokenizer, limit);
-  if (!tools || tools.length === 0) return n;
+  // One counter for the whole request: one limit and one BPE budget (src/tokens/count.ts).
+  const c = new TokenCounter(tokenizer, limit);
+  countChatInto(c, messages as CountableMessage[]);
   // Tool definitions reach the model as text too: counted as their JSON.
-  const t = countText(
-    JSON.stringify(tools),
-    tokenizer,
-    limit === undefined ? undefined : Math.max(0, limit - n),
-  );
-  return limit !== undefined && n + t > limit ? limit + 1 : n + t;
+  if (tools && tools.length > 0 && !c.over) c.text(JSON.stringify(tools));
+  return c.total;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */

@@ -1,5 +1,5 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
-import { countText, type TokenizerName } from "../tokens/count.ts";
+import { countText, newBpeBudget, type TokenizerName } from "../tokens/count.ts";
 import { z } from "zod";
 import { parseWith } from "./zod_error.ts";
 
@@ -56,8 +56,9 @@ export function countCompletionPrompts(
   tokenizer: TokenizerName,
   limit?: number,
 ): number[] {
+  const budget = newBpeBudget(); // one BPE budget for all the prompts of a request
   return (typeof prompt === "string" ? [prompt] : prompt).map((p) =>
-    countText(p, tokenizer, limit)
+    countText(p, tokenizer, limit, budget)
   );
 }
 

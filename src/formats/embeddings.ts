@@ -1,5 +1,5 @@
 /** `/v1/embeddings` requests: validation against the embedding model, and the upstream body. Pure. */
-import { countText } from "../tokens/count.ts";
+import { countText, newBpeBudget } from "../tokens/count.ts";
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { EmbeddingModel } from "../catalog/catalog.ts";
@@ -81,9 +81,10 @@ export function checkEmbeddingAgainstModel(body: EmbeddingRequest, model: Embedd
   }
   const inputs = typeof body.input === "string" ? [body.input] : body.input;
   let total = 0;
+  const budget = newBpeBudget(); // one BPE budget for all the inputs of a request
   inputs.forEach((x, i) => {
     if (typeof x === "string") {
-      const t = countText(x, model.tokenizer, c.max_input_tokens);
+      const t = countText(x, model.tokenizer, c.max_input_tokens, budget);
       if (t > c.max_input_tokens) {
         throw badParam(
           `input[${i}]`,

@@ -40,8 +40,10 @@ export const chatEndpoint: InferenceEndpoint = {
       estimate: {
         promptTokens,
         outputTokens: out.perCompletion * (p.chat.n ?? 1),
+        maxPromptTokens: model.config.context_length,
       },
       pricing: model.config.pricing,
+      tokenizer: model.tokenizer,
       upstreamPath: () => "/v1/chat/completions",
       upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u) => chatResponseForClient(u as ChatResponse, p.model),

@@ -53,8 +53,10 @@ export const completionsEndpoint: InferenceEndpoint = {
       estimate: {
         promptTokens,
         outputTokens: out.perCompletion * perPrompt * prompts,
+        maxPromptTokens: model.config.context_length * prompts,
       },
       pricing: model.config.pricing,
+      tokenizer: model.tokenizer,
       upstreamPath: () => "/v1/completions",
       upstreamBody: (c) =>
         upstreamCompletionBody({ ...p.body, max_tokens: out.cap }, c.upstreamModel),

@@ -22,7 +22,11 @@ export const embeddingsEndpoint: InferenceEndpoint = {
       provider: p.provider,
       routes: model.config.routes,
       stream: false,
-      estimate: { promptTokens, outputTokens: 0 },
+      estimate: {
+        promptTokens,
+        outputTokens: 0,
+        maxPromptTokens: model.config.max_input_tokens * count,
+      },
       pricing: { prompt: model.config.pricing.prompt, completion: 0 },
       upstreamPath: () => "/v1/embeddings",
       upstreamBody: (c) => upstreamEmbeddingBody(p.body, c.upstreamModel, model),

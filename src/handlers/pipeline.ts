@@ -20,7 +20,7 @@ import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
 import { forward, type ForwardResult } from "../routing/failover.ts";
-import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
+import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
 import { type E2eeSession, openE2ee, type OpenedRequest } from "../e2ee/service.ts";
 import type { GatewayContext } from "./context.ts";
@@ -30,6 +30,8 @@ import type { BodyTicket } from "../http/body_budget.ts";
 import type { KvWrite } from "../store/group_commit.ts";
 import { dailyUsageWrites } from "../accounts/usage_daily.ts";
 import type { RequestInfo } from "./request_info.ts";
+import { boundUsage } from "./usage_bounds.ts";
+import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/count.ts";
 
 export interface InferenceEndpoint {
   endpoint: string;
@@ -70,6 +72,8 @@ export async function handleInference(
   let admission: Admission | null = null;
   let account: KeyRecord | null = null;
   let bodyTicket: BodyTicket | null = null;
+  /** Refused by pre-admission itself: not charged again to the key's bucket. */
+  let refusedUnread = false;
   const headers = new Headers({
     "x-service-trace-id": info.traceId,
     "x-request-id": info.requestId,
@@ -94,7 +98,13 @@ export async function handleInference(
     try {
       // #15: a key out of requests is refused before its body is read, and bodies being
       // read are bounded in bytes (globally and per key) and in time.
-      ctx.preAdmission.check(key);
+      // #25: nor does a key that cannot pay, or whose refusals filled its bucket.
+      try {
+        await ctx.preAdmission.admissible(key);
+      } catch (e) {
+        refusedUnread = true;
+        throw e;
+      }
       bodyTicket = ctx.bodyBudget.ticket(key.key_id);
       wire = await readBody(req, ctx.config.limits.max_body_bytes, {
         timeoutMs: ctx.config.limits.body_timeout_ms,
@@ -157,6 +167,7 @@ export async function handleInference(
         requestId: info.requestId,
       }));
     bodyTicket.release(); // admitted: the body's bytes no longer count as being read
+    ctx.preAdmission.admitted(key);
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.admitted();
 
@@ -178,6 +189,8 @@ export async function handleInference(
             return b;
           },
           verificationRequired: constraints.aciVerified,
+          // E2EE: an upstream's error text may echo the decrypted prompt; show none of it.
+          withholdUpstreamText: opened !== null,
           modelId: plan.modelId,
           partition: key.digest,
           // The client's own signal: a listener on it would live as long as the request.
@@ -201,7 +214,7 @@ export async function handleInference(
       ));
     info.provider = result.candidate.provider.name;
     bodies.clear(); // the prompt's bytes are not kept for the answer's life
-    const settle = settlementFor(admission, plan.pricing, info, key.key_id, ctx.now);
+    const settle = settlementFor(admission, plan, info, key.key_id, ctx, rec);
     const e2ee = opened?.session ?? null;
     if (e2ee) { for (const [k, v] of Object.entries(e2ee.headers)) headers.set(k, v); }
 
@@ -221,6 +234,8 @@ export async function handleInference(
         headers,
         settle,
         info,
+        countTokens: deliveredTokenCounter(plan.tokenizer ?? FALLBACK_TOKENIZER),
+        openAiUpstream: OPENAI_STREAM_PATH.test(plan.upstreamPath(result.candidate)),
       });
     }
     return await wholeResponse(ctx, plan, rec, result, headers, settle, info, e2ee);
@@ -229,7 +244,8 @@ export async function handleInference(
     info.refusal = err.kind;
     info.errorCode = errorCodeOf(err);
     bodyTicket?.release();
-    if (account) ctx.preAdmission.note(account, err);
+    // Every refusal (not an upstream's or the gateway's own failure) costs the key a request.
+    if (account) ctx.preAdmission.note(account, err, err.status < 500 && !refusedUnread);
     if (err.kind === "internal") {
       ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
     }
@@ -269,7 +285,7 @@ async function wholeResponse(
   rec: ReceiptRecorder,
   result: ForwardResult,
   headers: Headers,
-  settle: (u: TokenUsage | undefined) => KvWrite[],
+  settle: Settle,
   info: RequestInfo,
   e2ee: E2eeSession | null,
 ): Promise<Response> {
@@ -309,13 +325,38 @@ async function wholeResponse(
  */
 function settlementFor(
   admission: Admission,
-  pricing: InferencePlan["pricing"],
+  plan: InferencePlan,
   info: RequestInfo,
   keyId: string,
-  now: () => number,
-): (u: TokenUsage | undefined) => KvWrite[] {
-  return (u) => {
-    const usage = u ?? { prompt_tokens: 0, completion_tokens: 0 };
+  ctx: Pick<GatewayContext, "now" | "log">,
+  rec: ReceiptRecorder,
+): Settle {
+  const { pricing, estimate } = plan;
+  const { now, log } = ctx;
+  const bounds = {
+    promptTokens: estimate.maxPromptTokens,
+    completionTokens: estimate.outputTokens,
+  };
+  const estimated = {
+    prompt_tokens: estimate.promptTokens,
+    completion_tokens: estimate.outputTokens,
+  };
+  return (u, fallback = estimated) => {
+    // Numbers from the upstream: valid counts, within what the gateway let it do (#25).
+    const b = u === undefined ? null : boundUsage(u, fallback, bounds);
+    const usage = b?.usage ?? { prompt_tokens: 0, completion_tokens: 0 };
+    if (b && (b.invalid.length > 0 || b.clamped.length > 0)) {
+      rec.usageBounded(usage, b.invalid, b.clamped);
+      log({
+        level: "warn",
+        msg: "upstream usage bounded",
+        request_id: info.requestId,
+        invalid: b.invalid,
+        clamped: b.clamped,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+      });
+    }
     info.usage = usage;
     const actual = {
       promptTokens: usage.prompt_tokens,
@@ -329,6 +370,18 @@ function settlementFor(
     writes.push(...dailyUsageWrites(keyId, info.model ?? "", now(), actual));
     return writes;
   };
+}
+
+/** Upstream paths whose streams are OpenAI's format (ended by `data: [DONE]`). */
+const OPENAI_STREAM_PATH = /\/(chat\/)?completions$/;
+
+/**
+ * Tokens of text delivered to a client, for billing a stream the upstream never reported usage
+ * for (#25 item 8). The one call of the token counter on the answer's path: bounded and linear
+ * as `src/tokens/` makes it.
+ */
+function deliveredTokenCounter(tokenizer: TokenizerName): (text: string) => number {
+  return (text) => countText(text, tokenizer);
 }
 
 /** `Authorization: Bearer <key>`, or the Anthropic SDK's `x-api-key: <key>`. */

@@ -6,6 +6,9 @@
  */
 import type { Candidate } from "../routing/select.ts";
 import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
+import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
+import type { TokenizerName } from "../tokens/count.ts";
+import type { KvWrite } from "../store/group_commit.ts";
 
 // The stream contract lives with the formats that implement it.
 export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
@@ -17,9 +20,17 @@ export interface InferencePlan {
   provider: unknown;
   routes: { provider: string; model: string }[];
   stream: boolean;
-  /** For admission: estimated prompt tokens and the output tokens reserved. */
-  estimate: { promptTokens: number; outputTokens: number };
+  /**
+   * For admission: estimated prompt tokens and the output tokens reserved
+   * (what the upstream is allowed: `max_tokens × n`, or the model's output
+   * length). `maxPromptTokens` is the most prompt a request can have (the
+   * context length, per prompt): reported usage is clamped to it and to
+   * `outputTokens` (usage_bounds.ts).
+   */
+  estimate: { promptTokens: number; outputTokens: number; maxPromptTokens: number };
   pricing: { prompt: number; completion: number };
+  /** The model's tokenizer: counts delivered text when a stream ends without usage. */
+  tokenizer?: TokenizerName;
   /** Path on the candidate's base URL (a native-format upstream gets its own format's path). */
   upstreamPath(c: Candidate): string;
   upstreamBody(c: Candidate): unknown;
@@ -33,12 +44,26 @@ export interface InferencePlan {
   streamContentType?: string;
 }
 
-/** Cost in nano-credits, rounded up: the gateway never undercharges by rounding. */
+/**
+ * Cost in nano-credits, rounded up: the gateway never undercharges by rounding.
+ * Saturates at `MAX_SETTLEMENT_NANO` (and is 0 for counts that are not
+ * numbers), so no price or count can make a sum in the ledger wrap.
+ */
 export function costNano(u: TokenUsage, pricing: { prompt: number; completion: number }): bigint {
   const nano = u.prompt_tokens * pricing.prompt * 1e9 +
     u.completion_tokens * pricing.completion * 1e9;
+  if (Number.isNaN(nano) || nano <= 0) return 0n;
+  if (nano >= MAX_SETTLEMENT_FLOAT) return MAX_SETTLEMENT_NANO;
   return BigInt(Math.ceil(nano - 1e-6));
 }
+
+const MAX_SETTLEMENT_FLOAT = Number(MAX_SETTLEMENT_NANO);
+
+/**
+ * Settles the admission at reported usage (undefined: none reported), each field
+ * not a valid count replaced by `fallback`'s (default: the admission's estimate).
+ */
+export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
 
 export function idOf(upstream: unknown): string | null {
   if (upstream && typeof upstream === "object" && "id" in upstream) {
@@ -56,10 +81,12 @@ export function usageField(upstream: unknown): TokenUsage | undefined {
     string,
     unknown
   >;
-  const p = typeof prompt_tokens === "number" ? prompt_tokens : input_tokens;
-  const c = typeof completion_tokens === "number" ? completion_tokens : output_tokens;
-  if (typeof p !== "number") return undefined;
-  return { prompt_tokens: p, completion_tokens: typeof c === "number" ? c : 0 };
+  const p = prompt_tokens !== undefined ? prompt_tokens : input_tokens;
+  const c = completion_tokens !== undefined ? completion_tokens : output_tokens;
+  if (p === undefined) return undefined;
+  // Passed on as sent (even when not a number): the settlement bounds it (usage_bounds.ts) and
+  // says so in the receipt, instead of this reader silently dropping it.
+  return { prompt_tokens: p as number, completion_tokens: c === undefined ? 0 : c as number };
 }
 
 /** How a plan reaches one kind of upstream: its path, body, answer and stream translation. */

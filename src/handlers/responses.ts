@@ -33,8 +33,13 @@ export const responsesEndpoint: InferenceEndpoint = {
       provider: p.provider,
       routes: model.config.routes,
       stream: p.stream,
-      estimate: { promptTokens, outputTokens: out.perCompletion },
+      estimate: {
+        promptTokens,
+        outputTokens: out.perCompletion,
+        maxPromptTokens: model.config.context_length,
+      },
       pricing: model.config.pricing,
+      tokenizer: model.tokenizer,
       usage: usageField,
       chatId: idOf,
       ...nativeOrTranslated("responses", {

@@ -14,7 +14,7 @@ import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import { bodySourceOf } from "../upstream/h1_client.ts";
 import type { KvWrite } from "../store/group_commit.ts";
-import type { TokenUsage, Translator } from "./plan.ts";
+import type { Settle, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";
 
@@ -30,8 +30,16 @@ export interface StreamArgs {
   promptEstimate: number;
   contentType: string | undefined;
   headers: Headers;
-  settle: (u: TokenUsage | undefined) => KvWrite[];
+  settle: Settle;
   info: RequestInfo;
+  /** Tokens of delivered text, with the model's tokenizer (billing when usage never came). */
+  countTokens: (text: string) => number;
+  /**
+   * The upstream speaks the OpenAI stream format (`data: [DONE]` ends it): a body that ends
+   * without `[DONE]` is complete only if a finish reason and the usage chunk (always asked
+   * for) arrived; else it was cut, and is an upstream failure.
+   */
+  openAiUpstream: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -42,7 +50,8 @@ type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 // finish); split, that state would be an object allocated and dereferenced per chunk (hot path).
 export function streamResponse(a: StreamArgs): Response {
   // Closures below use these, never `a`: a held stream keeps only what it needs.
-  const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info } = a;
+  const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info, countTokens } = a;
+  const openAiUpstream = a.openAiUpstream;
   if (!a.upstream.body) throw new GatewayError("upstream_error", "upstream sent no stream body");
   const reader = chunkReader(a.upstream.body, undefined, bodySourceOf(a.upstream));
   const received = new BodyHasher();
@@ -53,19 +62,36 @@ export function streamResponse(a: StreamArgs): Response {
   const maxStreamBytes = limits.max_upstream_stream_bytes;
   let streamBytes = 0;
   const startedAt = ctx.monotonic();
-  let contentChunks = 0;
+  // Tokens of the generated text of every choice written to the client so far.
+  let deliveredTokens = 0;
+  let sawDone = false;
+  let sawFinish = false;
   let done = false;
   // chat_id: the id the client sees in the stream, when the upstream gave one.
   let upstreamId: string | null = null;
   const clientId = new StreamIdFinder();
 
-  const usage = (): TokenUsage => {
-    // Without an upstream usage report (client left early), bill the estimate
-    // of the prompt and one token per content chunk delivered.
-    return translator.usage() ?? {
+  /**
+   * The settlement, which must not throw: a stream that was answered always gets its receipt
+   * and releases its reservation. Without an upstream usage report (client left early), the
+   * estimate of the prompt and the delivered text's tokens are billed; a reported field that is
+   * not a valid count is replaced by them (usage_bounds.ts).
+   */
+  const settlement = (): readonly KvWrite[] => {
+    const fallback: TokenUsage = {
       prompt_tokens: promptEstimate,
-      completion_tokens: contentChunks,
+      completion_tokens: deliveredTokens,
     };
+    try {
+      return settle(translator.usage() ?? fallback, fallback);
+    } catch (e) {
+      ctx.log({ level: "error", request_id: info.requestId, msg: "settlement", error: String(e) });
+      try {
+        return settle(fallback, fallback);
+      } catch {
+        return [];
+      }
+    }
   };
 
   const finalize = async (outcome: Outcome): Promise<void> => {
@@ -77,7 +103,7 @@ export function streamResponse(a: StreamArgs): Response {
       returnedHash: returned.digest(),
       cut: outcome === "completed" ? undefined : outcome,
       chatId: upstreamId === null ? null : clientId.id ?? upstreamId,
-    }, settle(usage()));
+    }, settlement());
     ctx.logRequest(info, 200, outcome);
   };
 
@@ -87,7 +113,10 @@ export function streamResponse(a: StreamArgs): Response {
   ): { out: string; finished: boolean } => {
     let out = "";
     for (const ev of events) {
-      if (ev.data === "[DONE]") return { out, finished: true };
+      if (ev.data === "[DONE]") {
+        sawDone = true;
+        return { out, finished: true };
+      }
       let chunk: unknown;
       try {
         chunk = JSON.parse(ev.data);
@@ -98,8 +127,11 @@ export function streamResponse(a: StreamArgs): Response {
         throw new GatewayError("upstream_error", "upstream reported an error mid-stream");
       }
       if (upstreamId === null) upstreamId = responseIdOf(chunk);
-      if (hasContent(chunk)) contentChunks++;
+      // Read before the translator (E2EE seals the chunk in place), counted once it is written.
+      const generated = generatedText(chunk);
+      if (!sawFinish && hasFinish(chunk)) sawFinish = true;
       out += translator.chunk(chunk as never, ev.event);
+      if (generated !== "") deliveredTokens += countTokens(generated);
     }
     return { out, finished: false };
   };
@@ -152,6 +184,14 @@ export function streamResponse(a: StreamArgs): Response {
           if (idleError) throw idleError;
           if (r.done) {
             const { out } = translate(decoder.end());
+            if (openAiUpstream && !sawDone && !(sawFinish && translator.usage() !== undefined)) {
+              // Cut short (a clean chunked end or EOF): never relayed as a complete answer.
+              if (out) emit(controller, out);
+              throw new GatewayError(
+                "upstream_error",
+                "upstream stream ended before its end marker",
+              );
+            }
             await finish(controller, out + translator.end(), "completed");
             return;
           }
@@ -237,9 +277,56 @@ export function streamResponse(a: StreamArgs): Response {
   return new Response(body, { status: 200, headers: a.headers });
 }
 
-function hasContent(chunk: unknown): boolean {
-  const choices = (chunk as { choices?: unknown }).choices;
-  if (!Array.isArray(choices) || choices.length === 0) return false;
-  const c = choices[0] as { delta?: { content?: unknown }; text?: unknown };
-  return typeof c?.delta?.content === "string" || typeof c?.text === "string";
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * The generated text one upstream event carries, of every choice: OpenAI chunks (content,
+ * reasoning, tool-call arguments, completion text), Anthropic native deltas (text, thinking,
+ * tool input) and Responses native `*.delta` events.
+ */
+function generatedText(chunk: unknown): string {
+  if (!isObj(chunk)) return "";
+  let text = "";
+  const add = (v: unknown) => {
+    if (typeof v === "string") text += v;
+  };
+  const choices = chunk["choices"];
+  if (Array.isArray(choices)) {
+    for (const c of choices) {
+      if (!isObj(c)) continue;
+      add(c["text"]);
+      const d = c["delta"];
+      if (!isObj(d)) continue;
+      add(d["content"]);
+      add(d["reasoning"]);
+      add(d["reasoning_content"]);
+      add(d["refusal"]);
+      if (Array.isArray(d["tool_calls"])) {
+        for (const t of d["tool_calls"]) {
+          if (isObj(t) && isObj(t["function"])) {
+            add(t["function"]["name"]);
+            add(t["function"]["arguments"]);
+          }
+        }
+      }
+    }
+    return text;
+  }
+  const d = chunk["delta"];
+  if (chunk["type"] === "content_block_delta" && isObj(d)) {
+    add(d["text"]);
+    add(d["thinking"]);
+    add(d["partial_json"]);
+  } else if (typeof chunk["type"] === "string" && chunk["type"].endsWith(".delta")) {
+    add(d);
+  }
+  return text;
+}
+
+/** Whether an OpenAI chunk ends a choice (a finish reason). */
+function hasFinish(chunk: unknown): boolean {
+  const choices = isObj(chunk) ? chunk["choices"] : undefined;
+  return Array.isArray(choices) &&
+    choices.some((c) => isObj(c) && typeof c["finish_reason"] === "string");
 }

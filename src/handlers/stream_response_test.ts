@@ -64,6 +64,8 @@ function start(ctx: GatewayContext, upstream: ReadableStream<Uint8Array>) {
     contentType: undefined,
     headers: new Headers(),
     settle: () => [],
+    countTokens: (t) => t.length,
+    openAiUpstream: true,
     info,
   });
   return { res, aborts };

@@ -226,14 +226,7 @@ function checkStructure(text: string, maxDepth: number): void {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
-      let j = i + 1;
-      let escaped = false;
-      for (; j < text.length; j++) {
-        const d = text.charCodeAt(j);
-        if (escaped) escaped = false;
-        else if (d === 0x5c) escaped = true;
-        else if (d === 0x22) break;
-      }
+      const j = stringEnd(text, i);
       const top = stack[stack.length - 1];
       if (expectKey && top) {
         let key: string;
@@ -264,6 +257,25 @@ function checkStructure(text: string, maxDepth: number): void {
     } else if (c === 0x2c /* , */) {
       expectKey = stack[stack.length - 1] instanceof Set;
     }
+  }
+}
+
+/**
+ * The index of the quote closing the string opened at `open` (or the text's
+ * length). Found with the native `indexOf` rather than a loop over every
+ * character (#25 item 1: a 4 MB prompt is one string); a quote preceded by an
+ * odd run of backslashes is escaped. Linear: each backslash run is counted
+ * once, for the one quote that follows it.
+ */
+function stringEnd(text: string, open: number): number {
+  let j = open + 1;
+  for (;;) {
+    j = text.indexOf('"', j);
+    if (j < 0) return text.length;
+    let k = j - 1;
+    while (k > open && text.charCodeAt(k) === 0x5c) k--;
+    if ((j - 1 - k) % 2 === 0) return j;
+    j++;
   }
 }
 

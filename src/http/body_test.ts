@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readBody } from "./body.ts";
+import { parseJsonBody, readBody } from "./body.ts";
 import { GatewayError } from "./errors.ts";
 
 const enc = new TextEncoder();
@@ -41,4 +41,21 @@ Deno.test("readBody: over the limit is 413, declared or streamed; a bad length i
   assert.equal(await status(readBody(post(["x".repeat(600), "x".repeat(600)]), 1024)), 413);
   assert.equal(await status(readBody(post(["x"], "1e3"), 1024)), 400);
   assert.equal(await status(readBody(post(["x"], "-1"), 1024)), 400);
+});
+
+Deno.test("strict parse: strings with escaped quotes and backslash runs end where JSON says", () => {
+  const dup = [
+    String.raw`{"a":"x\"y","a":1}`,
+    String.raw`{"a\"":1,"a\"":2}`,
+    String.raw`{"k\\":"\\\\","k\\":0}`,
+    String.raw`{"v":"\\\"\\","v":0}`,
+  ];
+  for (const d of dup) {
+    assert.throws(() => parseJsonBody(enc.encode(d)), /duplicate key/, d);
+  }
+  const ok = [
+    String.raw`{"a":"x\"y","b":"\\","c":"\\\"","d":"\"\"\\"}`,
+    JSON.stringify({ long: "q".repeat(100_000) + '"\\' + "z".repeat(1000), n: 1 }),
+  ];
+  for (const o of ok) assert.deepEqual(parseJsonBody(enc.encode(o)), JSON.parse(o));
 });

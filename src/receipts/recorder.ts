@@ -164,6 +164,25 @@ export class ReceiptRecorder implements AttemptLog {
     }
   }
 
+  /**
+   * The upstream's usage was not billed as reported: `invalid` fields were not
+   * non-negative safe integers (the estimate stood in), `clamped` ones exceeded
+   * what the gateway let the upstream do. `billed` is what was settled.
+   */
+  usageBounded(
+    billed: { prompt_tokens: number; completion_tokens: number },
+    invalid: string[],
+    clamped: string[],
+  ): void {
+    this.draft.events.push({
+      type: "usage.bounded",
+      prompt_tokens: billed.prompt_tokens,
+      completion_tokens: billed.completion_tokens,
+      invalid,
+      clamped,
+    });
+  }
+
   forwarded(bodyHash: string): void {
     this.#forwarded = true;
     this.draft.events.push({ type: "request.forwarded", body_hash: bodyHash });

@@ -51,7 +51,7 @@ export function isConfigRefusal(status: number, detail: string): boolean {
   if (status === 404) return true;
   if (status !== 400 && status !== 422) return false;
   return /\bmodel\b/i.test(detail) &&
-    /does ?n[o']t exist|not found|no such|unknown|not available|not supported|invalid model/i
+    /does ?n[o']t (exist|serve)|not found|no such|unknown|not available|not supported|invalid model/i
       .test(detail);
 }
 
@@ -68,6 +68,11 @@ export interface ForwardPlan {
   signal: AbortSignal;
   /** Told of every attempt as it ends (the request log's providers and reasons; never content). */
   onAttempt?: (a: AttemptRecord) => void;
+  /**
+   * No upstream error text at all, not even a known shape's phrase: the status and a fixed
+   * phrase only (E2EE requests, whose prompt must not come back in clear in any form).
+   */
+  withholdUpstreamText?: boolean;
 }
 
 /** Why an attempt failed, as the receipt's `upstream.attempt_failed.reason` says it. */
@@ -162,7 +167,8 @@ export async function forward(
           provider: c.provider.name,
           upstreamModel: c.upstreamModel,
           status: out.status!,
-          detail: out.detail,
+          // E2EE: no upstream text at all, not even in the operator's log.
+          detail: plan.withholdUpstreamText === true ? "" : out.detail,
         });
         last = { kind: "config", status: out.status, detail: out.detail };
         continue;
@@ -175,10 +181,14 @@ export async function forward(
     plan.onAttempt?.({ attempt: attempts, provider: c.provider.name, outcome: out.kind });
   }
   if (plan.signal.aborted) throw new GatewayError("invalid_request", "client closed the request");
-  throw failureToError(last, attempts);
+  throw failureToError(last, attempts, plan.withholdUpstreamText === true);
 }
 
-function failureToError(last: LastFailure | null, attempts: number): GatewayError {
+function failureToError(
+  last: LastFailure | null,
+  attempts: number,
+  withhold: boolean,
+): GatewayError {
   const tried = `${attempts} upstream attempt${attempts === 1 ? "" : "s"}`;
   if (!last) return new GatewayError("unavailable", "no upstream could be tried");
   switch (last.kind) {
@@ -200,7 +210,7 @@ function failureToError(last: LastFailure | null, attempts: number): GatewayErro
       return new GatewayError("upstream_error", `upstream unreachable (${tried})`);
     case "status": {
       const s = last.status ?? 502;
-      const detail = last.detail;
+      const detail = withhold ? "details withheld under end-to-end encryption" : last.detail;
       const msg = `upstream answered ${s}${detail ? `: ${detail}` : ""}`;
       if (s === 429 || s === 503) return new GatewayError("unavailable", `${msg} (${tried})`);
       if (s >= 500 || s === 401 || s === 403) {

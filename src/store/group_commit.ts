@@ -46,6 +46,11 @@ export interface GroupCommitterOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Attempts per commit before a transient error counts as permanent. */
   maxAttempts?: number;
+  /**
+   * A key every commit checks is absent (the replica's hold fence, accounts/holds.ts);
+   * once it exists every commit fails with `fenced()`'s error, never retried.
+   */
+  fence?: { key: Deno.KvKey; error: () => Error };
 }
 
 const BATCH_TOTAL_BYTES = 600_000;
@@ -76,6 +81,7 @@ export class GroupCommitter {
   readonly #random: () => number;
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #maxAttempts: number;
+  readonly #fence: GroupCommitterOptions["fence"];
   #queue: Pending[] = [];
   #running = false;
   /** Writers handed to another commit (`borrow`) and not yet settled. */
@@ -107,6 +113,7 @@ export class GroupCommitter {
     this.#random = opts.random ?? Math.random;
     this.#sleep = opts.sleep ?? defaultSleep;
     this.#maxAttempts = attempts;
+    this.#fence = opts.fence;
   }
 
   /**
@@ -335,9 +342,12 @@ export class GroupCommitter {
     const ops = coalesceSums(sized.map((s) => s.op));
     await retryTransient(async () => {
       const atomic = this.#kv.atomic();
+      if (this.#fence) atomic.check({ key: this.#fence.key, versionstamp: null });
       applyWrites(atomic, ops);
       const res = await atomic.commit();
-      if (!res.ok) throw new Error("KV commit was not applied");
+      if (!res.ok) {
+        throw this.#fence ? this.#fence.error() : new Error("KV commit was not applied");
+      }
     }, {
       maxAttempts: this.#maxAttempts,
       random: this.#random,

@@ -5,12 +5,26 @@
  * `gpt-tokenizer`, whose encodings ship inside the package (nothing is
  * downloaded at run time). Which encoding a model uses is its catalog entry's
  * `tokenizer`; a model without one uses {@link FALLBACK_TOKENIZER}.
+ *
+ * Counting is linear in the text with a small constant, whatever the text
+ * (#25 item 1; docs/decisions/token-counting.md): the library's BPE is
+ * quadratic in one pre-token (a run of one letter, CJK without spaces, a run
+ * of spaces), so no piece longer than {@link PIECE_MAX} reaches it; a limit
+ * is decided by cheap bounds first (./bounds.ts) and counting stops past it;
+ * and the BPE merging of pieces not already known is bounded per count
+ * ({@link NOVEL_BUDGET}), past which such pieces count as their UTF-8 bytes.
+ * Each of these can only count high, never low, by design.
  */
 import { GptEncoding } from "gpt-tokenizer/GptEncoding";
 import o200kRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 import cl100kRanks from "gpt-tokenizer/bpeRanks/cl100k_base";
+import {
+  CL100K_TOKEN_SPLIT_REGEX,
+  O200K_TOKEN_SPLIT_REGEX,
+} from "gpt-tokenizer/encodingParams/constants";
 
 import type { TokenizerName } from "./names.ts";
+import { floorExceeds, utf8Length } from "./bounds.ts";
 
 export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
 
@@ -20,28 +34,69 @@ export const IMAGE_TOKENS = 765;
 export const TOKENS_PER_MESSAGE = 3;
 export const REPLY_PRIMING_TOKENS = 3;
 
+/**
+ * The longest piece (UTF-16 units) the BPE is given: a longer pre-token is
+ * counted in pieces of this length. Exact for every pre-token of ordinary
+ * text; for a longer one (a run of one character, CJK without spaces) each
+ * cut can add a token (measured: under 1% on CJK, none on runs).
+ */
+export const PIECE_MAX = 128;
+
+/**
+ * UTF-16 units of pieces one count may merge with the BPE (pieces neither in
+ * the vocabulary nor counted before): the BPE costs microseconds per byte,
+ * so this bounds a count's CPU. Past it such a piece counts as its UTF-8
+ * bytes (an upper bound); ordinary prose and code rarely get there.
+ */
+export const NOVEL_BUDGET = 16 * 1024;
+
+/** Pieces remembered with their counts, per encoding (cleared when full). */
+const MEMO_MAX = 65_536;
+
+/** Special-token text (`<|endoftext|>`…) in a prompt is ordinary text, never a special token. */
+const PLAIN = { disallowedSpecial: new Set<string>() };
+
 interface Encoding {
-  countTokens(text: string): number;
-  isWithinTokenLimit(text: string, limit: number): false | number;
+  countTokens(text: string, options: typeof PLAIN): number;
+}
+
+interface Built {
+  enc: Encoding;
+  split: RegExp;
+  /** Strings that are one token (the vocabulary); null if the library's layout changed. */
+  vocab: ReadonlyMap<string, number> | null;
+  memo: Map<string, number>;
 }
 
 const RANKS: Record<TokenizerName, () => typeof o200kRanks> = {
   o200k_base: () => o200kRanks,
   cl100k_base: () => cl100kRanks,
 };
-const built = new Map<TokenizerName, Encoding>();
+const SPLIT: Record<TokenizerName, RegExp> = {
+  o200k_base: O200K_TOKEN_SPLIT_REGEX,
+  cl100k_base: CL100K_TOKEN_SPLIT_REGEX,
+};
+const built = new Map<TokenizerName, Built>();
 
 /**
  * An encoding, built on first use: building one's tables costs tens of MB of heap, so a
  * catalog that names only one encoding (the development one) never pays for the other.
  */
-function encoding(name: TokenizerName): Encoding {
-  let enc = built.get(name);
-  if (enc === undefined) {
-    enc = GptEncoding.getEncodingApi(name, RANKS[name]);
-    built.set(name, enc);
+function encoding(name: TokenizerName): Built {
+  let b = built.get(name);
+  if (b === undefined) {
+    const enc = GptEncoding.getEncodingApi(name, RANKS[name]);
+    // The library's own string → rank map (gpt-tokenizer 4.0.0), read to tell a
+    // vocabulary hit (cheap) from a piece the BPE must merge (charged to the budget).
+    const core = (enc as unknown as { bytePairEncodingCoreProcessor?: unknown })
+      .bytePairEncodingCoreProcessor as { bytePairStringRankEncoder?: unknown } | undefined;
+    const vocab = core?.bytePairStringRankEncoder instanceof Map
+      ? core.bytePairStringRankEncoder as Map<string, number>
+      : null;
+    b = { enc, split: new RegExp(SPLIT[name].source, "gu"), vocab, memo: new Map() };
+    built.set(name, b);
   }
-  return enc;
+  return b;
 }
 
 /** Builds the named encodings now (at start-up), so no request waits for one's tables. */
@@ -49,16 +104,131 @@ export function prepareTokenizers(names: Iterable<TokenizerName>): void {
   for (const n of names) encoding(n);
 }
 
+/** Whether the vocabulary of `tokenizer` could be read (tests check the library's layout). */
+export function vocabularyReadable(tokenizer: TokenizerName): boolean {
+  return encoding(tokenizer).vocab !== null;
+}
+
+/** What one count did, for tests and callers that want to see the work bounded. */
+export interface CountWork {
+  /** The longest piece handed to the BPE (UTF-16 units). */
+  longestPiece: number;
+  /** UTF-16 units of pieces merged by the BPE. */
+  merged: number;
+  /** Pieces counted as their bytes once the budget was spent. */
+  overBudget: number;
+}
+
+/** What is left of one request's {@link NOVEL_BUDGET}. */
+export interface BpeBudget {
+  left: number;
+}
+
+export function newBpeBudget(): BpeBudget {
+  return { left: NOVEL_BUDGET };
+}
+
 /**
- * Tokens of `text`. With `limit`, counting stops once past it and returns
- * `limit + 1`: a prompt that cannot fit costs no more CPU than the limit.
+ * One count: a running total, its limit, and its BPE budget, shared by every
+ * text of one request (so a request of many messages has one budget).
  */
-export function countText(text: string, tokenizer: TokenizerName, limit?: number): number {
+export class TokenCounter {
+  total = 0;
+  readonly work: CountWork = { longestPiece: 0, merged: 0, overBudget: 0 };
+  readonly #budget: BpeBudget;
+  readonly #b: Built;
+
+  /** `budget`: shared by the counters of one request that counts several texts apart. */
+  constructor(
+    readonly tokenizer: TokenizerName,
+    readonly limit?: number,
+    budget: BpeBudget = newBpeBudget(),
+  ) {
+    this.#b = encoding(tokenizer);
+    this.#budget = budget;
+  }
+
+  /** Past the limit: the total is then `limit + 1` and further texts are not read. */
+  get over(): boolean {
+    return this.limit !== undefined && this.total > this.limit;
+  }
+
+  /** Adds `n` tokens counted elsewhere (framing, images). */
+  add(n: number): void {
+    if (this.over) return;
+    this.total += n;
+    this.#clamp();
+  }
+
+  /** Adds the tokens of `text`. */
+  text(text: string): void {
+    if (text.length === 0 || this.over) return;
+    if (this.limit !== undefined) {
+      const left = this.limit - this.total;
+      // 3 bytes per UTF-16 unit at most: the ceiling cannot pass `left` unless this does.
+      if (text.length * 3 > left && floorExceeds(text, this.tokenizer, left)) {
+        this.total = this.limit + 1;
+        return;
+      }
+    }
+    for (const m of text.matchAll(this.#b.split)) {
+      const s = m[0];
+      if (s.length <= PIECE_MAX) this.total += this.#piece(s);
+      else {
+        for (let i = 0; i < s.length && !this.over;) {
+          let j = Math.min(s.length, i + PIECE_MAX);
+          // Never cut a surrogate pair.
+          const c = s.charCodeAt(j - 1);
+          if (j < s.length && c >= 0xd800 && c <= 0xdbff) j--;
+          this.total += this.#piece(s.slice(i, j));
+          i = j;
+        }
+      }
+      if (this.over) break;
+    }
+    this.#clamp();
+  }
+
+  #clamp(): void {
+    if (this.limit !== undefined && this.total > this.limit) this.total = this.limit + 1;
+  }
+
+  #piece(s: string): number {
+    const b = this.#b;
+    const known = b.memo.get(s);
+    if (known !== undefined) return known;
+    if (b.vocab?.has(s)) return 1;
+    if (this.#budget.left <= 0) {
+      this.work.overBudget++;
+      return utf8Length(s);
+    }
+    this.#budget.left -= s.length;
+    this.work.merged += s.length;
+    if (s.length > this.work.longestPiece) this.work.longestPiece = s.length;
+    const n = b.enc.countTokens(s, PLAIN);
+    if (b.memo.size >= MEMO_MAX) b.memo.clear();
+    b.memo.set(s, n);
+    return n;
+  }
+}
+
+/**
+ * Tokens of `text`, linear in its length with a small constant on any input
+ * (the bounded counter other modules call, e.g. to bill delivered content).
+ * With `limit`, counting stops once past it and returns `limit + 1`: a prompt
+ * that cannot fit costs no more CPU than the limit. The figure is exact for
+ * ordinary text and never lower than the exact count by design (see above).
+ */
+export function countText(
+  text: string,
+  tokenizer: TokenizerName,
+  limit?: number,
+  budget?: BpeBudget,
+): number {
   if (text.length === 0) return 0;
-  const enc = encoding(tokenizer);
-  if (limit === undefined) return enc.countTokens(text);
-  const n = enc.isWithinTokenLimit(text, limit);
-  return n === false ? limit + 1 : n;
+  const c = new TokenCounter(tokenizer, limit, budget);
+  c.text(text);
+  return c.total;
 }
 
 /** The shape of a chat message as counted (structural, so any format's messages fit). */
@@ -77,32 +247,42 @@ export interface CountablePart {
 /**
  * Prompt tokens of a chat conversation: each message's text, its framing, an
  * image at {@link IMAGE_TOKENS}, tool calls' names and arguments, and the
- * reply priming. Stops early past `limit` (returning `limit + 1`).
+ * reply priming, into `counter` (one budget and limit for the request).
  */
+export function countChatInto(
+  counter: TokenCounter,
+  messages: readonly CountableMessage[],
+): void {
+  counter.add(REPLY_PRIMING_TOKENS);
+  for (const m of messages) {
+    if (counter.over) return;
+    counter.add(TOKENS_PER_MESSAGE);
+    if (m.name) {
+      counter.add(1);
+      counter.text(m.name);
+    }
+    const c = m.content;
+    if (typeof c === "string") counter.text(c);
+    else if (Array.isArray(c)) {
+      for (const p of c as readonly CountablePart[]) {
+        if (p.type === "text" && typeof p.text === "string") counter.text(p.text);
+        else counter.add(IMAGE_TOKENS);
+      }
+    }
+    for (const t of m.tool_calls ?? []) {
+      counter.text(t.function.name);
+      counter.text(t.function.arguments);
+    }
+  }
+}
+
+/** {@link countChatInto} on a fresh counter; stops early past `limit` (returning `limit + 1`). */
 export function countChat(
   messages: readonly CountableMessage[],
   tokenizer: TokenizerName,
   limit?: number,
 ): number {
-  let total = REPLY_PRIMING_TOKENS;
-  const left = () => (limit === undefined ? undefined : Math.max(0, limit - total));
-  for (const m of messages) {
-    total += TOKENS_PER_MESSAGE;
-    if (m.name) total += 1 + countText(m.name, tokenizer, left());
-    const c = m.content;
-    if (typeof c === "string") total += countText(c, tokenizer, left());
-    else if (Array.isArray(c)) {
-      for (const p of c as readonly CountablePart[]) {
-        total += p.type === "text" && typeof p.text === "string"
-          ? countText(p.text, tokenizer, left())
-          : IMAGE_TOKENS;
-      }
-    }
-    for (const t of m.tool_calls ?? []) {
-      total += countText(t.function.name, tokenizer, left()) +
-        countText(t.function.arguments, tokenizer, left());
-    }
-    if (limit !== undefined && total > limit) return limit + 1;
-  }
-  return total;
+  const c = new TokenCounter(tokenizer, limit);
+  countChatInto(c, messages);
+  return c.total;
 }

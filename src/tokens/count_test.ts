@@ -1,5 +1,18 @@
 import assert from "node:assert/strict";
-import { countChat, countText, FALLBACK_TOKENIZER, IMAGE_TOKENS } from "./count.ts";
+import {
+  countChat,
+  countText,
+  FALLBACK_TOKENIZER,
+  IMAGE_TOKENS,
+  newBpeBudget,
+  NOVEL_BUDGET,
+  PIECE_MAX,
+  TokenCounter,
+  vocabularyReadable,
+} from "./count.ts";
+import { tokenBounds } from "./bounds.ts";
+import { GptEncoding } from "gpt-tokenizer/GptEncoding";
+import o200kRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 
 Deno.test("real BPE counts, per tokenizer, not characters / 4", () => {
   assert.equal(countText("Hello world, this is a test", "o200k_base"), 7);
@@ -10,6 +23,8 @@ Deno.test("real BPE counts, per tokenizer, not characters / 4", () => {
   assert.notEqual(countText(jp, "o200k_base"), Math.ceil(jp.length / 4));
   assert.equal(countText("", "o200k_base"), 0);
   assert.equal(FALLBACK_TOKENIZER, "o200k_base");
+  // The vocabulary the budget tells hits from merges by (gpt-tokenizer's layout) is readable.
+  assert.ok(vocabularyReadable("o200k_base") && vocabularyReadable("cl100k_base"));
 });
 
 Deno.test("a limit stops counting early and reports limit + 1", () => {
@@ -67,3 +82,93 @@ Deno.test("the encodings ship inside the package: counting works with the networ
   assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
   assert.match(text, /^\d+ \d+$/);
 });
+
+/** The issue's hostile shapes (#25 item 1), 1 MB each, and a few more the pre-tokenizer could mind. */
+function hostile(): Record<string, string> {
+  const MB = 1024 * 1024;
+  let seed = 7;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  let lower = "";
+  while (lower.length < MB) lower += String.fromCharCode(97 + Math.floor(rnd() * 26));
+  const han =
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经";
+  let cjk = "";
+  while (cjk.length < MB / 3) cjk += han[Math.floor(rnd() * han.length)];
+  return {
+    letter: "a".repeat(4 * MB),
+    cjk,
+    spaces: " ".repeat(MB),
+    lower,
+    upper: "A".repeat(MB),
+    mixedCase: "aA".repeat(MB / 2),
+    newlines: " \n".repeat(MB / 2),
+    tabs: "\t ".repeat(MB / 2) + "x",
+    punct: "!?".repeat(MB / 2),
+  };
+}
+
+Deno.test("bounded: no piece over PIECE_MAX reaches the BPE, merging is budgeted, counts never low", () => {
+  for (const [name, text] of Object.entries(hostile())) {
+    const c = new TokenCounter("o200k_base");
+    c.text(text);
+    assert.ok(c.work.longestPiece <= PIECE_MAX, `${name}: piece ${c.work.longestPiece}`);
+    assert.ok(c.work.merged <= NOVEL_BUDGET + PIECE_MAX, `${name}: merged ${c.work.merged}`);
+    // Never below the exact count, measured where the library's exact count is affordable.
+    const head = text.slice(0, 2_000);
+    const exact = encodeExact(head);
+    const bounded = countText(head, "o200k_base");
+    assert.ok(bounded >= exact, `${name}: ${bounded} < exact ${exact}`);
+    assert.ok(bounded <= exact * 1.1 + 2, `${name}: ${bounded} far above exact ${exact}`);
+    assert.ok(c.total <= tokenBounds(text, "o200k_base").ceiling, `${name}: over the ceiling`);
+  }
+});
+
+Deno.test("bounded: a limit the floor already passes costs no BPE at all", () => {
+  const h = hostile();
+  for (const name of ["letter", "lower", "cjk", "upper"]) {
+    const c = new TokenCounter("o200k_base", 32_768);
+    c.text(h[name]);
+    assert.equal(c.total, 32_769, name);
+    assert.equal(c.work.merged, 0, name);
+  }
+  // Spaces: the floor (bytes / 128) decides an 8,191-token embedding limit too.
+  const s = new TokenCounter("o200k_base", 8_191);
+  s.text(h.spaces);
+  assert.equal(s.total, 8_192);
+});
+
+Deno.test("special-token text is counted as text, never refused or taken as a special token", () => {
+  const n = countText("say <|endoftext|> and <|im_start|>", "o200k_base");
+  assert.ok(n > 5);
+  assert.equal(
+    countText("<|endoftext|>", "cl100k_base"),
+    countText("<|endoftext|>", "cl100k_base"),
+  );
+});
+
+Deno.test("one budget per request: many texts share it", () => {
+  const budget = newBpeBudget();
+  let seed = 3;
+  const word = () => {
+    let w = "";
+    for (let i = 0; i < 40; i++) {
+      w += String.fromCharCode(97 + ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % 26));
+    }
+    return w;
+  };
+  let over = 0;
+  for (let i = 0; i < 2_000; i++) {
+    const c = new TokenCounter("o200k_base", undefined, budget);
+    c.text(word());
+    over += c.work.overBudget;
+  }
+  assert.ok(budget.left <= 0);
+  assert.ok(over > 1_000, `${over} pieces counted by bytes once the budget was spent`);
+});
+
+function encodeExact(text: string): number {
+  // The library on its own, special tokens as text: the reference for short inputs.
+  return GptEncoding.getEncodingApi("o200k_base", () => o200kRanks).countTokens(text, {
+    disallowedSpecial: new Set(),
+  });
+}

@@ -172,23 +172,75 @@ export async function readBounded(res: Response, max: number): Promise<string> {
 }
 
 /**
- * An upstream's error text, made safe to show: only the `error.message` of a
- * JSON envelope, quoted fragments (which may echo prompt text) removed,
- * control characters stripped, length bounded.
+ * Known upstream error shapes (OpenAI, vLLM, SGLang, TGI, Anthropic), each as
+ * the fixed phrase the client is shown. The upstream's own text never passes:
+ * an error message may quote or paraphrase the prompt (with or without quotes),
+ * so it only selects a phrase. First match wins; unknown shapes show nothing.
+ */
+const KNOWN_ERRORS: readonly { code?: RegExp; message: RegExp; phrase: string }[] = [
+  {
+    code: /^context_length_exceeded$/,
+    message:
+      /maximum context length|context (length|window)|too many (input )?tokens|prompt is too long|input length/i,
+    phrase: "the prompt and output exceed the upstream model's context length",
+  },
+  {
+    code: /^(rate_limit_exceeded|rate_limit_error)$/,
+    message: /rate.?limit|too many requests/i,
+    phrase: "the upstream's rate limit was reached",
+  },
+  {
+    code: /^(overloaded_error|server_overloaded|service_unavailable)$/,
+    message: /overloaded|over capacity|server is busy|temporarily unavailable/i,
+    phrase: "the upstream is overloaded",
+  },
+  {
+    code: /^(model_not_found|not_found_error)$/,
+    message: /model\b.{0,120}\b(not found|does not exist|is not available|unknown)/i,
+    phrase: "the upstream does not serve this model",
+  },
+  {
+    code: /^(invalid_api_key|authentication_error|permission_error|insufficient_quota)$/,
+    message: /api key|unauthori[sz]ed|authenticat|permission|quota/i,
+    phrase: "the upstream refused the gateway's credential",
+  },
+  {
+    code: /^(content_filter|content_policy_violation)$/,
+    message: /content (policy|filter|management)|safety system/i,
+    phrase: "the upstream's content policy refused the request",
+  },
+  {
+    code: /^$/,
+    message:
+      /max_tokens|max_completion_tokens|max_new_tokens|maximum number of (output|completion) tokens/i,
+    phrase: "the upstream refused the output limit",
+  },
+];
+
+/**
+ * An upstream's error body as a phrase safe to show: the fixed phrase of a
+ * known error shape (matched on `error.code`/`error.type`, then on the
+ * message), else "". Never any of the upstream's own text.
  */
 export function sanitizeUpstreamError(text: string): string {
+  let codes: string[] = [];
   let msg = "";
   try {
-    const j = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    const j = JSON.parse(text) as {
+      error?: { message?: unknown; code?: unknown; type?: unknown } | string;
+      message?: unknown;
+    };
     if (typeof j.error === "string") msg = j.error;
-    else if (j.error && typeof j.error.message === "string") msg = j.error.message;
-    else if (typeof j.message === "string") msg = j.message;
+    else if (j.error && typeof j.error === "object") {
+      if (typeof j.error.message === "string") msg = j.error.message;
+      codes = [j.error.code, j.error.type].filter((c): c is string => typeof c === "string");
+    } else if (typeof j.message === "string") msg = j.message;
   } catch {
     return "";
   }
-  return msg
-    .replace(/"[^"]*"|'[^']*'|`[^`]*`/g, "…")
-    .replace(/\p{Cc}/gu, " ")
-    .slice(0, 200)
-    .trim();
+  for (const k of KNOWN_ERRORS) if (k.code && codes.some((c) => k.code!.test(c))) return k.phrase;
+  // Bounded: the patterns are linear, the message is cut to 1 KiB.
+  const head = msg.slice(0, 1024);
+  for (const k of KNOWN_ERRORS) if (k.message.test(head)) return k.phrase;
+  return "";
 }

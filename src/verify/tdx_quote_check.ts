@@ -9,10 +9,18 @@ import type { QuoteCheck } from "./evidence.ts";
 import type { CollateralSource } from "./tdx/collateral_source.ts";
 import { verifyTdxQuoteWithSource } from "./tdx/collateral_source.ts";
 import { bytesToHex } from "../aci/hex.ts";
+import type { TdxTcbPolicy } from "./tdx/tcb_policy.ts";
 
-export function tdxQuoteCheck(
-  opts: { source: CollateralSource; now: () => number; rootCaDer?: Uint8Array },
-): QuoteCheck {
+/** Where collateral comes from, the clock, the pinned root and the provider's TDX policy. */
+export interface TdxQuoteCheckOptions {
+  source: CollateralSource;
+  now: () => number;
+  rootCaDer?: Uint8Array;
+  tcbPolicy?: TdxTcbPolicy;
+  allowSeptVeEnabled?: boolean;
+}
+
+export function tdxQuoteCheck(opts: TdxQuoteCheckOptions): QuoteCheck {
   return async (quote, expectedSlot, teeType) => {
     const name = "report.quote_verified";
     if (teeType !== "tdx") {
@@ -22,11 +30,7 @@ export function tdxQuoteCheck(
         detail: `no hardware verifier for tee_type ${JSON.stringify(teeType)} here`,
       };
     }
-    const r = await verifyTdxQuoteWithSource(quote, {
-      source: opts.source,
-      now: opts.now,
-      rootCaDer: opts.rootCaDer,
-    });
+    const r = await verifyTdxQuoteWithSource(quote, opts);
     if (!r.ok) return { name, ok: false, detail: `TDX quote rejected at ${r.stage}: ${r.reason}` };
     const rd = r.reportHex.reportData;
     if (rd !== bytesToHex(expectedSlot)) {

@@ -41,6 +41,11 @@ export interface DstackUpstreamOptions {
   composeHash?: string;
   /** "match" (default), "tampered" (a payload changed after quoting) or "none" (no event_log member). */
   eventLog?: "match" | "tampered" | "none";
+  /**
+   * "classic" (default: every digest served) or "0.6" (dstack ≥ 0.6: runtime events
+   * served with `"digest": ""`, the log as JSON text, as the guest agent returns it).
+   */
+  eventLogFormat?: "classic" | "0.6";
   /** Extra quote fields (e.g. `mrTd`); RTMRs come from the event log unless given here. */
   mint?: MintOptions;
   /** The report's `nvidia_payload` (NRAS request JSON text); default null (no GPU evidence). */
@@ -74,11 +79,13 @@ function runtimeEvent(name: string, payload: Uint8Array): DstackEvent {
   return { ...e, digest: runtimeEventDigest(e) };
 }
 
-function toJson(events: DstackEvent[]): Record<string, unknown>[] {
+function toJson(events: DstackEvent[], format: "classic" | "0.6"): Record<string, unknown>[] {
   return events.map((e) => ({
     imr: e.imr,
     event_type: e.eventType,
-    digest: bytesToHex(e.digest),
+    digest: format === "0.6" && e.eventType === DSTACK_RUNTIME_EVENT_TYPE
+      ? ""
+      : bytesToHex(e.digest),
     event: e.event,
     event_payload: bytesToHex(e.eventPayload),
   }));
@@ -132,7 +139,11 @@ export async function startDstackUpstream(opts: DstackUpstreamOptions): Promise<
       request_nonce: nonceHex,
       intel_quote: bytesToHex(quote),
       nvidia_payload: opts.nvidiaPayload ?? null,
-      ...(opts.eventLog === "none" ? {} : { event_log: toJson(served) }),
+      ...(opts.eventLog === "none" ? {} : {
+        event_log: opts.eventLogFormat === "0.6"
+          ? JSON.stringify(toJson(served, "0.6"))
+          : toJson(served, "classic"),
+      }),
       info: { app_name: "test-app", compose_hash: composeHash },
     };
   };

@@ -115,13 +115,42 @@ Deno.test("forge: wrong time, other forge's root, debug TD, revoked leaf and Rev
     assert.deepEqual(ood.advisoryIds, ["INTEL-SA-00000"]);
   }
 
-  // A lower TDX module SVN than the TCB Info knows is reported, not hidden.
+  // The TCB policy can refuse OutOfDate; the default accepts it.
+  const strict = await verifyTdxQuote(outOfDate.mintQuote(reportData), {
+    collateral: outOfDate.collateral,
+    rootCaDer: outOfDate.rootCertDer,
+    now,
+    tcbPolicy: { accepted: ["UpToDate", "SWHardeningNeeded"] },
+  });
+  assert.deepEqual(strict, {
+    ok: false,
+    stage: "tcb",
+    reason: "TCB status OutOfDate is not accepted by the TCB policy " +
+      "(accepted: UpToDate, SWHardeningNeeded)",
+  });
+
+  // A lower TDX module SVN than the TCB Info knows is NotSupported: it fails.
   const oldModule = forge.mintQuote(reportData, {
     teeTcbSvn: Uint8Array.from([1, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
   });
   const om = await verifyTdxQuote(oldModule, { ...base, now });
-  assert.ok(om.ok);
-  if (om.ok) assert.equal(om.tcbStatus, "NotSupported");
+  assert.equal(om.ok, false);
+  if (!om.ok) {
+    assert.equal(om.stage, "tcb");
+    assert.match(
+      om.reason,
+      /^TCB status NotSupported: TDX module SVN 1 is below every TDX_01 level/,
+    );
+  }
+  // An unknown TDX module identity (major version 7) always fails, whatever the policy.
+  const unknownModule = forge.mintQuote(reportData, {
+    teeTcbSvn: Uint8Array.from([3, 7, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+  });
+  const um = await verifyTdxQuote(unknownModule, { ...base, now });
+  assert.equal(um.ok, false);
+  if (!um.ok) {
+    assert.match(um.reason, /^TCB status NotSupported: TDX module identity TDX_07 is not in/);
+  }
 });
 
 Deno.test("forged quotes parse like real ones", async () => {

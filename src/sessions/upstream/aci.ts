@@ -25,6 +25,7 @@ import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.t
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { refuse, runVerification } from "./outcome.ts";
+import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
 export const ACI_VERIFIER_ID = "aci-tdx/1";
 
@@ -48,9 +49,15 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 
   const nowMs = deps.now();
   const now = () => nowMs;
+  const policy = tdxPolicyOf(conf);
   const checks = await verifyReport(report, {
     nonce,
-    quoteCheck: tdxQuoteCheck({ source: deps.tdx.collateral, now, rootCaDer: deps.tdx.rootCaDer }),
+    quoteCheck: tdxQuoteCheck({
+      source: deps.tdx.collateral,
+      now,
+      rootCaDer: deps.tdx.rootCaDer,
+      ...policy,
+    }),
     allowDevEvidence: false,
     now,
   });
@@ -73,6 +80,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     source: deps.tdx.collateral,
     now,
     rootCaDer: deps.tdx.rootCaDer,
+    ...policy,
   });
   if (!tdx.ok) refuse(`TDX quote rejected at ${tdx.stage}: ${tdx.reason}`);
 
@@ -128,6 +136,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
           source: "verifier_derived",
           reason: tcbDetail(tdx.tcbStatus, tdx.advisoryIds),
         },
+        tdx_tcb: tdxTcbExtra(tdx, policy),
         tdx_measurements: {
           mr_td: tdx.reportHex.mrTd,
           rtmr0: tdx.reportHex.rtmr0,

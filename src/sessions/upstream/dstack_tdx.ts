@@ -25,6 +25,7 @@ import { parseDstackReport } from "./dstack_report.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
+import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
 export const DSTACK_TDX_VERIFIER_ID = "dstack-tdx/1";
 
@@ -41,10 +42,12 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
   }
 
   const nowMs = deps.now();
+  const policy = tdxPolicyOf(conf);
   const tdx = await verifyTdxQuoteWithSource(report.quote, {
     source: deps.tdx.collateral,
     now: () => nowMs,
     rootCaDer: deps.tdx.rootCaDer,
+    ...policy,
   });
   if (!tdx.ok) refuse(`TDX quote rejected at ${tdx.stage}: ${tdx.reason}`);
 
@@ -64,10 +67,13 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
   if (!bound.ok) refuse(bound.reason);
 
   let composeHash: string | null = null;
+  let logFormat: string | null = null;
   if (report.eventLog !== null) {
+    // Classic and dstack ≥ 0.6 logs (runtime digests derived from payloads) both replay here.
     const replay = verifyEventLog(report.eventLog, tdx.report.rtmrs);
     if (!replay.ok) refuse(`event log: ${replay.reason}`);
     composeHash = replay.composeHash;
+    logFormat = replay.format;
   }
 
   // The GPU evidence answers the same fresh nonce the quote binds.
@@ -107,6 +113,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
       model_weights_provenance: UNKNOWN,
       extra: {
         tcb_status: { status: "asserted", source: "verifier_derived", reason: detail },
+        tdx_tcb: tdxTcbExtra(tdx, policy),
         tdx_measurements: {
           mr_td: tdx.reportHex.mrTd,
           rtmr0: tdx.reportHex.rtmr0,
@@ -115,6 +122,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
           rtmr3: tdx.reportHex.rtmr3,
           compose_hash: composeHash,
           event_log_replayed: report.eventLog !== null,
+          event_log_format: logFormat,
         },
         gpu_evidence: gpu.extra,
       },

@@ -5,7 +5,7 @@
  * operator-pinned root (VCEK from a directory or the KDS), require
  * REPORT_DATA = sha256(SPKI DER) ‖ nonce, refuse debuggable guests, and judge
  * TCB and MEASUREMENT against the operator's policy. The binding is written
- * down in docs/decisions.md ("SEV-SNP upstreams (#18)").
+ * down in docs/decisions/014-sev-snp-upstreams.md.
  */
 import type {
   Claim,
@@ -41,16 +41,21 @@ export function snpReportData(spkiSha256Hex: string, nonceHex: string): Uint8Arr
   return out;
 }
 
-const TCB_FIELDS: (keyof SnpTcb)[] = ["bootloader", "tee", "snp", "microcode"];
+const TCB_FIELDS: (keyof SnpTcb)[] = ["fmc", "bootloader", "tee", "snp", "microcode"];
 
 function tcbText(t: SnpTcb): string {
-  return TCB_FIELDS.map((f) => `${f}=${t[f]}`).join(" ");
+  return TCB_FIELDS.filter((f) => t[f] !== undefined).map((f) => `${f}=${t[f]}`).join(" ");
 }
 
-/** `tcb_up_to_date` against the operator's minimum, unknown without one. */
+/**
+ * `tcb_up_to_date` against the operator's minimum, unknown without one. The
+ * FMC minimum applies to Turin reports only (the other products have no FMC).
+ */
 function tcbClaim(reported: SnpTcb, min: SnpTcb | undefined): Claim {
   if (!min) return UNKNOWN;
-  const low = TCB_FIELDS.filter((f) => reported[f] < min[f]);
+  const low = TCB_FIELDS.filter((f) =>
+    reported[f] !== undefined && min[f] !== undefined && reported[f]! < min[f]!
+  );
   return {
     status: low.length === 0 ? "asserted" : "refuted",
     source: "verifier_derived",
@@ -69,7 +74,14 @@ async function verifyUnderRoots(
   const trust = deps.sevSnp;
   if (!trust || trust.roots.length === 0) refuse("no AMD roots are pinned (trust.sev_snp.roots)");
   const reasons: string[] = [];
-  for (const root of trust.roots) {
+  // A version ≥ 3 report names its product: only that product's root can sign it.
+  const roots = report.product
+    ? trust.roots.filter((r) => r.product === report.product)
+    : trust.roots;
+  if (roots.length === 0) {
+    refuse(`SNP report is from a ${report.product} CPU; no ${report.product} root is pinned`);
+  }
+  for (const root of roots) {
     let vcekDer: Uint8Array;
     try {
       vcekDer = await trust.vcek.get(report, root.product);
@@ -82,6 +94,7 @@ async function verifyUnderRoots(
       askDer: root.askDer,
       arkDer: root.arkDer,
       now: () => nowMs,
+      product: root.product,
     });
     if (v.ok) return { verified: v, root };
     reasons.push(`${root.product}: ${v.reason}`);
@@ -114,6 +127,11 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     refuse("SNP guest policy allows debugging (POLICY bit 19): memory is not private");
   }
 
+  const tcbUpToDate = tcbClaim(r.reportedTcb, policy?.min_tcb);
+  if (policy?.require_min_tcb && tcbUpToDate.status === "refuted") {
+    refuse(`SNP TCB policy: ${tcbUpToDate.reason}`);
+  }
+
   const nowS = unixSeconds(nowMs);
   const expiresAt = Math.min(
     nowS + conf.session_ttl_seconds,
@@ -137,7 +155,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
         reason: `SEV-SNP report v${r.version} signed by a VCEK chained to the pinned AMD ARK ` +
           `(${root.product}); REPORT_DATA binds the observed TLS key and a fresh nonce`,
       },
-      tcb_up_to_date: tcbClaim(r.reportedTcb, policy?.min_tcb),
+      tcb_up_to_date: tcbUpToDate,
       os_known_good: allowListClaim(
         policy?.allowed_measurements ?? [],
         hex.measurement,

@@ -203,9 +203,10 @@ Deno.test("sev-snp: the real go-sev-guest report chains to the real Milan ARK, t
       /^SNP REPORT_DATA does not bind/,
     );
     const genoa: SnpTrust = { ...milan, roots: [realRoot("Genoa")] };
-    assert.equal(
+    // The Milan VCEK names its product: it is not even tried under the Genoa root.
+    assert.match(
       reasonOf(await sevSnpVerifier.verify(target(up.url), deps(genoa, REAL_AT))),
-      'SNP report rejected: Genoa: VCEK chain: "SEV-VCEK" is not signed by "SEV-Genoa"',
+      /^SNP report rejected: Genoa: no VCEK in the VCEK directory matches CHIP_ID [0-9a-f]{16}… at the report's REPORTED_TCB for Genoa$/,
     );
     // The forged VCEK names another chip: it is not picked for the real report.
     const wrongVcek: SnpTrust = { ...milan, vcek: localVcekSource([forge.vcekDer]) };

@@ -57,6 +57,8 @@ async function webcryptoHash(
 }
 
 /** WebCrypto's Ed25519 over the JCS form of the receipt minus its signature. */
+const SESSION_ID = /^[0-9a-f]{64}$/;
+
 async function webcryptoSignature(
   receipt: Record<string, unknown>,
   report: unknown,
@@ -164,7 +166,10 @@ async function run(): Promise<void> {
     });
     checks.push(...rcpt);
     const r = receipt as Record<string, unknown>;
-    checks.push(await webcryptoSignature(r, report));
+    const webSig = await webcryptoSignature(r, report);
+    checks.push(webSig);
+    // Only a receipt the attested key signed may lead the page (and the user's key) anywhere.
+    const signed = webSig.ok && rcpt.some((c) => c.name === "receipt.signature" && c.ok);
     for (
       const c of [
         await webcryptoHash(r, "request.received", requestBody),
@@ -179,7 +184,22 @@ async function run(): Promise<void> {
     // 3. The upstream session the receipt names (its id is the SHA-256 of its JCS form).
     const up = findEvent(r, "upstream.verified");
     const sid = up?.["session_id"];
-    if (typeof sid === "string" && key) {
+    // Followed only as what a session id is (64 lowercase hex) and from a signed receipt: a
+    // pasted receipt's text must not choose which of the user's endpoints the page calls.
+    const followable = typeof sid === "string" && SESSION_ID.test(sid) && signed;
+    if (typeof sid === "string" && !followable) {
+      chain.session = {
+        ok: false,
+        label: signed ? "malformed session id" : "receipt not signed: not followed",
+      };
+      checks.push({
+        name: "session.id",
+        ok: false,
+        detail: signed
+          ? "the receipt's session_id is not 64 lowercase hex characters; not fetched"
+          : "the receipt's signature does not verify; its session is not fetched",
+      });
+    } else if (typeof sid === "string" && key) {
       const session = await getJson(`/v1/aci/sessions/${sid}`, key);
       const actual = sha256Hex(jcsBytes(session));
       const ok = actual === sid;

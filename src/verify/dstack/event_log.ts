@@ -4,7 +4,10 @@
  * compares the result with the quote's RTMR0..3, and extracts the RTMR3
  * `compose-hash` payload. dstack runtime events (type 0x08000001) have their
  * digest recomputed from their payload, so a payload cannot be swapped under
- * an unchanged digest.
+ * an unchanged digest. Two formats: classic logs carry every digest; dstack
+ * ≥ 0.6 serves runtime events with `"digest": ""`, the digest being derivable
+ * from the payload (and only for those events: a firmware event's digest is
+ * the only record of what was measured).
  */
 import { createHash } from "node:crypto";
 import { bytesEqual, bytesToHex, parseHex } from "../../aci/hex.ts";
@@ -16,7 +19,10 @@ export const DSTACK_RUNTIME_EVENT_TYPE = 0x08000001;
 export interface DstackEvent {
   imr: number;
   eventType: number;
+  /** As served, or derived from the payload for a 0.6-style runtime event. */
   digest: Uint8Array;
+  /** True when the log served `"digest": ""` and the digest was derived. */
+  digestDerived?: boolean;
   /** Event name (runtime events), empty for firmware events. */
   event: string;
   eventPayload: Uint8Array;
@@ -27,6 +33,8 @@ export type Rtmrs = [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
 /** A replayed log that matches the quote. */
 export interface ReplayedLog {
   events: DstackEvent[];
+  /** "0.6" when runtime digests were derived from payloads (`"digest": ""`), else "classic". */
+  format: "classic" | "0.6";
   /** `compose-hash` payload as lowercase hex, or null when the log has none. */
   composeHash: string | null;
 }
@@ -55,14 +63,26 @@ export function parseEventLog(input: unknown): Checked<{ events: DstackEvent[] }
     const r = e as Record<string, unknown>;
     const imr = toInt(r.imr);
     const eventType = toInt(r.event_type);
-    const digest = typeof r.digest === "string" ? parseHex(r.digest) : null;
     const payload = typeof r.event_payload === "string" ? parseHex(r.event_payload) : null;
     const event = r.event === undefined ? "" : r.event;
     if (imr === null || imr > 3) return fail(`event ${i}: imr must be 0..3`);
     if (eventType === null || eventType > 0xffffffff) return fail(`event ${i}: bad event_type`);
-    if (!digest || digest.length !== 48) return fail(`event ${i}: digest must be 48 bytes of hex`);
     if (!payload) return fail(`event ${i}: event_payload is not hex`);
     if (typeof event !== "string") return fail(`event ${i}: event is not a string`);
+    if (r.digest === "" && eventType === DSTACK_RUNTIME_EVENT_TYPE) {
+      const derived = runtimeEventDigest({ eventType, event, eventPayload: payload });
+      events.push({
+        imr,
+        eventType,
+        digest: derived,
+        digestDerived: true,
+        event,
+        eventPayload: payload,
+      });
+      continue;
+    }
+    const digest = typeof r.digest === "string" ? parseHex(r.digest) : null;
+    if (!digest || digest.length !== 48) return fail(`event ${i}: digest must be 48 bytes of hex`);
     events.push({ imr, eventType, digest, event, eventPayload: payload });
   }
   return { ok: true, events };
@@ -129,6 +149,7 @@ export function verifyEventLog(
   return {
     ok: true,
     events,
+    format: events.some((e) => e.digestDerived) ? "0.6" : "classic",
     composeHash: compose.length ? bytesToHex(compose[0].eventPayload) : null,
   };
 }

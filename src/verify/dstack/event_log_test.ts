@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { collateralFromDcapQvlJson } from "../tdx/collateral.ts";
 import { verifyTdxQuote } from "../tdx/dcap.ts";
 import { parseTdxQuote } from "../tdx/quote.ts";
-import { parseHex } from "../../aci/hex.ts";
+import { bytesToHex, parseHex } from "../../aci/hex.ts";
 import { parseEventLog, replayRtmrs, verifyEventLog } from "./event_log.ts";
 
 const FIX = new URL("../../../tests/fixtures/", import.meta.url);
@@ -103,4 +103,41 @@ Deno.test({
       assert.equal(r.reportHex.reportData, "01".repeat(64));
     }
   },
+});
+
+Deno.test("dstack 0.6 format: an empty digest is derived for runtime events only", () => {
+  const runtime = {
+    imr: 3,
+    event_type: 0x08000001,
+    digest: "",
+    event: "compose-hash",
+    event_payload: "ab".repeat(32),
+  };
+  const parsed = parseEventLog([runtime]);
+  assert.ok(parsed.ok);
+  if (!parsed.ok) return;
+  assert.equal(parsed.events[0].digestDerived, true);
+  const expected = createHash("sha384")
+    .update(Uint8Array.from([1, 0, 0, 8]))
+    .update(":compose-hash:")
+    .update(Uint8Array.from({ length: 32 }, () => 0xab))
+    .digest();
+  assert.deepEqual(parsed.events[0].digest, new Uint8Array(expected));
+  // A firmware event's digest is the only record of what was measured: never derived.
+  const firmware = { imr: 0, event_type: 0x80000001, digest: "", event: "", event_payload: "" };
+  assert.deepEqual(parseEventLog([firmware]), {
+    ok: false,
+    reason: "event 0: digest must be 48 bytes of hex",
+  });
+  // The derived log replays like the classic one and reports its format.
+  const rtmrs = replayRtmrs(parsed.events);
+  const replayed = verifyEventLog(JSON.stringify([runtime]), rtmrs);
+  assert.ok(replayed.ok);
+  if (replayed.ok) assert.equal(replayed.format, "0.6");
+  const classic = verifyEventLog(
+    [{ ...runtime, digest: bytesToHex(parsed.events[0].digest) }],
+    rtmrs,
+  );
+  assert.ok(classic.ok);
+  if (classic.ok) assert.equal(classic.format, "classic");
 });

@@ -4,6 +4,9 @@
  * `trust.sev_snp` configuration. File and network access are passed in.
  */
 import { splitAskArkPem } from "./verify_report.ts";
+import { SNP_PRODUCTS } from "../../config/attestation_names.ts";
+import { parseCertificate } from "../x509/cert_chain.ts";
+import { pemCertificatesToDer } from "../x509/pem.ts";
 import {
   AMD_KDS_BASE_URL,
   kdsVcekSource,
@@ -50,4 +53,28 @@ export function snpTrustFromConfig(
     ? localVcekSource(io.vcekFiles ?? [], cfg.vcek_dir)
     : kdsVcekSource({ baseUrl: cfg.kds_url ?? AMD_KDS_BASE_URL, fetch: io.fetch });
   return { ok: true, trust: { roots, vcek } };
+}
+
+/**
+ * Pinned roots from PEM text holding one or more ASK (or ASVK) + ARK pairs, as
+ * AMD serves `cert_chain` per product; the product is read from the ARK's
+ * subject (`ARK-Milan`, `ARK-Genoa`, `ARK-Turin`).
+ */
+export function snpRootsFromPem(pem: string): { ok: true; roots: SnpRoot[] } | {
+  ok: false;
+  reason: string;
+} {
+  const ders = pemCertificatesToDer(pem);
+  if (ders.length === 0 || ders.length % 2 !== 0) {
+    return { ok: false, reason: `expected ASK + ARK pairs, found ${ders.length} certificates` };
+  }
+  const roots: SnpRoot[] = [];
+  for (let i = 0; i < ders.length; i += 2) {
+    const ark = parseCertificate(ders[i + 1], "ARK");
+    if (!ark.ok) return ark;
+    const product = SNP_PRODUCTS.find((p) => ark.cert.subject.includes(`ARK-${p}`));
+    if (!product) return { ok: false, reason: `"${ark.cert.subject}" is not a known AMD ARK` };
+    roots.push({ product, askDer: ders[i], arkDer: ders[i + 1] });
+  }
+  return { ok: true, roots };
 }

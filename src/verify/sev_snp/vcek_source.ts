@@ -6,18 +6,14 @@
  * pinned ARK and checks its hwID and TCB against the report.
  */
 import { bytesToHex } from "../../aci/hex.ts";
-import type { SnpReport } from "./report.ts";
+import type { SnpProduct, SnpReport } from "./report.ts";
 import { vcekMismatch } from "./verify_report.ts";
 
 /** AMD's public KDS. */
 export const AMD_KDS_BASE_URL = "https://kdsintf.amd.com";
 
-/**
- * The products AMD's KDS and `ask_ark_<product>.pem` are named for. Turin is
- * left out on purpose: its TCB_VERSION layout differs from the one
- * `report.ts` parses.
- */
-export type SnpProduct = "Milan" | "Genoa";
+/** The products AMD's KDS and `ask_ark_<product>.pem` are named for. */
+export type { SnpProduct } from "./report.ts";
 
 /** A VCEK lookup for one report under one product's roots. */
 export interface VcekSource {
@@ -31,24 +27,25 @@ export function localVcekSource(
   where = "the VCEK directory",
 ): VcekSource {
   return {
-    get: (report) => {
-      const match = ders.find((d) => vcekMismatch(d, report) === null);
+    get: (report, product) => {
+      const match = ders.find((d) => vcekMismatch(d, report, product) === null);
       return match ? Promise.resolve(match) : Promise.reject(
         new Error(
           `no VCEK in ${where} matches CHIP_ID ${
             bytesToHex(report.chipId).slice(0, 16)
-          }… at the report's REPORTED_TCB`,
+          }… at the report's REPORTED_TCB for ${product}`,
         ),
       );
     },
   };
 }
 
-/** The KDS URL of a report's VCEK. */
+/** The KDS URL of a report's VCEK (Turin: the 8-byte hwID and an fmcSPL). */
 export function kdsVcekUrl(baseUrl: string, product: SnpProduct, r: SnpReport): string {
   const t = r.reportedTcb;
-  const hwid = bytesToHex(r.chipId);
-  const q = `blSPL=${t.bootloader}&teeSPL=${t.tee}&snpSPL=${t.snp}&ucodeSPL=${t.microcode}`;
+  const hwid = bytesToHex(product === "Turin" ? r.chipId.subarray(0, 8) : r.chipId);
+  const fmc = product === "Turin" ? `fmcSPL=${t.fmc ?? 0}&` : "";
+  const q = `${fmc}blSPL=${t.bootloader}&teeSPL=${t.tee}&snpSPL=${t.snp}&ucodeSPL=${t.microcode}`;
   return `${baseUrl.replace(/\/+$/, "")}/vcek/v1/${product}/${hwid}?${q}`;
 }
 

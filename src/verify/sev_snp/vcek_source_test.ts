@@ -18,7 +18,7 @@ Deno.test("VCEK directory: the real VCEK is picked for the real report, by hwID 
   const newer = { ...r, reportedTcb: { ...r.reportedTcb, snp: r.reportedTcb.snp + 1 } };
   await assert.rejects(
     () => localVcekSource([vcek], "/vceks").get(newer, "Milan"),
-    /no VCEK in \/vceks matches CHIP_ID [0-9a-f]{16}… at the report's REPORTED_TCB/,
+    /no VCEK in \/vceks matches CHIP_ID [0-9a-f]{16}… at the report's REPORTED_TCB for Milan/,
   );
 });
 

@@ -12,7 +12,7 @@ import { decodeSmallUint, readTlv } from "../x509/der.ts";
 import { bytesEqual } from "../../aci/hex.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { type Checked, errorText, fail } from "../x509/verify_result.ts";
-import { parseSnpReport, type SnpReport, type SnpTcb } from "./report.ts";
+import { parseSnpReport, type SnpProduct, type SnpReport, type SnpTcb } from "./report.ts";
 
 export interface SnpVerifyOptions {
   /** DER of the VCEK (or VLEK) that signed the report. */
@@ -23,6 +23,11 @@ export interface SnpVerifyOptions {
   arkDer: Uint8Array;
   /** Clock, epoch ms. */
   now: () => number;
+  /**
+   * The product the ASK/ARK belong to. When given, a report whose CPUID names
+   * another product, or a VCEK whose product name is another's, fails.
+   */
+  product?: SnpProduct;
 }
 
 export interface SnpVerified {
@@ -55,32 +60,76 @@ function extUint(cert: X509Certificate, oid: string): number | null {
  * REPORTED_TCB), or null when it matches. Lets a VCEK store pick the right
  * certificate before any signature is checked.
  */
-export function vcekMismatch(vcekDer: Uint8Array, r: SnpReport): string | null {
+export function vcekMismatch(
+  vcekDer: Uint8Array,
+  r: SnpReport,
+  product?: SnpProduct,
+): string | null {
   const p = parseCertificate(vcekDer, "VCEK");
-  return p.ok ? checkVcekMatchesReport(p.cert, r) : p.reason;
+  return p.ok ? checkVcekMatchesReport(p.cert, r, product) : p.reason;
 }
 
-function checkVcekMatchesReport(vcek: X509Certificate, r: SnpReport): string | null {
+/**
+ * The hwID extension's bytes: 64 (Milan, Genoa) or 8 (Turin), raw or wrapped
+ * in an OCTET STRING by some encoders; null when the certificate has none (a VLEK).
+ */
+export function vcekHwId(vcek: X509Certificate): Uint8Array | null {
   const hw = vcek.getExtension(`${AMD_OID}.4`);
-  if (hw) {
-    // VCEKs carry the raw 64-byte chip id (some encoders wrap it in an OCTET STRING).
-    let id = new Uint8Array(hw.value);
-    const t = readTlv(id, 0);
-    if (id.length !== 64 && t && t.tag === 0x04 && t.end === id.length) {
-      id = id.subarray(t.start, t.end);
-    }
-    if (!bytesEqual(id, r.chipId)) return "VCEK hwID does not match the report's CHIP_ID";
+  if (!hw) return null;
+  const id = new Uint8Array(hw.value);
+  const t = readTlv(id, 0);
+  if (id.length !== 64 && id.length !== 8 && t && t.tag === 0x04 && t.end === id.length) {
+    return id.subarray(t.start, t.end);
   }
-  const want: [keyof SnpTcb, string][] = [
-    ["bootloader", "3.1"],
-    ["tee", "3.2"],
-    ["snp", "3.3"],
-    ["microcode", "3.8"],
-  ];
-  for (const [field, sub] of want) {
+  return id;
+}
+
+/** The VCEK's product name extension (e.g. "Milan-B0", "Turin"), or null. */
+function vcekProductName(vcek: X509Certificate): string | null {
+  const e = vcek.getExtension(`${AMD_OID}.2`);
+  if (!e) return null;
+  const v = new Uint8Array(e.value);
+  const t = readTlv(v, 0);
+  // An IA5String; read raw bytes when it is not wrapped.
+  const body = t && t.end === v.length ? v.subarray(t.start, t.end) : v;
+  return new TextDecoder().decode(body);
+}
+
+const SPL_EXTENSIONS: [keyof SnpTcb, string][] = [
+  ["fmc", "3.9"],
+  ["bootloader", "3.1"],
+  ["tee", "3.2"],
+  ["snp", "3.3"],
+  ["microcode", "3.8"],
+];
+
+function checkVcekMatchesReport(
+  vcek: X509Certificate,
+  r: SnpReport,
+  product?: SnpProduct,
+): string | null {
+  const id = vcekHwId(vcek);
+  if (id && !bytesEqual(id, r.hwId)) {
+    // A Turin VCEK (8-byte hwID) against a report that does not name Turin, or the reverse.
+    return id.length !== r.hwId.length
+      ? `VCEK hwID is ${id.length} bytes, the report's is ${r.hwId.length} (product mismatch)`
+      : "VCEK hwID does not match the report's CHIP_ID";
+  }
+  if (id && r.product === "Turin" && r.chipId.subarray(8).some((b) => b !== 0)) {
+    return "Turin report CHIP_ID has non-zero bytes after its 8-byte hwID";
+  }
+  const name = vcekProductName(vcek);
+  const want = product ?? r.product;
+  if (name !== null && want && !name.startsWith(want)) {
+    return `VCEK is for product ${name}, not ${want}`;
+  }
+  for (const [field, sub] of SPL_EXTENSIONS) {
+    const expected = r.reportedTcb[field];
+    // FMC exists only in Turin's TCB_VERSION, and Turin VCEKs always carry it.
+    if (expected === undefined) continue;
     const v = extUint(vcek, `${AMD_OID}.${sub}`);
     if (v === null) return `VCEK lacks the ${field} SPL extension`;
-    if (v !== r.reportedTcb[field]) {
+    if (v !== expected) {
       return `VCEK ${field} SPL ${v} does not match the report's REPORTED_TCB ${
         r.reportedTcb[field]
       }`;
@@ -104,6 +153,9 @@ export async function verifySnpReport(
     const parsed = parseSnpReport(bytes);
     if (!parsed.ok) return parsed;
     const r = parsed.report;
+    if (opts.product && r.product && r.product !== opts.product) {
+      return fail(`SNP report is from a ${r.product} CPU, not ${opts.product}`);
+    }
     if (r.signatureAlgo !== 1) {
       return fail(`SNP signature algorithm ${r.signatureAlgo} is not ECDSA P-384 (1)`);
     }
@@ -116,7 +168,7 @@ export async function verifySnpReport(
     });
     if (!chain.ok) return chain;
     const vcek = chain.certs[0];
-    const mismatch = checkVcekMatchesReport(vcek, r);
+    const mismatch = checkVcekMatchesReport(vcek, r, opts.product);
     if (mismatch) return fail(mismatch);
     let key: CryptoKey;
     try {

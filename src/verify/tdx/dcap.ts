@@ -28,6 +28,7 @@ import {
 } from "./quote.ts";
 import { checkTdPolicy, type TdPolicyResult } from "./td_policy.ts";
 import { checkQeIdentity, matchTdxTcb, type TcbStatus } from "./tcb_level.ts";
+import { tcbPolicyViolation, type TdxTcbPolicy } from "./tcb_policy.ts";
 import { isoToMs, parseQeIdentity, parseTcbInfo } from "./tcb_info.ts";
 
 /** Where verification stopped. */
@@ -50,6 +51,13 @@ export interface TdxVerifyOptions {
   rootCaDer?: Uint8Array;
   /** "enforce" (default) fails on a TD policy violation; "report" only reports it. */
   tdPolicy?: "enforce" | "report";
+  /**
+   * Accept a TD whose SEPT_VE_DISABLE attribute is 0 (Azure TDX VMs, which run
+   * under TD partitioning); DEBUG = 1 still fails. Default false.
+   */
+  allowSeptVeEnabled?: boolean;
+  /** Accepted TCB statuses; default `DEFAULT_ACCEPTED_TCB_STATUSES`. NotSupported and Revoked always fail. */
+  tcbPolicy?: TdxTcbPolicy;
 }
 
 /** A verified quote. */
@@ -57,7 +65,7 @@ export interface TdxVerified {
   ok: true;
   version: 4 | 5;
   teeType: "tdx";
-  /** Anything but `Revoked` (which fails); `UpToDate` is the only fully current one. */
+  /** A status the TCB policy accepts (never `NotSupported` or `Revoked`); `UpToDate` is the only fully current one. */
   tcbStatus: TcbStatus;
   advisoryIds: string[];
   /** Lowercase hex, from the PCK certificate. */
@@ -68,8 +76,6 @@ export interface TdxVerified {
   collateralExpiresAt: number;
   /** `TDX_%02X` module identity used, or null (module major version 0). */
   tdxModuleId: string | null;
-  /** Why `tcbStatus` is `NotSupported`, when it is. */
-  tcbDetail?: string;
   tdPolicy: TdPolicyResult;
 }
 
@@ -271,10 +277,11 @@ async function verifyInner(
   // 7. TCB level.
   const tcb = matchTdxTcb(ti, pck, q.report, qe.qeTcb);
   if (!tcb.ok) return failAt("tcb", tcb.reason);
-  if (tcb.tcb.tcbStatus === "Revoked") return failAt("tcb", "TCB status is Revoked");
+  const violation = tcbPolicyViolation(tcb.tcb, opts.tcbPolicy);
+  if (violation) return failAt("tcb", violation);
 
   // 8. TD policy.
-  const tdPolicy = checkTdPolicy(q.report);
+  const tdPolicy = checkTdPolicy(q.report, { allowSeptVeEnabled: opts.allowSeptVeEnabled });
   if (!tdPolicy.ok && (opts.tdPolicy ?? "enforce") === "enforce") {
     return failAt("td_policy", tdPolicy.reason ?? "TD policy violated");
   }
@@ -293,7 +300,6 @@ async function verifyInner(
     reportHex: tdReportToHex(q.report),
     collateralExpiresAt: Math.floor(Math.min(...expiries) / 1000),
     tdxModuleId: tcb.tcb.tdxModuleId,
-    ...(tcb.tcb.detail ? { tcbDetail: tcb.tcb.detail } : {}),
     tdPolicy,
   };
 }

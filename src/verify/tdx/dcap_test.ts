@@ -57,20 +57,20 @@ Deno.test({
 });
 
 Deno.test({
-  name: "outdated v5 (TDX 1.5) quote verifies cryptographically but is not UpToDate",
+  name: "a v5 (TDX 1.5) quote whose platform is below every TCB level fails (NotSupported)",
   fn: async () => {
     const r = await verifyTdxQuote(readBin("dcap-qvl-tdx_quote_outdated"), {
       collateral: readCollateral("dcap-qvl-tdx_quote_outdated_collateral.json"),
       now: at("2026-02-18T11:58:51Z"),
     });
-    assert.equal(r.ok, true, r.ok ? "" : r.reason);
-    if (!r.ok) return;
-    assert.equal(r.version, 5);
-    assert.equal(r.fmspc, "90c06f000000");
+    assert.equal(r.ok, false);
+    if (r.ok) return;
     // Its PCK SGX component 8 (SEAMLDR ACM) is 3, below every listed level's 5.
-    assert.equal(r.tcbStatus, "NotSupported");
-    assert.match(r.tcbDetail ?? "", /no TCB level matches the PCK certificate's SGX components/);
-    assert.ok(r.report.mrServiceTd, "TD 1.5 body carries MRSERVICETD");
+    assert.equal(r.stage, "tcb");
+    assert.match(
+      r.reason,
+      /^TCB status NotSupported: no TCB level matches the PCK certificate's SGX components/,
+    );
   },
 });
 

@@ -13,7 +13,9 @@ import type { QeIdentity, StatusLevel, TcbInfo } from "./tcb_info.ts";
 /**
  * TCB statuses Intel publishes, plus `NotSupported` (Intel QVL's
  * STATUS_TCB_NOT_SUPPORTED: the platform is below every level the TCB Info
- * lists). Only `Revoked` fails verification; the rest is policy.
+ * lists, or its TDX module identity or SVN is unknown). `NotSupported` and
+ * `Revoked` always fail verification; the rest is the TCB policy's
+ * (`tcb_policy.ts`).
  */
 export type TcbStatus =
   | "NotSupported"

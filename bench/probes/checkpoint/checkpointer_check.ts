@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { CHECKPOINT_WORKER_URL, isLocalStorePath, startCheckpointer } from "./checkpointer.ts";
-import { GroupCommitter } from "../../src/store/group_commit.ts";
+import { GroupCommitter } from "../../../src/store/group_commit.ts";
 
 const newWorker = () => new Worker(CHECKPOINT_WORKER_URL, { type: "module" });
 

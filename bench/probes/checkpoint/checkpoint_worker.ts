@@ -18,7 +18,7 @@
  *
  * Not started by the gateway yet: it runs more, smaller checkpoints than
  * SQLite would, and whether that wins on the p99 is not settled
- * (docs/decisions.md, "Receipt cost and the tail"; `bench/commit_tail.ts`).
+ * (README.md beside this file; `commit_tail.ts`).
  *
  * Protocol: the parent posts `{ path, intervalMs, frames }` once; then `"stats"`
  * answers {@link CheckpointStats}; `"stop"` closes the database and answers

@@ -4,20 +4,20 @@
  * sum each) written through the `GroupCommitter` at `rate` per second for
  * `seconds`, open loop, each write timed from `write()` to durable. Run once
  * with SQLite's own auto-checkpoint (inside commits) and once with the
- * checkpoint thread (`bench/checkpoint/checkpoint_worker.ts`).
+ * checkpoint thread (`bench/probes/checkpoint/checkpoint_worker.ts`).
  *
  * The WAL header's checkpoint sequence number (bytes 12..15) changes when a
  * writer restarts the WAL after a complete checkpoint, so reading it after
  * each commit counts the checkpoints that completed.
  *
- * `deno run -A bench/commit_tail.ts [rate] [seconds] [thread's frames] [pairs]`
+ * `deno run -A bench/probes/checkpoint/commit_tail.ts [rate] [seconds] [thread's frames] [pairs]`
  */
-import { createIdentity } from "../src/attestation/identity.ts";
-import { createReceiptService } from "../src/receipts/service.ts";
-import { GroupCommitter, type KvWrite } from "../src/store/group_commit.ts";
-import { CHECKPOINT_WORKER_URL, startCheckpointer } from "./checkpoint/checkpointer.ts";
-import { gatewayLikeDraft } from "./receipt_cost.ts";
-import { percentile } from "./stats.ts";
+import { createIdentity } from "../../../src/attestation/identity.ts";
+import { createReceiptService } from "../../../src/receipts/service.ts";
+import { GroupCommitter, type KvWrite } from "../../../src/store/group_commit.ts";
+import { CHECKPOINT_WORKER_URL, startCheckpointer } from "./checkpointer.ts";
+import { gatewayLikeDraft } from "../../receipt_cost.ts";
+import { percentile } from "../../stats.ts";
 
 function walSeq(path: string): number {
   try {
