@@ -265,14 +265,15 @@ Deno.test("validation errors name the parameter (400)", async () => {
         "frequency_penalty",
       ],
       ["/v1/chat/completions", { model: "demo/echo", messages: m, n: 0 }, "n"],
+      // Either token parameter is renamed to the model's; two that disagree name the other one.
       [
         "/v1/chat/completions",
-        { model: "demo/echo-next", messages: m, max_tokens: 10 },
+        { model: "demo/echo-next", messages: m, max_tokens: 10, max_completion_tokens: 20 },
         "max_tokens",
       ],
       [
         "/v1/chat/completions",
-        { model: "demo/echo", messages: m, max_completion_tokens: 10 },
+        { model: "demo/echo", messages: m, max_completion_tokens: 10, max_tokens: 20 },
         "max_completion_tokens",
       ],
       [

@@ -204,7 +204,11 @@ const specificCases: Case[] = [
     ["max_tokens fractional", with_(chat, { max_tokens: 1.5 }), "max_tokens"],
     ["max_tokens string", with_(chat, { max_tokens: "10" }), "max_tokens"],
     ["max_tokens over model limit", with_(chat, { max_tokens: 4097 }), "max_tokens"],
-    ["max_completion_tokens on max_tokens model", with_(chat, { max_completion_tokens: 5 }), null],
+    [
+      "token parameters that disagree",
+      with_(chat, { max_completion_tokens: 5, max_tokens: 6 }),
+      "max_completion_tokens",
+    ],
     ["temperature 2.01", with_(chat, { temperature: 2.01 }), "temperature"],
     ["temperature -1e-9", with_(chat, { temperature: -1e-9 }), "temperature"],
     ["top_p 1.5", with_(chat, { top_p: 1.5 }), "top_p"],

@@ -25,6 +25,8 @@ Deno.test("sequential calls and finished streams reuse one upstream connection",
   const upstream = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     async (req, info) => {
+      // The gateway's start-up model listing check (GET /v1/models) is not inference traffic.
+      if (req.method !== "POST") return new Response("no listing", { status: 404 });
       ports.add(info.remoteAddr.port);
       const body = await req.json() as { stream?: boolean };
       if (!body.stream) {

@@ -29,6 +29,7 @@ import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
 import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 import { createAnswerSignatures } from "../sessions/answer_signatures.ts";
+import { checkUpstreamModels } from "./upstream_models_check.ts";
 import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
@@ -101,6 +102,8 @@ export interface Gateway {
   ready: Promise<void>;
   /** Verification of confidential upstreams (null when there is none or no verifier). */
   manager: VerificationManager | null;
+  /** The start-up check of routes' upstream models against the upstreams' listings (warnings). */
+  modelsChecked: Promise<void>;
   /** Flush durable writes and stop background work. */
   close(): Promise<void>;
 }
@@ -334,6 +337,16 @@ export function assembleGateway(
     forward: {
       fetchFor,
       credential: (name) => credentials.get(name),
+      onConfigRefusal: (r) =>
+        world.log({
+          level: "error",
+          msg: "upstream refused the gateway's configuration",
+          provider: r.provider,
+          upstream_model: r.upstreamModel,
+          upstream_status: r.status,
+          upstream_message: r.detail,
+          fix: "check this provider's base_url and the route's upstream model name",
+        }),
       now,
       bodyLimits: {
         after: deadlines.after,
@@ -383,16 +396,31 @@ export function assembleGateway(
     () => {},
   );
   const handler = createApp(ctx, opts.extraRoutes);
+  // Not awaited by `ready`: a slow upstream listing must not hold up serving.
+  const stopModelsCheck = new AbortController();
+  const modelsChecked = checkUpstreamModels(config, {
+    fetchFor: (p) =>
+      p.confidential?.tls_ca_pem && opts.transport
+        ? opts.transport.withCa(p.confidential.tls_ca_pem)
+        : world.fetch,
+    credential: (name) => credentials.get(name),
+    log: world.log,
+    timeoutMs: 5_000,
+    signal: stopModelsCheck.signal,
+  }).then(() => {}, () => {});
   return {
     ctx,
     handler,
     identity,
     ready,
     manager,
+    modelsChecked,
     async close() {
       const upkeepClosed = upkeep.close(); // the heartbeat stops at once
       manager?.stop();
       await ready.catch(() => {});
+      stopModelsCheck.abort();
+      await modelsChecked;
       await upkeepClosed;
       await ctx.admitter.close();
       await ctx.receipts.close().catch(() => {});

@@ -86,7 +86,7 @@ Deno.test("dev attestation: plugged into the demo upstream, outside its stats an
     const models = await fetch(`${u.url}/v1/models`);
     assert.equal(models.status, 401, "the demo API still wants its key");
     await models.body?.cancel();
-    assert.equal(u.stats.total, 1);
+    assert.equal(u.stats.listings, 1);
   } finally {
     await u.close();
   }

@@ -53,8 +53,14 @@ export interface DemoUpstreamOptions {
   extraRoutes?: (req: Request) => Response | null | Promise<Response | null>;
 }
 
-/** What the demo upstream has received since start or the last `resetStats()`. */
+/**
+ * What the demo upstream has received since start or the last `resetStats()`.
+ * Model listings (`GET /v1/models`, which the gateway asks for at start-up) are
+ * counted apart in `listings`: `total` and `byPath` are the inference traffic
+ * tests judge by.
+ */
 export interface DemoStats {
+  listings: number;
   total: number;
   byPath: Record<string, number>;
   lastPath: string | null;
@@ -121,6 +127,7 @@ function usageMode(includeUsage: boolean, fault: Fault | null): UsageMode {
 
 function emptyStats(): DemoStats {
   return {
+    listings: 0,
     total: 0,
     byPath: {},
     lastPath: null,
@@ -240,11 +247,14 @@ export async function startDemoUpstream(opts: DemoUpstreamOptions): Promise<Demo
     const extra = opts.extraRoutes ? await opts.extraRoutes(request) : null;
     if (extra !== null) return extra;
     const path = new URL(request.url).pathname;
-    stats.total += 1;
-    stats.byPath[path] = (stats.byPath[path] ?? 0) + 1;
-    stats.lastPath = path;
-    stats.lastMethod = request.method;
-    stats.lastHeaders = Object.fromEntries(request.headers);
+    if (path === "/v1/models" && request.method === "GET") stats.listings += 1;
+    else {
+      stats.total += 1;
+      stats.byPath[path] = (stats.byPath[path] ?? 0) + 1;
+      stats.lastPath = path;
+      stats.lastMethod = request.method;
+      stats.lastHeaders = Object.fromEntries(request.headers);
+    }
     let body: unknown = undefined;
     let bodyIsJson = false;
     if (request.method === "POST") {

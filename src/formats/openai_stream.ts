@@ -53,6 +53,8 @@ export function createOpenAiStreamPassthrough(
       if (usageOnly && !opts.clientWantsUsage) return "";
       const out: OpenAiChunk = { ...c, model: opts.model };
       if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
+      // A chunk's system_fingerprint is a string or absent (OpenAI's and OpenRouter's chunk types).
+      if (out.system_fingerprint === null) delete out.system_fingerprint;
       return frame(out, opts.obfuscate === true);
     },
     end(): string {

@@ -28,6 +28,31 @@ export interface ForwardDeps {
   onChannelMismatch?: (c: Candidate) => void;
   /** Bounds on a non-streamed answer's body (size, silence, total time). */
   bodyLimits: BodyReadLimits;
+  /** An upstream refused the gateway's own configuration (see `isConfigRefusal`): tell the operator. */
+  onConfigRefusal?: (r: ConfigRefusal) => void;
+}
+
+/** An upstream refusal that is the operator's to fix, not the client's. */
+export interface ConfigRefusal {
+  provider: string;
+  upstreamModel: string;
+  status: number;
+  /** The upstream's sanitized error message. */
+  detail: string;
+}
+
+/**
+ * Is this upstream refusal about the gateway's configuration rather than the
+ * client's request? A 404 on an inference path (wrong base URL or model name),
+ * or a 400/422 saying the model does not exist. The client gets a 502; the
+ * operator gets a log line (docs/decisions/upstream-config-refusals.md).
+ */
+export function isConfigRefusal(status: number, detail: string): boolean {
+  if (status === 404) return true;
+  if (status !== 400 && status !== 422) return false;
+  return /\bmodel\b/i.test(detail) &&
+    /does ?n[o']t (exist|serve)|not found|no such|unknown|not available|not supported|invalid model/i
+      .test(detail);
 }
 
 export interface ForwardPlan {
@@ -81,12 +106,15 @@ export interface ForwardResult extends AttemptAnswer {
   attempts: number;
 }
 
+/** The last failure; `config`: an upstream refused the gateway's configuration. */
+type LastFailure = AttemptFailure | { kind: "config"; status?: number; detail: string };
+
 export async function forward(
   plan: ForwardPlan,
   deps: ForwardDeps,
   log: AttemptLog,
 ): Promise<ForwardResult> {
-  let last: AttemptFailure | null = null;
+  let last: LastFailure | null = null;
   let attempts = 0;
   for (const c of plan.candidates) {
     if (plan.signal.aborted) break;
@@ -134,6 +162,17 @@ export async function forward(
         provider: c.provider.name,
         outcome: `status_${out.status}`,
       });
+      if (isConfigRefusal(out.status!, out.detail)) {
+        deps.onConfigRefusal?.({
+          provider: c.provider.name,
+          upstreamModel: c.upstreamModel,
+          status: out.status!,
+          // E2EE: no upstream text at all, not even in the operator's log.
+          detail: plan.withholdUpstreamText === true ? "" : out.detail,
+        });
+        last = { kind: "config", status: out.status, detail: out.detail };
+        continue;
+      }
       if (!(out.status! >= 500 || out.status === 429)) break;
       continue;
     }
@@ -146,7 +185,7 @@ export async function forward(
 }
 
 function failureToError(
-  last: AttemptFailure | null,
+  last: LastFailure | null,
   attempts: number,
   withhold: boolean,
 ): GatewayError {
@@ -159,6 +198,12 @@ function failureToError(
       return new GatewayError(
         "upstream_verification_failed",
         `upstream channel check failed (${tried})`,
+      );
+    case "config":
+      return new GatewayError(
+        "upstream_error",
+        `the upstream refused this gateway's configuration for the model (${tried}); ` +
+          "the operator has been told",
       );
     case "connect":
     case "aborted":

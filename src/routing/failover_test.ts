@@ -4,7 +4,7 @@ import type { ProviderConfig } from "../config/schema.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
 import type { Candidate, VerificationState } from "./select.ts";
 import type { UpstreamFetch } from "../upstream/forward.ts";
-import { type AttemptRecord, forward, type ForwardPlan } from "./failover.ts";
+import { type AttemptRecord, forward, type ForwardPlan, isConfigRefusal } from "./failover.ts";
 import { rejectedGatewayError } from "../../tests/support/gateway_error.ts";
 
 /** A receipt whose request body was `BODY` (forwarded bytes are compared with it). */
@@ -269,4 +269,55 @@ Deno.test("failover: a TLS pin mismatch reports the channel and asks for re-veri
     upstream_name: "tee",
     attempt: 1,
   });
+});
+
+Deno.test("isConfigRefusal: 404s and 'model does not exist' 400s are the gateway's; parameter 400s are the client's", () => {
+  assert.equal(isConfigRefusal(404, ""), true);
+  assert.equal(isConfigRefusal(400, "The model … does not exist"), true);
+  assert.equal(isConfigRefusal(422, "model not found"), true);
+  assert.equal(isConfigRefusal(400, "Unknown model: …"), true);
+  assert.equal(isConfigRefusal(400, "the upstream does not serve this model"), true);
+  assert.equal(isConfigRefusal(400, "n must be 1 for this model"), false);
+  assert.equal(isConfigRefusal(400, "temperature out of range"), false);
+  assert.equal(isConfigRefusal(500, "model does not exist"), false);
+});
+
+Deno.test("failover: an upstream refusing the configuration fails over, ends as 502, tells the operator", async () => {
+  const notFound = '{"error":{"message":"The model `m` does not exist","code":"model_not_found"}}';
+  const a = upstream(() => new Response(notFound, { status: 404 }));
+  const b = upstream(() => new Response(notFound, { status: 400 }));
+  const c = upstream(() => Response.json({ ok: true }));
+  try {
+    const told: unknown[] = [];
+    const d = { ...deps, onConfigRefusal: (r: unknown) => told.push(r) };
+    const e = await rejectedGatewayError(
+      forward(plan([candidate("a", a.url), candidate("b", b.url)]).p, d, receipt("r9")),
+    );
+    assert.equal(e.status, 502);
+    assert.match(e.message, /refused this gateway's configuration/);
+    assert.deepEqual(told, [
+      {
+        provider: "a",
+        upstreamModel: "m",
+        status: 404,
+        detail: "the upstream does not serve this model",
+      },
+      {
+        provider: "b",
+        upstreamModel: "m",
+        status: 400,
+        detail: "the upstream does not serve this model",
+      },
+    ]);
+    const out = await forward(
+      plan([candidate("a", a.url), candidate("c", c.url)]).p,
+      d,
+      receipt("r10"),
+    );
+    assert.equal(out.candidate.provider.name, "c", "the next route serves");
+  } finally {
+    await a.close();
+    await b.close();
+    await c.close();
+  }
 });

@@ -111,6 +111,8 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
       : undefined,
   });
   await gateway.ready;
+  // Start-up warnings (the upstream model listing check) are in `logs` once a test runs.
+  await gateway.modelsChecked;
   // Served as main.ts serves it: the gateway's own accept loop and deadlines.
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   // TLS as listen.tee terminates it: on a loopback listener the accept loop relays to.
