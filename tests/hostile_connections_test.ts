@@ -519,7 +519,7 @@ function rssMb(pid: number): number {
   return m ? Number(m[1]) / 1024 : 0;
 }
 
-Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS under 400 MB and other keys' p99 under 500 ms", async () => {
+Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS under 400 MB and other keys' p99 under max(500 ms, 5× unloaded)", async () => {
   const dir = await Deno.makeTempDir();
   // Bodies of one key are read one at a time (its 4 MB budget), so on a busy machine some of
   // the 150 wait past the body deadline: 20 s here, to bound the test (each is then a 408).
@@ -539,6 +539,15 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS und
         max_tokens: 4,
       });
     for (let i = 0; i < 5; i++) await ping();
+    // The same pings without the flood, on this machine now: the bound below is relative to
+    // them (a busy or hogged machine slows both), with 500 ms as its floor.
+    const unloaded: number[] = [];
+    for (let i = 0; i < 60; i++) {
+      const t0 = performance.now();
+      await ping();
+      unloaded.push(performance.now() - t0);
+    }
+    const unloadedP99 = p(unloaded, 0.99);
     const warm = await fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${free}`, "content-type": "application/json" },
@@ -601,9 +610,9 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS und
     console.log(
       `body flood: RSS ${baseline.toFixed(0)} MB → peak ${peak.toFixed(0)} MB; answers ` +
         `${JSON.stringify(counts)}; other key: ${latencies.length} requests, p50 ` +
-        `${p(latencies, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; ${
-          latencies.map((l) => l.toFixed(0)).join(" ")
-        }`,
+        `${p(latencies, 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms (unloaded p99 ${
+          unloadedP99.toFixed(1)
+        } ms); ${latencies.map((l) => l.toFixed(0)).join(" ")}`,
     );
     // Judged by the gateway's own request log, not by the uploads' fate: a request refused
     // before its body is read (429 once the key's refusals fill its bucket) may end, on the
@@ -638,7 +647,8 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS und
     // before bodies were bounded; 430 MB before the old generation was capped at doubling
     // between major GCs, enclave/build_args.ts).
     assert.ok(peak < 400, `RSS peak ${peak.toFixed(0)} MB (idle ${baseline.toFixed(0)} MB)`);
-    assert.ok(p99 < 500, `other key p99 ${p99.toFixed(1)} ms`);
+    const bound = Math.max(500, 5 * unloadedP99);
+    assert.ok(p99 < bound, `other key p99 ${p99.toFixed(1)} ms, bound ${bound.toFixed(0)} ms`);
   } finally {
     await gw.stop();
     await upstreamClose();
