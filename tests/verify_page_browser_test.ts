@@ -23,6 +23,8 @@ async function exchange(gw: TestGateway) {
 interface Row {
   name: string;
   ok: boolean;
+  /** Passed on development evidence only (shown amber). */
+  dev: boolean;
   text: string;
 }
 
@@ -60,7 +62,8 @@ Deno.test("the /verify page checks receipts in headless Chromium", async () => {
       const rows = await page.$$eval("#checks li", (lis) =>
         lis.map((li) => ({
           name: li.getAttribute("data-check") ?? "",
-          ok: li.className === "pass",
+          ok: li.className !== "fail",
+          dev: li.className === "dev",
           text: li.textContent ?? "",
         })));
       const shot = `${dir}/${label}.png`;
@@ -101,6 +104,8 @@ Deno.test("the /verify page checks receipts in headless Chromium", async () => {
       assert.ok(g.has(name), `${name} ran`);
     }
     assert.deepEqual(good.filter((r) => !r.ok), [], "every check passes");
+    assert.equal(g.get("report.hardware_evidence")?.dev, true, "development evidence is amber");
+    assert.equal(g.get("receipt.signature")?.dev, false);
     assert.match(
       g.get("log.inclusion")!.text,
       /receipt digest is leaf \d+ of the tree of size \d+/,

@@ -6,7 +6,7 @@
  * can cite it (receipts only cite sessions that are current when served).
  */
 import { sessionEntry } from "../aci/log_entry.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import { applyWrites, type KvWrite } from "../store/group_commit.ts";
 import { jcs } from "../aci/jcs.ts";
 import { sha256Hex } from "../aci/digest.ts";
 import type { SessionDocument } from "./types.ts";
@@ -67,10 +67,9 @@ export function createSessionStore(
       if (log) {
         const pending = log.pendingWrite(sessionEntry(id));
         await retryTransient(async () => {
-          const res = await kv.atomic()
-            .set([SESSION_PREFIX, id], value, { expireIn: keepMs })
-            .set(pending.key, pending.op === "set" ? pending.value : null)
-            .commit();
+          const atomic = kv.atomic().set([SESSION_PREFIX, id], value, { expireIn: keepMs });
+          applyWrites(atomic, [pending]);
+          const res = await atomic.commit();
           if (!res.ok) throw new Error("session commit was not applied");
         });
         log.kick();

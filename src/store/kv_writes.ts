@@ -15,7 +15,18 @@ export type KvWrite =
     /** May be negative: encoded as a wrapping u64 add (see group_commit.ts's module doc). */
     value: bigint;
   }
-  | { op: "delete"; key: Deno.KvKey };
+  | { op: "delete"; key: Deno.KvKey }
+  | {
+    /**
+     * One small record for a shared row: stored as a big-endian u16 length and
+     * its bytes. Frames in one commit whose keys share all but their last part
+     * (which must be unique per frame) are stored as one row at the first
+     * frame's key (see `mergeFrames`): many requests' log entries cost one row.
+     */
+    op: "frame";
+    key: Deno.KvKey;
+    value: Uint8Array;
+  };
 
 /**
  * Deno KV (2.9) atomic limits, measured: 1000 mutations, 819,200 bytes of keys
@@ -112,6 +123,9 @@ export function sizeOp(op: KvWrite): Sized {
     if (op.expireIn !== undefined && (!Number.isInteger(op.expireIn) || op.expireIn <= 0)) {
       throw new RangeError("expireIn must be a positive integer of milliseconds");
     }
+  } else if (op.op === "frame") {
+    if (op.value.byteLength > 0xffff) throw new RangeError("KV frame too large");
+    vb = op.value.byteLength + 2;
   } else if (op.op === "sum") {
     if (op.value >= U64_MOD || op.value <= -U64_MOD) {
       throw new RangeError("sum value out of u64 range");
@@ -128,6 +142,8 @@ export function applyWrites(atomic: Deno.AtomicOperation, ops: KvWrite[]): void 
       atomic.set(op.key, op.value, op.expireIn === undefined ? {} : { expireIn: op.expireIn });
     } else if (op.op === "sum") {
       atomic.sum(op.key, ((op.value % U64_MOD) + U64_MOD) % U64_MOD);
+    } else if (op.op === "frame") {
+      atomic.set(op.key, framed([op.value]));
     } else {
       atomic.delete(op.key);
     }
@@ -176,6 +192,57 @@ function nodeOf(root: KeyNode, key: Deno.KvKey): KeyNode {
  * this runs on every commit over every request's dozen sums.
  */
 export function coalesceSums(ops: KvWrite[]): KvWrite[] {
+  return mergeFrames(coalesceOnlySums(ops));
+}
+
+/** Bytes of one merged row of frames (well inside a KV value). */
+const FRAME_ROW_BYTES = 32 * 1024;
+
+/** Each record as a big-endian u16 length and its bytes, concatenated. */
+export function framed(values: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(values.reduce((a, v) => a + 2 + v.byteLength, 0));
+  let pos = 0;
+  for (const v of values) {
+    out[pos] = v.byteLength >> 8;
+    out[pos + 1] = v.byteLength & 0xff;
+    out.set(v, pos + 2);
+    pos += 2 + v.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Turns the `frame` ops of one commit into `set`s: frames whose keys share all
+ * but the last part go into rows of at most FRAME_ROW_BYTES, each at the key of
+ * its first frame (unique to that frame, so rows of different commits never
+ * collide). Other ops pass through in order.
+ */
+export function mergeFrames(ops: KvWrite[]): KvWrite[] {
+  if (!ops.some((o) => o.op === "frame")) return ops;
+  const out: KvWrite[] = [];
+  const open = new Map<string, { key: Deno.KvKey; values: Uint8Array[]; bytes: number }>();
+  const flush = (g: { key: Deno.KvKey; values: Uint8Array[] }) =>
+    out.push({ op: "set", key: g.key, value: framed(g.values) });
+  for (const op of ops) {
+    if (op.op !== "frame") {
+      out.push(op);
+      continue;
+    }
+    const prefix = JSON.stringify(op.key.slice(0, -1).map(String));
+    let g = open.get(prefix);
+    if (g && g.bytes + op.value.byteLength + 2 > FRAME_ROW_BYTES) {
+      flush(g);
+      g = undefined;
+    }
+    if (!g) open.set(prefix, g = { key: op.key, values: [], bytes: 0 });
+    g.values.push(op.value);
+    g.bytes += op.value.byteLength + 2;
+  }
+  for (const g of open.values()) flush(g);
+  return out;
+}
+
+function coalesceOnlySums(ops: KvWrite[]): KvWrite[] {
   // Only writes that may share a key with a sum need a place in the trie (a
   // receipt row never does: its first key part is no sum's).
   const sumHeads = new Set<Deno.KvKeyPart>();

@@ -44,3 +44,34 @@ Deno.test("coalesceSums: a sum on a key a set or delete touches stays as it is, 
   const noSums: KvWrite[] = [{ op: "set", key: ["x"], value: 1 }];
   assert.deepEqual(coalesceSums(noSums), noSums);
 });
+
+Deno.test("mergeFrames: one commit's frames under one prefix share a row at the first frame's key", async () => {
+  const { mergeFrames, framed } = await import("./kv_writes.ts");
+  const f = (id: string, b: number) => ({
+    op: "frame" as const,
+    key: ["q", "p", id],
+    value: new Uint8Array([b]),
+  });
+  const other = { op: "set" as const, key: ["x"], value: 1 };
+  const out = mergeFrames([f("a", 1), other, f("b", 2), f("c", 3)]);
+  assert.deepEqual(out, [other, {
+    op: "set",
+    key: ["q", "p", "a"],
+    value: framed([new Uint8Array([1]), new Uint8Array([2]), new Uint8Array([3])]),
+  }]);
+  // Rows stay well inside a KV value: a large commit's frames spread over several rows.
+  const many = Array.from({ length: 400 }, (_, i) => ({
+    op: "frame" as const,
+    key: ["q", "p", `k${i}`],
+    value: new Uint8Array(200),
+  }));
+  const rows = mergeFrames(many);
+  assert.ok(
+    rows.length > 1 &&
+      rows.every((r) => r.op === "set" && (r.value as Uint8Array).length <= 32 * 1024),
+  );
+  assert.equal(
+    rows.reduce((a, r) => a + ((r as { value: Uint8Array }).value.length), 0),
+    400 * 202,
+  );
+});

@@ -16,6 +16,7 @@ import {
   type TileRef,
 } from "../aci/merkle.ts";
 import type { KvWrite } from "../store/group_commit.ts";
+import { framed } from "../store/kv_writes.ts";
 import { retryTransient } from "../store/transient.ts";
 import { createSequencer, type Sequencer } from "./sequencer.ts";
 import {
@@ -139,11 +140,12 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
 
   return {
     origin: o.origin,
-    pendingWrite: (entry) => ({ op: "set", key: pendingKey(), value: entry }),
+    // A frame: the entries of one group commit share one pending row (store/kv_writes.ts).
+    pendingWrite: (entry) => ({ op: "frame", key: pendingKey(), value: entry }),
     async enqueue(entry) {
       const known = await kv.get(leafKey(bytesToHex(leafHash(entry))));
       if (known.value !== null) return;
-      await retryTransient(() => kv.set(pendingKey(), entry));
+      await retryTransient(() => kv.set(pendingKey(), framed([entry])));
       kickSoon();
     },
     kick: kickSoon,

@@ -17,6 +17,7 @@ import { leafHash, treeHash } from "../aci/merkle.ts";
 import { retryTransient } from "../store/transient.ts";
 import {
   bundleKey,
+  decodeBundle,
   Edge,
   type Head,
   HEAD_KEY,
@@ -26,8 +27,8 @@ import {
   type TileSource,
 } from "./tiles.ts";
 
-/** Entries per append: 2 mutations and ~160 key bytes each, inside KV's atomic limits. */
-const BATCH = 250;
+/** Entries per append (a leaf-index row each, ~80 key bytes), inside KV's atomic limits. */
+const BATCH = 400;
 
 export interface SequencerOptions {
   kv: Deno.Kv;
@@ -62,9 +63,14 @@ export function createSequencer(o: SequencerOptions): Sequencer {
   /** One append; returns how many pending entries it consumed (0: nothing pending). */
   const once = async (): Promise<number> => {
     for (;;) {
+      // Pending rows hold the framed entries of one commit each; take rows up to BATCH entries.
       const pending: Deno.KvEntry<Uint8Array>[] = [];
+      const entries: Uint8Array[] = [];
       for await (const e of kv.list<Uint8Array>({ prefix: PENDING_PREFIX }, { limit: BATCH })) {
+        const rows = decodeBundle(e.value);
+        if (pending.length > 0 && entries.length + rows.length > BATCH) break;
         pending.push(e);
+        entries.push(...rows);
       }
       if (pending.length === 0) return 0;
       const head = await kv.get<Head>(HEAD_KEY);
@@ -77,11 +83,11 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       // across batches, enqueue (log.ts) skips entries already in the log.
       const seen = new Set<string>();
       const fresh: Uint8Array[] = [];
-      for (const p of pending) {
-        const h = bytesToHex(leafHash(p.value));
+      for (const entry of entries) {
+        const h = bytesToHex(leafHash(entry));
         if (seen.has(h)) continue;
         seen.add(h);
-        fresh.push(p.value);
+        fresh.push(entry);
       }
       const writes = next.append(fresh);
       const root = await treeHash(next.reader(), next.size);
@@ -98,7 +104,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       if (res.ok) {
         edge = { versionstamp: res.versionstamp, edge: next };
         o.onAppend?.(newHead, fresh.length);
-        return pending.length;
+        return entries.length;
       }
       // Another replica appended first (maybe these very entries): re-read and retry.
       edge = null;

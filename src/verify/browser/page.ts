@@ -117,7 +117,8 @@ function render(checks: Check[], chain: Record<Node, NodeState>, sessionRefuted:
   const list = $("checks");
   list.replaceChildren(...checks.map((c) => {
     const li = document.createElement("li");
-    li.className = c.ok ? "pass" : "fail";
+    // A check that passed only because development evidence was allowed is amber too.
+    li.className = !c.ok ? "fail" : /development evidence|WARNING/.test(c.detail) ? "dev" : "pass";
     li.dataset.check = c.name;
     li.textContent = `${c.ok ? "PASS" : "FAIL"}  ${c.name}: ${c.detail}`;
     return li;
