@@ -42,7 +42,7 @@ import {
   openFileLimit,
   StartupError,
   type StartupFiles,
-  unsetKeyVariableWarnings,
+  unsetKeyVariables,
 } from "./src/app/startup_checks.ts";
 import { type TrustIo, verifyCollateral } from "./src/app/trust_sources.ts";
 
@@ -83,7 +83,14 @@ const startupFiles: StartupFiles = {
 };
 
 const storeIo: StoreIo = {
-  mkdir: (dir) => Deno.mkdir(dir, { recursive: true }),
+  mkdir: (dir) => Deno.mkdir(dir, { recursive: true, mode: 0o700 }),
+  createPrivate: async (path) => {
+    try {
+      (await Deno.open(path, { createNew: true, write: true, mode: 0o600 })).close();
+    } catch (e) {
+      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    }
+  },
   openKv: (path) => Deno.openKv(path),
 };
 
@@ -244,7 +251,7 @@ async function serveConfig(args: string[]): Promise<{
     }
     await checkConfigFiles(config, configPath!, startupFiles);
   }
-  for (const w of unsetKeyVariableWarnings(config, (n) => Deno.env.get(n))) console.error(w);
+  unsetKeyVariables(config, (n) => Deno.env.get(n), configPath);
   return { dev, configPath, config, closers };
 }
 

@@ -166,7 +166,8 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].base_url": "The upstream's OpenAI-compatible base URL (e.g. `https://…/v1`).",
   "providers[].api_key_env":
     "Name of the environment variable holding the upstream credential (never the credential " +
-    "itself); the gateway warns at start-up when it is unset.",
+    "itself). A named variable that is unset or empty stops start-up; a provider that takes no " +
+    "credential omits this field.",
   "providers[].zdr":
     "The provider retains no data (zero data retention); ZDR-only requests need it.",
   "providers[].priority": "Routing preference: higher first.",
