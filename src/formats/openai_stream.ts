@@ -12,7 +12,7 @@ import type { TokenUsage, Translator } from "./stream_translator.ts";
 
 interface OpenAiChunk {
   choices?: unknown[];
-  usage?: ChatUsage | null;
+  usage?: (ChatUsage & { cost?: number }) | null;
   model?: string;
   [k: string]: unknown;
 }
@@ -25,7 +25,12 @@ export function usageOf(u: ChatUsage | null | undefined): TokenUsage | undefined
 }
 
 export function createOpenAiStreamPassthrough(
-  opts: { model: string; clientWantsUsage: boolean },
+  opts: {
+    model: string;
+    clientWantsUsage: boolean;
+    /** `usage.cost` in credits for a usage the client receives (OpenRouter's field). */
+    cost?: (u: TokenUsage) => number;
+  },
 ): Translator {
   let usage: TokenUsage | undefined;
   let ended = false;
@@ -38,6 +43,7 @@ export function createOpenAiStreamPassthrough(
       if (usageOnly && !opts.clientWantsUsage) return "";
       const out: OpenAiChunk = { ...c, model: opts.model };
       if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
+      else if (u && opts.cost && out.usage) out.usage = { ...out.usage, cost: opts.cost(u) };
       return `data: ${JSON.stringify(out)}\n\n`;
     },
     end(): string {

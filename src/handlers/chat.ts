@@ -7,7 +7,7 @@ import {
   upstreamChatBody,
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
-import { idOf, usageField } from "./plan.ts";
+import { costCredits, idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens } from "./prompt_tokens.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -48,7 +48,11 @@ export const chatEndpoint: InferenceEndpoint = {
       usage: usageField,
       chatId: idOf,
       translator: () =>
-        createOpenAiStreamPassthrough({ model: p.model, clientWantsUsage: p.clientWantsUsage }),
+        createOpenAiStreamPassthrough({
+          model: p.model,
+          clientWantsUsage: p.clientWantsUsage,
+          cost: (u) => costCredits(u, model.config.pricing),
+        }),
     };
   },
 };

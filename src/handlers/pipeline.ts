@@ -159,6 +159,9 @@ export async function handleInference(
     bodyTicket.release(); // admitted: the body's bytes no longer count as being read
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.admitted();
+    // Provenance (#31): the canonical model an alias resolved to, in the headers and the receipt.
+    const servedModel = ctx.catalog.resolvedId(plan.modelId);
+    rec.servedModel(servedModel);
 
     const attempts: { provider: string; outcome: string }[] = [];
     info.attempts = attempts;
@@ -200,6 +203,8 @@ export async function handleInference(
         recorder,
       ));
     info.provider = result.candidate.provider.name;
+    headers.set("x-serving-provider", info.provider);
+    headers.set("x-serving-model", servedModel);
     bodies.clear(); // the prompt's bytes are not kept for the answer's life
     const settle = settlementFor(admission, plan.pricing, info, key.key_id, ctx.now);
     const e2ee = opened?.session ?? null;
@@ -282,6 +287,9 @@ async function wholeResponse(
     throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
   }
   const answer = plan.respond(json, result.candidate);
+  // Settled before the answer is encoded: its cost is part of the bytes the receipt binds.
+  const writes = settle(plan.usage(json));
+  withCost(answer, info.costNano);
   e2ee?.sealWhole(answer);
   const out = encoder.encode(JSON.stringify(answer));
   // chat_id is the id the client holds (translated formats mint their own from the upstream's).
@@ -295,11 +303,20 @@ async function wholeResponse(
     () =>
       rec.close(
         { kind: "answer", receivedHash, returnedHash: sha256Prefixed(out), chatId },
-        settle(plan.usage(json)),
+        writes,
       ),
   );
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });
+}
+
+/** OpenRouter's `usage.cost` (credits) on an answer that reports usage. */
+function withCost(answer: unknown, nano: bigint | undefined): void {
+  if (nano === undefined || !answer || typeof answer !== "object") return;
+  const usage = (answer as { usage?: unknown }).usage;
+  if (usage && typeof usage === "object" && !Array.isArray(usage)) {
+    (usage as Record<string, unknown>).cost = Number(nano) / 1e9;
+  }
 }
 
 /**

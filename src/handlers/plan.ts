@@ -40,6 +40,14 @@ export function costNano(u: TokenUsage, pricing: { prompt: number; completion: n
   return BigInt(Math.ceil(nano - 1e-6));
 }
 
+/** OpenRouter's `usage.cost`: the answer's cost in credits (the nano-credits settled, as a number). */
+export function costCredits(
+  u: TokenUsage,
+  pricing: { prompt: number; completion: number },
+): number {
+  return Number(costNano(u, pricing)) / 1e9;
+}
+
 export function idOf(upstream: unknown): string | null {
   if (upstream && typeof upstream === "object" && "id" in upstream) {
     const id = (upstream as { id: unknown }).id;

@@ -69,6 +69,7 @@ export class ReceiptRecorder implements AttemptLog {
   /** The received body's hash, which `forwarded` compares the sent bytes with. */
   #receivedHash: string | null = null;
   #forwarded = false;
+  #servedModel: string | undefined;
   #closed = false;
   #servedId: string;
   readonly #signer: ReceiptSigner | null;
@@ -172,8 +173,19 @@ export class ReceiptRecorder implements AttemptLog {
     }
   }
 
+  /** The canonical model the requested id resolved to (named in `route.served`). */
+  servedModel(id: string): void {
+    this.#servedModel = id;
+  }
+
   served(c: Candidate, attempt: number): void {
-    this.draft.events.push({ type: "route.served", target_route_id: c.routeId, attempt });
+    this.draft.events.push({
+      type: "route.served",
+      target_route_id: c.routeId,
+      attempt,
+      provider: c.provider.name,
+      ...(this.#servedModel === undefined ? {} : { model_id: this.#servedModel }),
+    });
   }
 
   failed(c: Candidate, attempt: number, why: number | AttemptFailureKind): void {
