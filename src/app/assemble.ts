@@ -39,6 +39,7 @@ import { startReplicaUpkeep } from "./replica_upkeep.ts";
 import { createFetchFor } from "./upstream_fetch.ts";
 import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
+import { createCacheSalter } from "../routing/cache_salt.ts";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -292,6 +293,7 @@ export function assembleGateway(
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,
+    cacheSalt: createCacheSalter(cacheSaltSecret(config, world)),
     now,
     monotonic: world.monotonic,
     randomBytes: world.randomBytes,
@@ -331,6 +333,20 @@ export function assembleGateway(
       await committer.close();
     },
   };
+}
+
+/**
+ * The secret cache salts derive from: the configured variable's bytes (shared by
+ * replicas), else random bytes of this process (still isolating, never shared).
+ */
+function cacheSaltSecret(config: GatewayConfig, world: OutsideWorld): Uint8Array {
+  const name = config.upstream.cache_salt_secret_env;
+  if (name === undefined) return world.randomBytes(32);
+  const value = world.env(name);
+  if (value === undefined || value.length < 32) {
+    throw new Error(`upstream.cache_salt_secret_env: ${name} must hold at least 32 characters`);
+  }
+  return new TextEncoder().encode(value);
 }
 
 /** The E2EE seed the replicas share (`identity.e2ee_seed_env`: 64 hex characters), if configured. */

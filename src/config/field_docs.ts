@@ -131,6 +131,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "upstream.client":
     "`http1`: the gateway's own HTTP/1.1 client (less memory and CPU per request); `fetch`: " +
     "Deno's fetch (HTTP/2, proxy variables; used automatically when a proxy variable is set).",
+  "upstream.cache_salt_secret_env":
+    "Name of the variable holding the secret (at least 32 characters) that per-key cache salts " +
+    "are derived from; give every replica the same one so a key's salt, and its cache hits, " +
+    "survive restarts and span replicas. Unset: a random secret per process (still isolating).",
 
   receipts: "Signed receipts.",
   "receipts.retention_days": "How long receipts are kept.",
@@ -209,6 +213,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Fail verification unless the upstream's NVIDIA GPU evidence passes every check " +
     "(`gpu_attested` hardware_proven); no prompt reaches it otherwise, whatever `allow_unverified` says.",
   "providers[].vendor": "Vendor label for the legacy `GET /v1/models/<vendor>` listing.",
+  "providers[].cache_salt":
+    "The upstream takes vLLM's `cache_salt`: each request carries a salt derived from its API key " +
+    "(keyed HMAC), so its prefix cache is never shared across keys (CVE-2025-46570). Clients may " +
+    "not send a salt of their own.",
 
   models: "Chat models in the catalog.",
   "models[].id": "`<provider>/<model>` id clients send.",

@@ -3,6 +3,7 @@
  * that consume it, and composed once by `app/assemble.ts` from what main.ts
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
+import type { CacheSalter } from "../routing/cache_salt.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
@@ -56,6 +57,8 @@ export interface GatewayContext {
   /** The operator token check; null when no token is configured (admin API off). */
   operator: OperatorAuth | null;
   metrics: GatewayMetrics;
+  /** Per-key prefix-cache salts for upstreams that take one (routing/cache_salt.ts). */
+  cacheSalt: CacheSalter;
   /** The wall clock, epoch ms. */
   now: () => number;
   /** A monotonic clock in ms (phase timings, stream deadlines); main.ts: `performance.now`. */

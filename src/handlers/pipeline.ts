@@ -19,6 +19,7 @@ import { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
+import { refuseClientSalt, saltDigest, withSalt } from "../routing/cache_salt.ts";
 import { forward, type ForwardResult } from "../routing/failover.ts";
 import { costNano, type InferencePlan, type TokenUsage } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
@@ -133,6 +134,7 @@ export async function handleInference(
     ) {
       rec.setModel((body as { model: string }).model);
     }
+    refuseClientSalt(body);
     const plan = ep.plan(body, ctx);
     info.model = plan.modelId;
     const constraints = parseRouting(plan.provider, req.headers);
@@ -175,7 +177,13 @@ export async function handleInference(
           body: (c) => {
             let b = bodies.get(c.routeId);
             if (!b) {
-              b = encoder.encode(JSON.stringify(plan.upstreamBody(c)));
+              let upstreamBody = plan.upstreamBody(c);
+              if (c.provider.cache_salt && ep.endpoint !== "/v1/embeddings") {
+                const salt = ctx.cacheSalt.saltFor(key.digest);
+                upstreamBody = withSalt(upstreamBody, salt);
+                recorder.cacheSalted(c, saltDigest(salt));
+              }
+              b = encoder.encode(JSON.stringify(upstreamBody));
               bodies.set(c.routeId, b);
             }
             return b;

@@ -173,6 +173,15 @@ export class ReceiptRecorder implements AttemptLog {
     }
   }
 
+  /** `cache.salted`: the body for this route carries the key's prefix-cache salt (its digest only). */
+  cacheSalted(c: Candidate, digest: string): void {
+    this.draft.events.push({
+      type: "cache.salted",
+      target_route_id: c.routeId,
+      salt_digest: digest,
+    });
+  }
+
   /** The canonical model the requested id resolved to (named in `route.served`). */
   servedModel(id: string): void {
     this.#servedModel = id;
