@@ -28,7 +28,8 @@ import tls from "node:tls";
 import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
-import { noopMetrics } from "./src/operator/metrics.ts";
+import { noopMetrics, type ProcessStats } from "./src/operator/metrics.ts";
+import process from "node:process";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
@@ -63,6 +64,21 @@ const logBuffer = createLogBuffer({
 });
 const log = logBuffer.log;
 const flushLog = logBuffer.flush;
+
+/** Deno's OpenTelemetry export is on (it exports console output as logs). */
+const OTEL = Deno.env.get("OTEL_DENO") === "true";
+
+/**
+ * A line written straight to a stream, past `console`: under OpenTelemetry
+ * Deno exports console output as log records, and a secret (the dev key, a
+ * newly created key) must never reach a collector (#31).
+ */
+function writeLine(stream: { writeSync(b: Uint8Array): number }): (line: string) => void {
+  return (line) => {
+    let bytes = new TextEncoder().encode(line + "\n");
+    while (bytes.length > 0) bytes = bytes.subarray(stream.writeSync(bytes));
+  };
+}
 
 /** Fetch with the deadline every trust-material download gets. */
 const timedFetch = (input: RequestInfo | URL, init?: RequestInit) =>
@@ -179,7 +195,7 @@ async function serve(args: string[]): Promise<void> {
         save: (k) => Deno.writeTextFile(DEV_KEY_FILE, k + "\n", { mode: 0o600 }),
       },
       DEV_KEY_FILE,
-      (l) => console.error(l),
+      writeLine(Deno.stderr),
     );
   }
 }
@@ -222,6 +238,13 @@ async function gatewayFor(
     // Process metrics (CPU, memory, event-loop lag, GC) cost ~2% of throughput in the bench:
     // opt-in.
     processMetrics: Deno.env.get("GATEWAY_PROCESS_METRICS") === "on",
+    processStats,
+    runtimeVersion: Deno.version.deno,
+    // Under OTEL_DENO=true the per-request line goes through console.log, exported by Deno
+    // as a log record inside the request's trace (src/app/otel.ts); stdout gets it either way.
+    otelLog: OTEL
+      ? (line) => console.log(JSON.stringify({ ts: new Date().toISOString(), ...line }))
+      : undefined,
   });
 }
 
@@ -275,6 +298,28 @@ export function runtimeServeOn(): ServeOn {
     (serveOn as (...a: unknown[]) => Served)(conn, undefined, handler, onError, () => {});
 }
 
+const startTimeSeconds = Date.now() / 1000 - performance.now() / 1000;
+
+/** This process's CPU and memory, read when the metrics are scraped (never per request). */
+function processStats(): ProcessStats {
+  const cpu = process.cpuUsage();
+  const mem = Deno.memoryUsage();
+  let openFds: number | undefined;
+  try {
+    openFds = [...Deno.readDirSync("/proc/self/fd")].length;
+  } catch {
+    openFds = undefined; // not Linux
+  }
+  return {
+    cpuUserSeconds: cpu.user / 1e6,
+    cpuSystemSeconds: cpu.system / 1e6,
+    residentBytes: mem.rss,
+    heapUsedBytes: mem.heapUsed,
+    startTimeSeconds,
+    openFds,
+  };
+}
+
 /** `/proc/self/limits`, where there is one (Linux). */
 function procLimits(): string | undefined {
   try {
@@ -290,9 +335,12 @@ async function keys(args: string[]): Promise<void> {
   const config = configPath ? await loadConfigFile(configPath) : undefined;
   const kv = await openStore(config?.store.path ?? DEV_STORE, storeIo);
   const tiers = config?.tiers ?? DEFAULT_TIERS;
-  const code = await runKeys(rest, { kv, print: (l) => console.log(l), now: Date.now, tiers });
+  const code = await runKeys(rest, { kv, print: writeLine(Deno.stdout), now: Date.now, tiers });
   kv.close();
-  Deno.exit(code);
+  // Under OTEL_DENO, Deno.exit during a telemetry export can hang the process; once the
+  // store is closed nothing keeps the event loop alive, so the command ends on its own.
+  if (OTEL) Deno.exitCode = code;
+  else Deno.exit(code);
 }
 
 /**

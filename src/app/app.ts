@@ -122,6 +122,7 @@ export function createApp(
       usage: undefined,
       metadata: undefined,
       phases: {},
+      traceContext: ctx.traceContext?.(),
     };
     let res: Response;
     let pattern = "unmatched";

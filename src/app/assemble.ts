@@ -15,7 +15,7 @@ import { BodyBudget } from "../http/body_budget.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
-import { type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
+import { API_VERSION, type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
 import type { GatewayContext, LogLine } from "../handlers/context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
@@ -32,7 +32,7 @@ import type { ProviderConfig } from "../config/schema.ts";
 import { keyAdmin } from "../accounts/key_admin.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
 import { DeadlineWheel } from "../http/deadlines.ts";
-import { createMetrics, type GatewayMetrics } from "../operator/metrics.ts";
+import { createMetrics, type GatewayMetrics, type ProcessStats } from "../operator/metrics.ts";
 import type { UpstreamTransport } from "../upstream/transport.ts";
 import { createReplayGuard } from "../e2ee/replay.ts";
 import { startReplicaUpkeep } from "./replica_upkeep.ts";
@@ -40,6 +40,8 @@ import { createFetchFor } from "./upstream_fetch.ts";
 import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
 import { createCacheSalter } from "../routing/cache_salt.ts";
+import { createOtelExport } from "./otel.ts";
+import type { Context } from "@opentelemetry/api";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -120,6 +122,12 @@ export function assembleGateway(
     metrics?: GatewayMetrics;
     /** Add prom-client's process metrics (CPU, RSS, open fds, event-loop lag) to the default registry. */
     processMetrics?: boolean;
+    /** Scrape-time process figures (main.ts), served when `processMetrics` is off. */
+    processStats?: () => ProcessStats;
+    /** The runtime's version, for `gateway_build_info`. */
+    runtimeVersion?: string;
+    /** With OpenTelemetry on (`OTEL_DENO=true`): where the exported per-request line goes. */
+    otelLog?: (line: LogLine) => void;
     /** Pinned and private-CA upstream connections (main.ts: the one upstream transport). */
     transport?: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
   } = {},
@@ -144,6 +152,13 @@ export function assembleGateway(
     // Read at scrape time, when ctx exists.
     openStreams: () => ctx.streamTicker.size,
     processMetrics: opts.processMetrics,
+    processStats: opts.processStats,
+    build: {
+      api_version: API_VERSION,
+      deno: opts.runtimeVersion ?? "unknown",
+      source_digest: world.provenance?.image_provenance.source_digest ?? "unknown",
+      source_commit: world.provenance?.image_provenance.source_commit ?? "unknown",
+    },
   });
   const identity = opts.identity ?? createIdentity({
     subject: config.identity.subject,
@@ -227,6 +242,7 @@ export function assembleGateway(
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
   const deadlines = new DeadlineWheel(world.monotonic);
+  const otel = opts.otelLog ? createOtelExport(opts.otelLog) : null;
   const ctx: GatewayContext = {
     config,
     kv,
@@ -300,17 +316,23 @@ export function assembleGateway(
     randomUUID: world.randomUUID,
     log: world.log,
     logRequest: (info: RequestInfo, status: number, outcome?: string) => {
-      metrics.request({
+      const observed = {
         route: info.route ?? "unmatched",
         status,
         model: info.model,
         provider: info.provider,
         phases: info.phases,
         costNano: info.costNano,
+        usage: info.usage,
         refusal: info.refusal,
-      });
-      world.log(requestLogLine(info, status, outcome, now()));
+      };
+      metrics.request(observed);
+      const t = now();
+      const line = requestLogLine(info, status, outcome, t);
+      if (otel) otel.request(observed, t - info.started, line, info.traceContext as Context);
+      else world.log(line);
     },
+    traceContext: otel?.capture,
   };
   // Ready once announced and every confidential upstream had its first verification attempt.
   const ready = Promise.all([upkeep.announce().then(upkeep.recover), manager?.start()]).then(

@@ -64,7 +64,7 @@ export const provider = z.strictObject({
   /** Vendor label for the legacy `GET /v1/models/<vendor>` listing. */
   vendor: z.string().optional(),
   /** The upstream takes vLLM's `cache_salt` (prefix-cache isolation per key, #31). */
-  cache_salt: z.boolean().default(false),
+  cache_salt: z.boolean().optional(),
 });
 
 /** A browser origin (`scheme://host[:port]`, no path) or `*`. */

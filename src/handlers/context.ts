@@ -69,6 +69,8 @@ export interface GatewayContext {
   log: (line: LogLine) => void;
   /** The one JSON log line per request (never bodies, prompts, completions or keys). */
   logRequest: (info: RequestInfo, status: number, outcome?: string) => void;
+  /** With OpenTelemetry on: the context of the request being handled (app/otel.ts). */
+  traceContext?: () => unknown;
   /**
    * Names the authenticated key in the request's log line (`key_id`). Set by
    * the app (app/app.ts) for the requests it dispatches; absent elsewhere.

@@ -11,18 +11,28 @@ import { MessagesRequestSchema } from "../formats/messages/schema.ts";
 import { ResponsesRequestSchema } from "../formats/responses/schema.ts";
 import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";
 import { KeyDetailSchema, KeySummarySchema, OwnKeySchema } from "../accounts/key_views.ts";
+import {
+  ChatCompletionSchema,
+  CompletionSchema,
+  EmbeddingsSchema,
+  MessageSchema,
+  ResponseSchema,
+} from "../formats/response_schemas.ts";
 
 export type Json = Record<string, unknown>;
 
-function schemaOf(s: z.ZodType): Json {
+function schemaOf(s: z.ZodType, io: "input" | "output" = "input"): Json {
   const j = z.toJSONSchema(s, {
     target: "draft-2020-12",
-    io: "input",
+    io,
     unrepresentable: "any",
   }) as Json;
   delete j.$schema; // the document's dialect is already 2020-12
   return j;
 }
+
+/** A non-streamed answer's schema (src/formats/response_schemas.ts; streams are SSE text). */
+const answer = (s: z.ZodType) => ({ schema: schemaOf(s, "output") });
 
 export const json = (schema: Json) => ({ "application/json": { schema } });
 
@@ -69,6 +79,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(chatRequestSchema),
+    ok: answer(ChatCompletionSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
     streams: true,
@@ -78,6 +89,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(completionRequestSchema),
+    ok: answer(CompletionSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
     streams: true,
@@ -87,6 +99,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(embeddingRequestSchema),
+    ok: answer(EmbeddingsSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
   },
@@ -95,6 +108,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(MessagesRequestSchema),
+    ok: answer(MessageSchema),
     errors: INFERENCE_ERRORS,
     anthropic: true,
     inference: true,
@@ -120,6 +134,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(ResponsesRequestSchema),
+    ok: answer(ResponseSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
     streams: true,
