@@ -124,7 +124,7 @@ async function loadConfigFile(path: string): Promise<GatewayConfig> {
 
 /** `serve`: the configuration, the gateway's services, the listeners, and a drain on SIGTERM. */
 async function serve(args: string[]): Promise<void> {
-  const { dev, configPath, config, closers } = await serveConfig(args);
+  const { dev, configPath, config, closers, portOverride } = await serveConfig(args);
   const { quotes, provenance } = await gatewayIdentity(config, configPath, {
     readTextFile: (p) => Deno.readTextFile(p),
     print: (l) => console.error(l),
@@ -169,6 +169,7 @@ async function serve(args: string[]): Promise<void> {
     },
   });
   await gateway.ready;
+  if (!dev) reloadOnHangup(configPath!, portOverride, gateway.live);
   const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
     const server = listenOn(l, label, config, { handler: gateway.handler, serveOn, cap: cap.cap }, {
       listen: (at) => Deno.listen(at),
@@ -198,6 +199,34 @@ async function serve(args: string[]): Promise<void> {
       writeLine(Deno.stderr),
     );
   }
+}
+
+/**
+ * SIGHUP: the configuration file read again and applied live (providers, models,
+ * prices; src/app/live_config.ts), validated as at start-up. A refused file
+ * changes nothing and is logged; the gateway keeps serving what it had.
+ */
+function reloadOnHangup(
+  configPath: string,
+  portOverride: number | undefined,
+  live: { apply(next: GatewayConfig, source: "file"): unknown },
+): void {
+  Deno.addSignalListener("SIGHUP", async () => {
+    try {
+      const next = parseConfig(await Deno.readTextFile(configPath));
+      if (portOverride !== undefined) next.listen.base.port = portOverride;
+      await checkConfigFiles(next, configPath, startupFiles);
+      live.apply(next, "file");
+    } catch (e) {
+      log({
+        level: "error",
+        msg: "configuration refused",
+        source: "file",
+        path: configPath,
+        error: (e as Error).message,
+      });
+    }
+  });
 }
 
 /** The gateway's services over what `serve` opened, with the environment's clocks, ids and variables. */
@@ -254,6 +283,8 @@ async function serveConfig(args: string[]): Promise<{
   configPath: string | undefined;
   config: GatewayConfig;
   closers: (() => Promise<void>)[];
+  /** `--port` (or PORT), which wins over the file's port, also when it is reloaded. */
+  portOverride: number | undefined;
 }> {
   const { dev, configPath, portFlag, port } = serveArgs(args, Deno.env.get("PORT"));
 
@@ -275,7 +306,13 @@ async function serveConfig(args: string[]): Promise<{
     await checkConfigFiles(config, configPath!, startupFiles);
   }
   unsetKeyVariables(config, (n) => Deno.env.get(n), configPath);
-  return { dev, configPath, config, closers };
+  return {
+    dev,
+    configPath,
+    config,
+    closers,
+    portOverride: portFlag === undefined ? undefined : port,
+  };
 }
 
 /**

@@ -41,6 +41,7 @@ import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
 import { createCacheSalter } from "../routing/cache_salt.ts";
 import { createOtelExport } from "./otel.ts";
+import { createLiveConfig, type LiveConfig } from "./live_config.ts";
 import type { Context } from "@opentelemetry/api";
 
 export interface OutsideWorld {
@@ -97,6 +98,8 @@ export interface Gateway {
   ready: Promise<void>;
   /** Verification of confidential upstreams (null when there is none or no verifier). */
   manager: VerificationManager | null;
+  /** Providers, models and prices changed without a restart (admin API, SIGHUP). */
+  live: LiveConfig;
   /** Flush durable writes and stop background work. */
   close(): Promise<void>;
 }
@@ -334,6 +337,8 @@ export function assembleGateway(
     },
     traceContext: otel?.capture,
   };
+  const live = createLiveConfig({ ctx, credentials, env: world.env, log: world.log, now });
+  ctx.configControl = live;
   // Ready once announced and every confidential upstream had its first verification attempt.
   const ready = Promise.all([upkeep.announce().then(upkeep.recover), manager?.start()]).then(
     () => {},
@@ -345,6 +350,7 @@ export function assembleGateway(
     identity,
     ready,
     manager,
+    live,
     async close() {
       const upkeepClosed = upkeep.close(); // the heartbeat stops at once
       manager?.stop();

@@ -3,6 +3,7 @@
  * that consume it, and composed once by `app/assemble.ts` from what main.ts
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
+import type { ConfigControl } from "./config_control.ts";
 import type { CacheSalter } from "../routing/cache_salt.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
@@ -69,6 +70,8 @@ export interface GatewayContext {
   log: (line: LogLine) => void;
   /** The one JSON log line per request (never bodies, prompts, completions or keys). */
   logRequest: (info: RequestInfo, status: number, outcome?: string) => void;
+  /** The live configuration (admin API, SIGHUP): app/live_config.ts. */
+  configControl?: ConfigControl;
   /** With OpenTelemetry on: the context of the request being handled (app/otel.ts). */
   traceContext?: () => unknown;
   /**

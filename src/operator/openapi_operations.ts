@@ -340,6 +340,20 @@ export const OPERATIONS: Record<string, Op> = {
     query: [dayParam("from"), dayParam("to")],
     errors: [400, 401, 404],
   },
+  "GET /admin/v1/config": {
+    summary: "The configuration in force, its version, digest and when it was applied",
+    tag: "admin",
+    auth: "operator",
+    errors: [401, 404],
+  },
+  "PUT /admin/v1/config": {
+    summary: "Replace the configuration live (only providers, models and embedding models may " +
+      "differ; validated as at start-up; streams in progress keep their routes)",
+    tag: "admin",
+    auth: "operator",
+    body: { type: "object", description: "A whole configuration (docs/configuration.md)" },
+    errors: [400, 401, 404, 413, 415],
+  },
   "GET /admin/v1/health": {
     summary: "Health detail: each confidential upstream's verification",
     tag: "admin",
