@@ -36,7 +36,25 @@ function startUpstream() {
   const seen: Headers[] = [];
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
     seen.push(req.headers);
-    await req.arrayBuffer();
+    const body = await req.json();
+    if (body.stream) {
+      const chunk = (c: unknown) => `data: ${JSON.stringify(c)}\n\n`;
+      const base = { id: "chatcmpl-otel", object: "chat.completion.chunk", created: 1, model: "m" };
+      return new Response(
+        chunk({
+          ...base,
+          choices: [{ index: 0, delta: { content: "traced" }, finish_reason: null }],
+        }) +
+          chunk({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }) +
+          chunk({
+            ...base,
+            choices: [],
+            usage: { prompt_tokens: 7, completion_tokens: 1, total_tokens: 8 },
+          }) +
+          "data: [DONE]\n\n",
+        { headers: { "content-type": "text/event-stream" } },
+      );
+    }
     return Response.json({
       id: "chatcmpl-otel",
       object: "chat.completion",
@@ -161,6 +179,26 @@ Deno.test("OpenTelemetry: upstream client spans with traceparent, the request li
       assert.equal(line.prompt_tokens, 7);
       // stdout still has it (the operator's usual log).
       assert.ok(gw.stdout.some((l) => l.includes(requestId)));
+
+      // A stream logs when it ends, after its handler returned: still inside its trace.
+      const streamed = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "demo/echo",
+          stream: true,
+          messages: [{ role: "user", content: "trace my stream" }],
+        }),
+      });
+      const streamId = streamed.headers.get("x-request-id")!;
+      await streamed.text();
+      const streamTrace = upstream.seen[1].get("traceparent")!.split("-")[1];
+      await until(
+        "the stream's log record",
+        () => logRecords(receiver.got.logs).some((r) => bodyOf(r).includes(streamId)),
+      );
+      const streamRecord = logRecords(receiver.got.logs).find((r) => bodyOf(r).includes(streamId))!;
+      assert.equal(streamRecord.traceId, streamTrace);
 
       // The gateway's own counters, as OTel metrics.
       await until("the gateway's metrics", () => {
