@@ -7,7 +7,7 @@ import {
   upstreamChatBody,
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
-import { costCredits, idOf, usageField } from "./plan.ts";
+import { costOf, idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens } from "./prompt_tokens.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -51,7 +51,7 @@ export const chatEndpoint: InferenceEndpoint = {
         createOpenAiStreamPassthrough({
           model: p.model,
           clientWantsUsage: p.clientWantsUsage,
-          cost: (u) => costCredits(u, model.config.pricing),
+          cost: costOf(model.config.pricing),
         }),
     };
   },

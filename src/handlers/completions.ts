@@ -6,7 +6,7 @@ import {
   upstreamCompletionBody,
 } from "../formats/completions.ts";
 import { badParam } from "../http/errors.ts";
-import { costCredits, idOf, usageField } from "./plan.ts";
+import { costOf, idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -65,7 +65,7 @@ export const completionsEndpoint: InferenceEndpoint = {
         createOpenAiStreamPassthrough({
           model: p.model,
           clientWantsUsage: p.clientWantsUsage,
-          cost: (u) => costCredits(u, model.config.pricing),
+          cost: costOf(model.config.pricing),
         }),
     };
   },

@@ -48,6 +48,14 @@ export function costCredits(
   return Number(costNano(u, pricing)) / 1e9;
 }
 
+/**
+ * `usage.cost` for a stream translator. Made here, not as a closure inside a plan,
+ * whose scope holds the parsed prompt: a stream would keep it alive for its whole life.
+ */
+export function costOf(pricing: { prompt: number; completion: number }): (u: TokenUsage) => number {
+  return (u) => costCredits(u, pricing);
+}
+
 export function idOf(upstream: unknown): string | null {
   if (upstream && typeof upstream === "object" && "id" in upstream) {
     const id = (upstream as { id: unknown }).id;
