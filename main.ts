@@ -66,7 +66,13 @@ const log = logBuffer.log;
 const flushLog = logBuffer.flush;
 
 /** Deno's OpenTelemetry export is on (it exports console output as logs). */
-const OTEL = Deno.env.get("OTEL_DENO") === "true";
+const OTEL = (() => {
+  try {
+    return Deno.env.get("OTEL_DENO") === "true";
+  } catch {
+    return false; // `task verify` may read only its own variables
+  }
+})();
 
 /**
  * A line written straight to a stream, past `console`: under OpenTelemetry
