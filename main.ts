@@ -28,7 +28,8 @@ import tls from "node:tls";
 import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
-import { noopMetrics } from "./src/operator/metrics.ts";
+import { noopMetrics, type ProcessStats } from "./src/operator/metrics.ts";
+import process from "node:process";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { runProviderVerify } from "./src/cli/verify_provider.ts";
 
@@ -55,7 +56,7 @@ import {
   openFileLimit,
   StartupError,
   type StartupFiles,
-  unsetKeyVariableWarnings,
+  unsetKeyVariables,
 } from "./src/app/startup_checks.ts";
 import { type TrustIo, verifyCollateral } from "./src/app/trust_sources.ts";
 
@@ -77,6 +78,27 @@ const logBuffer = createLogBuffer({
 const log = logBuffer.log;
 const flushLog = logBuffer.flush;
 
+/** Deno's OpenTelemetry export is on (it exports console output as logs). */
+const OTEL = (() => {
+  try {
+    return Deno.env.get("OTEL_DENO") === "true";
+  } catch {
+    return false; // `task verify` may read only its own variables
+  }
+})();
+
+/**
+ * A line written straight to a stream, past `console`: under OpenTelemetry
+ * Deno exports console output as log records, and a secret (the dev key, a
+ * newly created key) must never reach a collector (#31).
+ */
+function writeLine(stream: { writeSync(b: Uint8Array): number }): (line: string) => void {
+  return (line) => {
+    let bytes = new TextEncoder().encode(line + "\n");
+    while (bytes.length > 0) bytes = bytes.subarray(stream.writeSync(bytes));
+  };
+}
+
 /** Fetch with the deadline every trust-material download gets. */
 const timedFetch = (input: RequestInfo | URL, init?: RequestInit) =>
   fetch(input, { ...init, signal: AbortSignal.timeout(15_000) });
@@ -96,7 +118,14 @@ const startupFiles: StartupFiles = {
 };
 
 const storeIo: StoreIo = {
-  mkdir: (dir) => Deno.mkdir(dir, { recursive: true }),
+  mkdir: (dir) => Deno.mkdir(dir, { recursive: true, mode: 0o700 }),
+  createPrivate: async (path) => {
+    try {
+      (await Deno.open(path, { createNew: true, write: true, mode: 0o600 })).close();
+    } catch (e) {
+      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+    }
+  },
   openKv: (path) => Deno.openKv(path),
 };
 
@@ -114,7 +143,7 @@ async function loadConfigFile(path: string): Promise<GatewayConfig> {
 
 /** `serve`: the configuration, the gateway's services, the listeners, and a drain on SIGTERM. */
 async function serve(args: string[]): Promise<void> {
-  const { dev, configPath, config, closers } = await serveConfig(args);
+  const { dev, configPath, config, closers, portOverride } = await serveConfig(args);
   const { quotes, provenance } = await gatewayIdentity(config, configPath, {
     readTextFile: (p) => Deno.readTextFile(p),
     print: (l) => console.error(l),
@@ -159,6 +188,7 @@ async function serve(args: string[]): Promise<void> {
     },
   });
   await gateway.ready;
+  if (!dev) reloadOnHangup(configPath!, portOverride, gateway.live);
   const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
     const server = listenOn(l, label, config, { handler: gateway.handler, serveOn, cap: cap.cap }, {
       listen: (at) => Deno.listen(at),
@@ -185,9 +215,37 @@ async function serve(args: string[]): Promise<void> {
         save: (k) => Deno.writeTextFile(DEV_KEY_FILE, k + "\n", { mode: 0o600 }),
       },
       DEV_KEY_FILE,
-      (l) => console.error(l),
+      writeLine(Deno.stderr),
     );
   }
+}
+
+/**
+ * SIGHUP: the configuration file read again and applied live (providers, models,
+ * prices; src/app/live_config.ts), validated as at start-up. A refused file
+ * changes nothing and is logged; the gateway keeps serving what it had.
+ */
+function reloadOnHangup(
+  configPath: string,
+  portOverride: number | undefined,
+  live: { apply(next: GatewayConfig, source: "file"): unknown },
+): void {
+  Deno.addSignalListener("SIGHUP", async () => {
+    try {
+      const next = parseConfig(await Deno.readTextFile(configPath));
+      if (portOverride !== undefined) next.listen.base.port = portOverride;
+      await checkConfigFiles(next, configPath, startupFiles);
+      live.apply(next, "file");
+    } catch (e) {
+      log({
+        level: "error",
+        msg: "configuration refused",
+        source: "file",
+        path: configPath,
+        error: (e as Error).message,
+      });
+    }
+  });
 }
 
 /** The gateway's services over what `serve` opened, with the environment's clocks, ids and variables. */
@@ -231,6 +289,13 @@ async function gatewayFor(
     // Process metrics (CPU, memory, event-loop lag, GC) cost ~2% of throughput in the bench:
     // opt-in.
     processMetrics: Deno.env.get("GATEWAY_PROCESS_METRICS") === "on",
+    processStats,
+    runtimeVersion: Deno.version.deno,
+    // Under OTEL_DENO=true the per-request line goes through console.log, exported by Deno
+    // as a log record inside the request's trace (src/app/otel.ts); stdout gets it either way.
+    otelLog: OTEL
+      ? (line) => console.log(JSON.stringify({ ts: new Date().toISOString(), ...line }))
+      : undefined,
   });
 }
 
@@ -240,6 +305,8 @@ async function serveConfig(args: string[]): Promise<{
   configPath: string | undefined;
   config: GatewayConfig;
   closers: (() => Promise<void>)[];
+  /** `--port` (or PORT), which wins over the file's port, also when it is reloaded. */
+  portOverride: number | undefined;
 }> {
   const { dev, configPath, portFlag, port } = serveArgs(args, Deno.env.get("PORT"));
 
@@ -260,8 +327,14 @@ async function serveConfig(args: string[]): Promise<{
     }
     await checkConfigFiles(config, configPath!, startupFiles);
   }
-  for (const w of unsetKeyVariableWarnings(config, (n) => Deno.env.get(n))) console.error(w);
-  return { dev, configPath, config, closers };
+  unsetKeyVariables(config, (n) => Deno.env.get(n), configPath);
+  return {
+    dev,
+    configPath,
+    config,
+    closers,
+    portOverride: portFlag === undefined ? undefined : port,
+  };
 }
 
 /**
@@ -284,6 +357,28 @@ export function runtimeServeOn(): ServeOn {
     (serveOn as (...a: unknown[]) => Served)(conn, undefined, handler, onError, () => {});
 }
 
+const startTimeSeconds = Date.now() / 1000 - performance.now() / 1000;
+
+/** This process's CPU and memory, read when the metrics are scraped (never per request). */
+function processStats(): ProcessStats {
+  const cpu = process.cpuUsage();
+  const mem = Deno.memoryUsage();
+  let openFds: number | undefined;
+  try {
+    openFds = [...Deno.readDirSync("/proc/self/fd")].length;
+  } catch {
+    openFds = undefined; // not Linux
+  }
+  return {
+    cpuUserSeconds: cpu.user / 1e6,
+    cpuSystemSeconds: cpu.system / 1e6,
+    residentBytes: mem.rss,
+    heapUsedBytes: mem.heapUsed,
+    startTimeSeconds,
+    openFds,
+  };
+}
+
 /** `/proc/self/limits`, where there is one (Linux). */
 function procLimits(): string | undefined {
   try {
@@ -299,9 +394,12 @@ async function keys(args: string[]): Promise<void> {
   const config = configPath ? await loadConfigFile(configPath) : undefined;
   const kv = await openStore(config?.store.path ?? DEV_STORE, storeIo);
   const tiers = config?.tiers ?? DEFAULT_TIERS;
-  const code = await runKeys(rest, { kv, print: (l) => console.log(l), now: Date.now, tiers });
+  const code = await runKeys(rest, { kv, print: writeLine(Deno.stdout), now: Date.now, tiers });
   kv.close();
-  Deno.exit(code);
+  // Under OTEL_DENO, Deno.exit during a telemetry export can hang the process; once the
+  // store is closed nothing keeps the event loop alive, so the command ends on its own.
+  if (OTEL) Deno.exitCode = code;
+  else Deno.exit(code);
 }
 
 /**

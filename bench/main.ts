@@ -1,5 +1,5 @@
 /**
- * `deno task bench [--write] [--rounds N] [--seconds S] [--no-profile]`: the
+ * `deno task bench [--quick] [--write] [--rounds N] [--seconds S] [--no-profile]`: the
  * gateway's added cost under load, measured against a mock upstream directly,
  * through a bare `fetch` proxy (the floor), through the receipt floor (that
  * proxy plus only a receipt's mandatory hashing, signing and durable commit:
@@ -7,7 +7,8 @@
  * on a temp disk file). Servers under test run on core
  * 0, this load generator and the mock on core 1. Paths alternate within each
  * round; figures are medians of round medians. Prints one markdown table;
- * `--write` also replaces the generated block of bench/RESULTS.md.
+ * `--write` also replaces the generated block of bench/RESULTS.md. `--quick`
+ * prints the same rows from a reduced plan (bench/plan.ts: about a minute).
  */
 import { closedLoop, type LoadResult, openLoop, streamLoop, type Target } from "./load.ts";
 import {
@@ -41,17 +42,18 @@ import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
 import { measureVerifyingClient } from "./verifying_client.ts";
+import { benchPlan, loadSeconds } from "./plan.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
 const RATE = 500;
-const HELD_STREAMS = 500;
+
 /**
  * Held-stream measurements per path, each on servers started fresh for it: one
  * sample of a quantity that drifts ±7 KB per stream between runs decided the
  * verdict by chance; the median of three is reported, with every sample.
  */
-const HELD_SAMPLES = 3;
+
 const STREAM_CONCURRENCY = 16;
 const SERVER_CPU = 0;
 const LOAD_CPU = 1;
@@ -131,10 +133,13 @@ async function fsType(dir: string): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  const write = Deno.args.includes("--write");
-  const profile = !Deno.args.includes("--no-profile");
-  const rounds = numFlag("rounds", 4);
-  const seconds = numFlag("seconds", 2);
+  const plan = benchPlan((f) => Deno.args.includes(f), numFlag);
+  // Quick figures are too noisy to replace the recorded ones.
+  const write = Deno.args.includes("--write") && !plan.quick;
+  const { rounds, seconds, profile } = plan;
+  const HELD_STREAMS = plan.heldStreams;
+  const HELD_SAMPLES = plan.heldSamples;
+  if (plan.quick) log(`quick plan: about ${Math.round(loadSeconds(plan))} s of load`);
   await preflight();
   const host = await machine();
   const loadavg = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" "); // before pinning: nproc counts this process's allowed cores
@@ -300,7 +305,7 @@ async function main(): Promise<void> {
       // same concurrency (connections idle past 4 s were closed while other paths ran), then
       // the TLS connections the upstream accepts during the measured c=32 load are counted.
       if (p === "verified") {
-        countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds: 0.5 }));
+        countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds: plan.warmSeconds }));
       }
       const handshakes0 = p === "verified" ? await tlsConnections() : 0;
       const closed = countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds }));
@@ -353,8 +358,10 @@ async function main(): Promise<void> {
     // first rounds of these loads (a 12-round run of the gateway levels off
     // after its fourth; bench/RESULTS.md), so the growth check would otherwise
     // compare rounds still on that ramp rather than look for a leak.
-    log("warm-up: one unrecorded round");
-    for (const p of PATHS) await runPath(p, null);
+    if (plan.warmupRound) {
+      log("warm-up: one unrecorded round");
+      for (const p of PATHS) await runPath(p, null);
+    }
     const rssAfterWarmup = rssBytes(gw.pid);
 
     for (let round = 0; round < rounds; round++) {
@@ -575,8 +582,8 @@ async function main(): Promise<void> {
         mockUrl: mock.url,
         serverCpu: SERVER_CPU,
         // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
-        rounds: rounds >= 4 ? Math.max(rounds, 16) : rounds,
-        seconds: rounds >= 4 ? Math.max(seconds, 3) : seconds,
+        rounds: plan.metrics.rounds,
+        seconds: plan.metrics.seconds,
         log,
       }),
     );
@@ -599,16 +606,17 @@ async function main(): Promise<void> {
         dir: `${dir}/peer-fresh`,
         mockUrl: mock.url,
         serverCpu: SERVER_CPU,
-        rounds,
-        seconds: Math.max(seconds, 3),
+        rounds: plan.peer.rounds,
+        seconds: plan.peer.seconds,
+        warmSeconds: plan.peer.warmSeconds,
         log,
       }),
     );
 
     const header = [
-      `Run ${
-        new Date().toISOString()
-      }: \`deno task bench\` with ${rounds} rounds of ${seconds} s per ` +
+      `Run ${new Date().toISOString()}: \`deno task bench${
+        plan.quick ? " --quick" : ""
+      }\` with ${rounds} rounds of ${seconds} s per ` +
       `measurement, paths alternating; medians of round medians.`,
       "",
       `Machine: ${host}; load average at start ${loadavg}. Server under test pinned to core ${SERVER_CPU}; ` +

@@ -44,8 +44,9 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
       ["floor", floor, { base: floor.url, headers: {}, model: (m) => m }],
       ["peer", peer, peerTarget(peer, o.mockUrl)],
     ];
+    const warm = o.warmSeconds ?? WARMUP_SECONDS;
     for (const [, , t] of paths) {
-      await closedLoop(t, { concurrency: CONCURRENCY, seconds: WARMUP_SECONDS });
+      await closedLoop(t, { concurrency: CONCURRENCY, seconds: warm });
     }
     const rps = new Map<string, number[]>(paths.map(([n]) => [n, []]));
     const cpu = new Map<string, number[]>(paths.map(([n]) => [n, []]));
@@ -67,7 +68,7 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
     const m = (map: Map<string, number[]>, n: string) => median(map.get(n)!);
     return [
       {
-        metric: `Fresh processes, c=${CONCURRENCY} only (each warmed ${WARMUP_SECONDS} s, ` +
+        metric: `Fresh processes, c=${CONCURRENCY} only (each warmed ${warm} s, ` +
           `${o.rounds} alternating rounds of ${o.seconds} s): throughput (req/s) / ` +
           `server CPU per request (µs)`,
         floor: `${fmt(m(rps, "floor"), 0)} / ${fmt(m(cpu, "floor"), 0)}`,

@@ -22,6 +22,8 @@ export interface MeasureOptions {
   serverCpu: number;
   rounds: number;
   seconds: number;
+  /** Seconds of unrecorded warm-up load per server, where the measurement has one. */
+  warmSeconds?: number;
   log: (msg: string) => void;
 }
 

@@ -11,13 +11,18 @@ const targets = [
   { path: "docs/configuration.md", key: "markdown" },
 ] as const;
 
-const files = configReferenceFiles();
 const check = Deno.args.includes("--check");
+// Building the schema's documents takes a few seconds (zod's JSON Schema export): say so.
+console.log(`${check ? "checking" : "generating"} ${targets.map((t) => t.path).join(" and ")}…`);
+const files = configReferenceFiles();
 let stale = 0;
 for (const t of targets) {
   const url = new URL(t.path, root);
   const current = await Deno.readTextFile(url).catch(() => null);
-  if (current === files[t.key]) continue;
+  if (current === files[t.key]) {
+    console.log(`${t.path} is up to date`);
+    continue;
+  }
   if (check) {
     console.error(`${t.path} is out of date: run deno task config-docs`);
     stale++;

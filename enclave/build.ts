@@ -161,6 +161,11 @@ async function runtimeIncludes(root: string, files: SourceFile[]): Promise<strin
   return [...includes].sort();
 }
 
+/** A progress line on stderr: the build takes long enough that silence looks like a hang. */
+function progress(line: string): void {
+  console.error(`compile: ${line}`);
+}
+
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
 async function main(args: string[]): Promise<number> {
   let opts: BuildOptions;
@@ -180,9 +185,11 @@ async function main(args: string[]): Promise<number> {
   // A stale binary next to a fresh manifest would misrepresent this build.
   for (const stale of [output, manifestPath]) await Deno.remove(stale).catch(() => undefined);
 
+  progress(`listing and hashing the sources of ${opts.entry}`);
   const git = await gitState(root);
   const listing = git.files === null ? "walk" : "git";
   const files = await hashFiles(root, git.files ?? await walk(root));
+  progress(`hashed ${files.length} files (${listing} listing)`);
   const includes = [...await runtimeIncludes(root, files), ...opts.includes];
   const argv = compileArgs({ entry: opts.entry, output, includes, target: opts.target });
   const scriptPath = `${outDir}/gateway.js`;
@@ -206,6 +213,7 @@ async function main(args: string[]): Promise<number> {
   } else if (wantBundle) {
     buildFailure = "not compiled: --artifact bundle";
   } else {
+    progress(`deno compile ${opts.entry} → ${shown(output)} (takes 10–20 s)`);
     const result = await new Deno.Command(Deno.execPath(), {
       args: argv,
       cwd: root,
@@ -235,6 +243,7 @@ async function main(args: string[]): Promise<number> {
     }
   }
   if (wantBundle) {
+    progress(`deno bundle ${opts.entry} → ${shown(scriptPath)}, with a copy of this Deno`);
     bundle = await buildBundle(root, opts.entry, scriptPath, runtimePath, shown);
     if (bundle === null) {
       buildFailure = `${buildFailure}; deno bundle failed`;

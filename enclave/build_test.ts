@@ -26,7 +26,13 @@ Deno.test({
         stdout: "piped",
         stderr: "piped",
       }).output();
-      const stderr = new TextDecoder().decode(out.stderr).trim();
+      const lines = new TextDecoder().decode(out.stderr).trim().split("\n");
+      // Progress lines first (#31: never silent), then the one error line.
+      const progress = lines.filter((l) => l.startsWith("compile: "));
+      assert.match(progress[0], /^compile: listing and hashing the sources of enclave\/quote/);
+      assert.match(progress[1], /^compile: hashed \d+ files/);
+      assert.match(progress[2], /^compile: deno compile enclave\/quote_provider\.ts → /);
+      const stderr = lines.filter((l) => !l.startsWith("compile: ")).join("\n");
       assert.equal(out.code, 1);
       assert.equal(stderr.split("\n").length, 1, stderr);
       assert.match(stderr, /DENORT_BIN/);

@@ -49,6 +49,9 @@ export interface RouteSelectedEvent {
   type: "route.selected" | "route.served";
   target_route_id: string;
   attempt?: number;
+  /** `route.served`: the provider that answered, and the canonical model an alias resolved to. */
+  provider?: string;
+  model_id?: string;
 }
 
 /** Present when the forwarded / returned bytes differ from the received ones. */

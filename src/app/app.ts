@@ -32,6 +32,7 @@ import { getSession, listSessions } from "../handlers/sessions.ts";
 import { getOwnKey, getOwnUsage } from "../handlers/key_info.ts";
 import { healthz } from "../handlers/health.ts";
 import { ADMIN_ROUTES } from "../handlers/admin.ts";
+import { CONFIG_ROUTES } from "../handlers/admin_config.ts";
 import { openApiDocument } from "../operator/openapi.ts";
 import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
@@ -124,6 +125,7 @@ export function createApp(
     router.on("GET", `/v1/aci/log/tile/${segs}`, getTile);
   }
   for (const [method, pattern, handler] of ADMIN_ROUTES) router.on(method, pattern, handler);
+  for (const [method, pattern, handler] of CONFIG_ROUTES) router.on(method, pattern, handler);
   extra?.(router, inference);
   const cors = corsPolicy(ctx.config.cors.allowed_origins);
 
@@ -141,6 +143,7 @@ export function createApp(
       usage: undefined,
       metadata: undefined,
       phases: {},
+      traceContext: ctx.traceContext?.(),
     };
     let res: Response;
     let pattern = "unmatched";

@@ -16,7 +16,7 @@ import { BodyBudget } from "../http/body_budget.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
-import { type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
+import { API_VERSION, type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
 import type { GatewayContext, LogLine } from "../handlers/context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
@@ -36,7 +36,7 @@ import type { ProviderConfig } from "../config/schema.ts";
 import { keyAdmin } from "../accounts/key_admin.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
 import { DeadlineWheel } from "../http/deadlines.ts";
-import { createMetrics, type GatewayMetrics } from "../operator/metrics.ts";
+import { createMetrics, type GatewayMetrics, type ProcessStats } from "../operator/metrics.ts";
 import type { UpstreamTransport } from "../upstream/transport.ts";
 import { createReplayGuard } from "../e2ee/replay.ts";
 import { startReplicaUpkeep } from "./replica_upkeep.ts";
@@ -45,6 +45,10 @@ import { requestLogLine } from "./request_log.ts";
 import { hexToBytes } from "../aci/hex.ts";
 import { createTransparencyLog } from "../tlog/log.ts";
 import { keysetEntry } from "../aci/log_entry.ts";
+import { createCacheSalter } from "../routing/cache_salt.ts";
+import { createOtelExport } from "./otel.ts";
+import { createLiveConfig, type LiveConfig } from "./live_config.ts";
+import type { Context } from "@opentelemetry/api";
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -104,6 +108,8 @@ export interface Gateway {
   manager: VerificationManager | null;
   /** The start-up check of routes' upstream models against the upstreams' listings (warnings). */
   modelsChecked: Promise<void>;
+  /** Providers, models and prices changed without a restart (admin API, SIGHUP). */
+  live: LiveConfig;
   /** Flush durable writes and stop background work. */
   close(): Promise<void>;
 }
@@ -136,6 +142,12 @@ export function assembleGateway(
     processMetrics?: boolean;
     /** Whether receipts, sessions and keysets enter the transparency log (default true; the bench compares). */
     logEntries?: boolean;
+    /** Scrape-time process figures (main.ts), served when `processMetrics` is off. */
+    processStats?: () => ProcessStats;
+    /** The runtime's version, for `gateway_build_info`. */
+    runtimeVersion?: string;
+    /** With OpenTelemetry on (`OTEL_DENO=true`): where the exported per-request line goes. */
+    otelLog?: (line: LogLine) => void;
     /** Pinned and private-CA upstream connections (main.ts: the one upstream transport). */
     transport?: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
   } = {},
@@ -161,6 +173,13 @@ export function assembleGateway(
     openStreams: () => ctx.streamTicker.size,
     failClosedIn: (name) => manager?.failClosedIn(name) ?? null,
     processMetrics: opts.processMetrics,
+    processStats: opts.processStats,
+    build: {
+      api_version: API_VERSION,
+      deno: opts.runtimeVersion ?? "unknown",
+      source_digest: world.provenance?.image_provenance.source_digest ?? "unknown",
+      source_commit: world.provenance?.image_provenance.source_commit ?? "unknown",
+    },
   });
   const logOrigin = config.transparency_log.origin ??
     `${config.identity.subject ?? "localhost"}/v1/aci/log`;
@@ -298,6 +317,7 @@ export function assembleGateway(
       log: world.log,
     })
     : null;
+  const otel = opts.otelLog ? createOtelExport(opts.otelLog) : null;
   const ctx: GatewayContext = {
     config,
     kv,
@@ -373,24 +393,33 @@ export function assembleGateway(
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,
+    cacheSalt: createCacheSalter(cacheSaltSecret(config, world)),
     now,
     monotonic: world.monotonic,
     randomBytes: world.randomBytes,
     randomUUID: world.randomUUID,
     log: world.log,
     logRequest: (info: RequestInfo, status: number, outcome?: string) => {
-      metrics.request({
+      const observed = {
         route: info.route ?? "unmatched",
         status,
         model: info.model,
         provider: info.provider,
         phases: info.phases,
         costNano: info.costNano,
+        usage: info.usage,
         refusal: info.refusal,
-      });
-      world.log(requestLogLine(info, status, outcome, now()));
+      };
+      metrics.request(observed);
+      const t = now();
+      const line = requestLogLine(info, status, outcome, t);
+      if (otel) otel.request(observed, t - info.started, line, info.traceContext as Context);
+      else world.log(line);
     },
+    traceContext: otel?.capture,
   };
+  const live = createLiveConfig({ ctx, credentials, env: world.env, log: world.log, now });
+  ctx.configControl = live;
   // Ready once announced and every confidential upstream had its first verification attempt.
   const ready = Promise.all([upkeep.announce().then(upkeep.recover), manager?.start()]).then(
     () => {},
@@ -415,6 +444,7 @@ export function assembleGateway(
     ready,
     manager,
     modelsChecked,
+    live,
     async close() {
       const upkeepClosed = upkeep.close(); // the heartbeat stops at once
       manager?.stop();
@@ -429,6 +459,20 @@ export function assembleGateway(
       await tlog.close();
     },
   };
+}
+
+/**
+ * The secret cache salts derive from: the configured variable's bytes (shared by
+ * replicas), else random bytes of this process (still isolating, never shared).
+ */
+function cacheSaltSecret(config: GatewayConfig, world: OutsideWorld): Uint8Array {
+  const name = config.upstream.cache_salt_secret_env;
+  if (name === undefined) return world.randomBytes(32);
+  const value = world.env(name);
+  if (value === undefined || value.length < 32) {
+    throw new Error(`upstream.cache_salt_secret_env: ${name} must hold at least 32 characters`);
+  }
+  return new TextEncoder().encode(value);
 }
 
 /** The E2EE seed the replicas share (`identity.e2ee_seed_env`: 64 hex characters), if configured. */

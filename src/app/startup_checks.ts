@@ -77,16 +77,20 @@ export async function checkConfigFiles(
 }
 
 /** A provider whose credential variable is unset would be called without credentials. */
-export function unsetKeyVariableWarnings(
+export function unsetKeyVariables(
   config: GatewayConfig,
   env: (name: string) => string | undefined,
-): string[] {
-  return config.providers
-    .filter((p) => p.api_key_env !== undefined && !env(p.api_key_env))
-    .map((p) =>
-      `warning: providers.${p.name}.api_key_env: the variable ${p.api_key_env} is not set; ` +
-      `requests to ${p.name} carry no credential`
+  configPath = "config",
+): void {
+  // A provider that takes no credential says so by naming no variable; one that names a
+  // variable needs it set, or every request would reach it unauthenticated (#31).
+  const unset = config.providers.find((p) => p.api_key_env !== undefined && !env(p.api_key_env));
+  if (unset) {
+    throw new StartupError(
+      `${configPath}: providers.${unset.name}.api_key_env: the variable ${unset.api_key_env} is not set ` +
+        `(set it, or remove api_key_env if ${unset.name} takes no credential)`,
     );
+  }
 }
 
 /**

@@ -103,6 +103,11 @@ export class Catalog {
     return m;
   }
 
+  /** The canonical id a model id or alias resolves to (the id itself when unknown). */
+  resolvedId(id: string): string {
+    return this.#chat.get(id)?.config.id ?? id;
+  }
+
   embeddingModel(id: string): EmbeddingModel {
     const m = this.#embeddings.get(id);
     if (!m) {

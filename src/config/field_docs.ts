@@ -137,6 +137,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "upstream.client":
     "`http1`: the gateway's own HTTP/1.1 client (less memory and CPU per request); `fetch`: " +
     "Deno's fetch (HTTP/2, proxy variables; used automatically when a proxy variable is set).",
+  "upstream.cache_salt_secret_env":
+    "Name of the variable holding the secret (at least 32 characters) that per-key cache salts " +
+    "are derived from; give every replica the same one so a key's salt, and its cache hits, " +
+    "survive restarts and span replicas. Unset: a random secret per process (still isolating).",
 
   transparency_log: "The transparency log of receipts, sessions and keysets (C2SP tlog-tiles).",
   "transparency_log.origin":
@@ -185,7 +189,8 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "providers[].base_url": "The upstream's OpenAI-compatible base URL (e.g. `https://…/v1`).",
   "providers[].api_key_env":
     "Name of the environment variable holding the upstream credential (never the credential " +
-    "itself); the gateway warns at start-up when it is unset.",
+    "itself). A named variable that is unset or empty stops start-up; a provider that takes no " +
+    "credential omits this field.",
   "providers[].zdr":
     "The provider retains no data (zero data retention); ZDR-only requests need it.",
   "providers[].priority": "Routing preference: higher first.",
@@ -266,6 +271,10 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
     "Fail verification unless the upstream's NVIDIA GPU evidence passes every check " +
     "(`gpu_attested` hardware_proven); no prompt reaches it otherwise, whatever `allow_unverified` says.",
   "providers[].vendor": "Vendor label for the legacy `GET /v1/models/<vendor>` listing.",
+  "providers[].cache_salt":
+    "The upstream takes vLLM's `cache_salt`: each request carries a salt derived from its API key " +
+    "(keyed HMAC), so its prefix cache is never shared across keys (CVE-2025-46570). Clients may " +
+    "not send a salt of their own.",
 
   models: "Chat models in the catalog.",
   "models[].id": "`<provider>/<model>` id clients send.",

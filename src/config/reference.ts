@@ -137,6 +137,8 @@ export function configurationMarkdown(rows: FieldRow[] = configFields()): string
     "`config/example.json` is a production-shaped configuration. On a machine without a TEE it",
     "starts after exactly one change: set `identity.allow_dev_quotes` to `true` (development",
     "quotes, which prove nothing). On a TDX or SEV-SNP guest it starts unchanged (configfs-tsm).",
+    "Either way the variables its providers' `api_key_env` name (`OPENAI_API_KEY`,",
+    "`TEE_NODE_API_KEY`) must be set: a named variable that is unset stops start-up.",
     "File paths in the configuration are taken relative to the directory the gateway runs in",
     "(`deno task start` runs in the repository root).",
     "",

@@ -130,6 +130,8 @@ export const configSchema = z.strictObject({
    */
   upstream: z.strictObject({
     client: z.enum(["http1", "fetch"]).default("http1"),
+    /** Variable holding the secret per-key prefix-cache salts are derived from (#31). */
+    cache_salt_secret_env: z.string().optional(),
   }).default({ client: "http1" }),
   receipts: z.strictObject({
     retention_days: z.number().int().positive().default(30),

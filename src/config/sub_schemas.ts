@@ -114,6 +114,8 @@ export const provider = z.strictObject({
   confidential: confidential.optional(),
   /** Vendor label for the legacy `GET /v1/models/<vendor>` listing. */
   vendor: z.string().optional(),
+  /** The upstream takes vLLM's `cache_salt` (prefix-cache isolation per key, #31). */
+  cache_salt: z.boolean().optional(),
 });
 
 /** A browser origin (`scheme://host[:port]`, no path) or `*`. */

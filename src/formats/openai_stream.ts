@@ -16,7 +16,7 @@ import type { TokenUsage, Translator } from "./stream_translator.ts";
 
 interface OpenAiChunk {
   choices?: unknown[];
-  usage?: ChatUsage | null;
+  usage?: (ChatUsage & { cost?: number }) | null;
   model?: string;
   [k: string]: unknown;
 }
@@ -40,7 +40,13 @@ function frame(chunk: OpenAiChunk, obfuscate: boolean): string {
 }
 
 export function createOpenAiStreamPassthrough(
-  opts: { model: string; clientWantsUsage: boolean; obfuscate?: boolean },
+  opts: {
+    model: string;
+    clientWantsUsage: boolean;
+    obfuscate?: boolean;
+    /** `usage.cost` in credits for a usage the client receives (OpenRouter's field). */
+    cost?: (u: TokenUsage) => number;
+  },
 ): Translator {
   let usage: TokenUsage | undefined;
   let ended = false;
@@ -53,6 +59,7 @@ export function createOpenAiStreamPassthrough(
       if (usageOnly && !opts.clientWantsUsage) return "";
       const out: OpenAiChunk = { ...c, model: opts.model };
       if (!opts.clientWantsUsage && out.usage !== undefined) delete out.usage;
+      else if (u && opts.cost && out.usage) out.usage = { ...out.usage, cost: opts.cost(u) };
       // A chunk's system_fingerprint is a string or absent (OpenAI's and OpenRouter's chunk types).
       if (out.system_fingerprint === null) delete out.system_fingerprint;
       return frame(out, opts.obfuscate === true);

@@ -39,7 +39,11 @@ function policies(ctx: AdminDeps): PolicyRegistry {
 }
 
 type Params = Record<string, string>;
-type AdminHandler = (req: Request, deps: AdminDeps, params: Params) => Promise<Response> | Response;
+export type AdminHandler = (
+  req: Request,
+  deps: AdminDeps,
+  params: Params,
+) => Promise<Response> | Response;
 
 async function body<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
   requireJsonContentType(req);
@@ -52,7 +56,7 @@ function keyId(params: Params): string {
 }
 
 /** Authorises, runs and audits one admin action. */
-function guarded(action: string, h: AdminHandler): AdminHandler {
+export function guarded(action: string, h: AdminHandler): AdminHandler {
   return async (req, ctx, params) => {
     if (ctx.operator === null) throw new GatewayError("not_found", "no such endpoint");
     const audit = (status: number, outcome: string) =>

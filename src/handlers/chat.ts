@@ -7,7 +7,7 @@ import {
   upstreamChatBody,
 } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
-import { idOf, usageField } from "./plan.ts";
+import { costOf, idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens } from "./prompt_tokens.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -54,6 +54,7 @@ export const chatEndpoint: InferenceEndpoint = {
           model: p.model,
           clientWantsUsage: p.clientWantsUsage,
           obfuscate: p.obfuscate,
+          cost: costOf(model.config.pricing),
         }),
     };
   },

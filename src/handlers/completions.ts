@@ -6,7 +6,7 @@ import {
   upstreamCompletionBody,
 } from "../formats/completions.ts";
 import { badParam } from "../http/errors.ts";
-import { idOf, usageField } from "./plan.ts";
+import { costOf, idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -64,7 +64,11 @@ export const completionsEndpoint: InferenceEndpoint = {
       usage: usageField,
       chatId: idOf,
       translator: () =>
-        createOpenAiStreamPassthrough({ model: p.model, clientWantsUsage: p.clientWantsUsage }),
+        createOpenAiStreamPassthrough({
+          model: p.model,
+          clientWantsUsage: p.clientWantsUsage,
+          cost: costOf(model.config.pricing),
+        }),
     };
   },
 };

@@ -5,6 +5,8 @@
  */
 import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 import type { AnsweredExchange, AnswerSignatures } from "../sessions/answer_signatures.ts";
+import type { ConfigControl } from "./config_control.ts";
+import type { CacheSalter } from "../routing/cache_salt.ts";
 import type { GatewayConfig } from "../config/schema.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import type { Authenticator } from "../accounts/keys.ts";
@@ -67,6 +69,8 @@ export interface GatewayContext {
   /** The operator token check; null when no token is configured (admin API off). */
   operator: OperatorAuth | null;
   metrics: GatewayMetrics;
+  /** Per-key prefix-cache salts for upstreams that take one (routing/cache_salt.ts). */
+  cacheSalt: CacheSalter;
   /** The wall clock, epoch ms. */
   now: () => number;
   /** A monotonic clock in ms (phase timings, stream deadlines); main.ts: `performance.now`. */
@@ -77,6 +81,10 @@ export interface GatewayContext {
   log: (line: LogLine) => void;
   /** The one JSON log line per request (never bodies, prompts, completions or keys). */
   logRequest: (info: RequestInfo, status: number, outcome?: string) => void;
+  /** The live configuration (admin API, SIGHUP): app/live_config.ts. */
+  configControl?: ConfigControl;
+  /** With OpenTelemetry on: the context of the request being handled (app/otel.ts). */
+  traceContext?: () => unknown;
   /**
    * Names the authenticated key in the request's log line (`key_id`). Set by
    * the app (app/app.ts) for the requests it dispatches; absent elsewhere.

@@ -15,6 +15,8 @@ export interface HealthDeps {
   verificationSnapshot(): Record<string, unknown>;
   /** null when no operator token is configured. */
   operator: OperatorAuth | null;
+  /** The live configuration's version (operator view). */
+  configControl?: { current(): { version: number; digest: string; applied_at: string } };
 }
 
 export type HealthStatus = "ok" | "degraded" | "unavailable";
@@ -47,7 +49,12 @@ export function healthDetail(ctx: HealthDeps): Record<string, unknown> {
     ...(failing.length > 0 ? { unverified_upstreams: failing } : {}),
     ...(warned.length > 0 ? { fail_closed_soon: warned } : {}),
     upstreams,
+    ...(ctx.configControl ? { config: configVersion(ctx.configControl.current()) } : {}),
   };
+}
+
+function configVersion(v: { version: number; digest: string; applied_at: string }) {
+  return { version: v.version, digest: v.digest, applied_at: v.applied_at };
 }
 
 export function healthz(req: Request, ctx: HealthDeps): Response {

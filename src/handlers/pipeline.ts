@@ -19,6 +19,7 @@ import { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf } from "../receipts/response_id.ts";
 import { parseRouting } from "../routing/provider_block.ts";
 import { selectCandidates } from "../routing/select.ts";
+import { refuseClientSalt, saltDigest, withSalt } from "../routing/cache_salt.ts";
 import { forward, type ForwardResult } from "../routing/failover.ts";
 import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import { streamResponse } from "./stream_response.ts";
@@ -143,6 +144,7 @@ export async function handleInference(
     ) {
       rec.setModel((body as { model: string }).model);
     }
+    refuseClientSalt(body);
     const plan = ep.plan(body, ctx);
     info.model = plan.modelId;
     const constraints = parseRouting(plan.provider, req.headers);
@@ -170,6 +172,9 @@ export async function handleInference(
     ctx.preAdmission.admitted(key);
     for (const [k, v] of Object.entries(admission.headers)) headers.set(k, v);
     rec.admitted();
+    // Provenance (#31): the canonical model an alias resolved to, in the headers and the receipt.
+    const servedModel = ctx.catalog.resolvedId(plan.modelId);
+    rec.servedModel(servedModel);
 
     const attempts: { provider: string; outcome: string }[] = [];
     info.attempts = attempts;
@@ -183,7 +188,13 @@ export async function handleInference(
           body: (c) => {
             let b = bodies.get(c.routeId);
             if (!b) {
-              b = encoder.encode(JSON.stringify(plan.upstreamBody(c)));
+              let upstreamBody = plan.upstreamBody(c);
+              if (c.provider.cache_salt && ep.endpoint !== "/v1/embeddings") {
+                const salt = ctx.cacheSalt.saltFor(key.digest);
+                upstreamBody = withSalt(upstreamBody, salt);
+                recorder.cacheSalted(c, saltDigest(salt));
+              }
+              b = encoder.encode(JSON.stringify(upstreamBody));
               bodies.set(c.routeId, b);
             }
             return b;
@@ -213,6 +224,8 @@ export async function handleInference(
         recorder,
       ));
     info.provider = result.candidate.provider.name;
+    headers.set("x-serving-provider", info.provider);
+    headers.set("x-serving-model", servedModel);
     bodies.clear(); // the prompt's bytes are not kept for the answer's life
     const settle = settlementFor(admission, plan, info, key.key_id, ctx, rec);
     const e2ee = opened?.session ?? null;
@@ -298,6 +311,9 @@ async function wholeResponse(
     throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
   }
   const answer = plan.respond(json, result.candidate);
+  // Settled before the answer is encoded: its cost is part of the bytes the receipt binds.
+  const writes = settle(plan.usage(json));
+  withCost(answer, info.costNano);
   e2ee?.sealWhole(answer);
   const out = encoder.encode(JSON.stringify(answer));
   // chat_id is the id the client holds (translated formats mint their own from the upstream's).
@@ -311,7 +327,7 @@ async function wholeResponse(
     () =>
       rec.close(
         { kind: "answer", receivedHash, returnedHash: sha256Prefixed(out), chatId },
-        settle(plan.usage(json)),
+        writes,
       ),
   );
   ctx.answered?.({
@@ -322,6 +338,15 @@ async function wholeResponse(
   });
   headers.set("content-type", "application/json");
   return new Response(out, { status: 200, headers });
+}
+
+/** OpenRouter's `usage.cost` (credits) on an answer that reports usage. */
+function withCost(answer: unknown, nano: bigint | undefined): void {
+  if (nano === undefined || !answer || typeof answer !== "object") return;
+  const usage = (answer as { usage?: unknown }).usage;
+  if (usage && typeof usage === "object" && !Array.isArray(usage)) {
+    (usage as Record<string, unknown>).cost = Number(nano) / 1e9;
+  }
 }
 
 /**

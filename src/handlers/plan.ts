@@ -65,6 +65,22 @@ const MAX_SETTLEMENT_FLOAT = Number(MAX_SETTLEMENT_NANO);
  */
 export type Settle = (u: TokenUsage | undefined, fallback?: TokenUsage) => KvWrite[];
 
+/** OpenRouter's `usage.cost`: the answer's cost in credits (the nano-credits settled, as a number). */
+export function costCredits(
+  u: TokenUsage,
+  pricing: { prompt: number; completion: number },
+): number {
+  return Number(costNano(u, pricing)) / 1e9;
+}
+
+/**
+ * `usage.cost` for a stream translator. Made here, not as a closure inside a plan,
+ * whose scope holds the parsed prompt: a stream would keep it alive for its whole life.
+ */
+export function costOf(pricing: { prompt: number; completion: number }): (u: TokenUsage) => number {
+  return (u) => costCredits(u, pricing);
+}
+
 export function idOf(upstream: unknown): string | null {
   if (upstream && typeof upstream === "object" && "id" in upstream) {
     const id = (upstream as { id: unknown }).id;

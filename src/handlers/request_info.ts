@@ -33,4 +33,6 @@ export interface RequestInfo {
   costNano?: bigint;
   /** The error kind of a refused or failed inference request (metrics). */
   refusal?: string;
+  /** The request's OpenTelemetry context, captured on arrival (a stream logs after it returned). */
+  traceContext?: unknown;
 }

@@ -25,6 +25,9 @@ export const EXPOSED_HEADERS = [
   "x-e2ee-applied",
   "x-e2ee-version",
   "x-e2ee-algo",
+  // Provenance (#31): who answered, with which model.
+  "x-serving-provider",
+  "x-serving-model",
 ] as const;
 
 /** How long a browser may cache a preflight answer (seconds). */

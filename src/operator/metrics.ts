@@ -24,6 +24,8 @@ export interface RequestObservation {
   /** Phase durations in ms: `upstream` (until the upstream's headers), `commit` (receipt). */
   phases: Record<string, number>;
   costNano?: bigint;
+  /** Settled token counts of an answered inference request. */
+  usage?: { prompt_tokens: number; completion_tokens: number };
   /** Error kind of a refused inference request. */
   refusal?: string;
 }
@@ -38,6 +40,24 @@ export interface MetricsSources {
   failClosedIn?: (provider: string) => number | null;
   /** Include prom-client's process metrics (CPU, memory, event-loop lag). */
   processMetrics?: boolean;
+  /**
+   * Read at scrape time only (nothing per request): the light process metrics served
+   * when prom-client's are off, so `task dev` and production always show CPU and memory.
+   */
+  processStats?: () => ProcessStats;
+  /** `gateway_build_info` labels (the API version, the runtime, the measured source). */
+  build?: Record<string, string>;
+}
+
+/** What main.ts reads about its own process at scrape time. */
+export interface ProcessStats {
+  cpuUserSeconds: number;
+  cpuSystemSeconds: number;
+  residentBytes: number;
+  heapUsedBytes: number;
+  startTimeSeconds: number;
+  /** Open file descriptors, where the platform tells (Linux /proc). */
+  openFds?: number;
 }
 
 /** What a listener's accept loop reports (src/http/connections.ts `ConnectionStats`). */
@@ -246,7 +266,34 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       }
     },
   });
+  // model → provider → [prompt, completion] tokens settled.
+  const tokenCounts = new Map<string, Map<string, [number, number]>>();
+  new Counter({
+    name: "gateway_tokens_total",
+    help: "Tokens settled, by model, provider and kind (prompt or completion).",
+    labelNames: ["model", "provider", "kind"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [model, byProvider] of tokenCounts) {
+        for (const [provider, [p, c]] of byProvider) {
+          this.inc({ model, provider, kind: "prompt" }, p);
+          this.inc({ model, provider, kind: "completion" }, c);
+        }
+      }
+    },
+  });
+  if (src.build) {
+    const build = src.build;
+    new Gauge({
+      name: "gateway_build_info",
+      help: "Always 1; the labels say what is running.",
+      labelNames: Object.keys(build),
+      registers: [registry],
+    }).set(build, 1);
+  }
   if (src.processMetrics) collectDefaultMetrics({ register: registry });
+  else if (src.processStats) lightProcessMetrics(registry, src.processStats);
 
   return {
     contentType: registry.contentType,
@@ -268,6 +315,15 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       if (up !== undefined) upstream.observe(up / 1000);
       const c = o.phases.commit;
       if (c !== undefined) commit.observe(c / 1000);
+      if (o.usage !== undefined) {
+        let byProvider = tokenCounts.get(model);
+        if (!byProvider) tokenCounts.set(model, byProvider = new Map());
+        const t = byProvider.get(provider);
+        if (t) {
+          t[0] += o.usage.prompt_tokens;
+          t[1] += o.usage.completion_tokens;
+        } else byProvider.set(provider, [o.usage.prompt_tokens, o.usage.completion_tokens]);
+      }
       if (o.costNano !== undefined && o.costNano > 0n) {
         creditCounts.set(model, (creditCounts.get(model) ?? 0) + Number(o.costNano) / 1e9);
       }
@@ -291,6 +347,41 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       kvErrors.inc();
     },
   };
+}
+
+/** prom-client's names for the process metrics that cost nothing until scraped. */
+function lightProcessMetrics(registry: Registry, stats: () => ProcessStats): void {
+  const gauge = (name: string, help: string, read: (s: ProcessStats) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const v = read(stats());
+        if (v !== undefined) this.set(v);
+      },
+    });
+  new Counter({
+    name: "process_cpu_seconds_total",
+    help: "Total user and system CPU time spent in seconds.",
+    registers: [registry],
+    collect() {
+      const s = stats();
+      this.reset();
+      this.inc(s.cpuUserSeconds + s.cpuSystemSeconds);
+    },
+  });
+  gauge("process_resident_memory_bytes", "Resident memory size in bytes.", (s) => s.residentBytes);
+  gauge("process_heap_bytes", "Process heap size in bytes.", (s) => s.heapUsedBytes);
+  gauge(
+    "process_start_time_seconds",
+    "Start time of the process since unix epoch in seconds.",
+    (s) => s.startTimeSeconds,
+  );
+  // /proc needs --allow-all (task start has it, task dev does not): served where it can be read.
+  if (stats().openFds !== undefined) {
+    gauge("process_open_fds", "Number of open file descriptors.", (s) => s.openFds);
+  }
 }
 
 /** Records nothing (`GATEWAY_METRICS=off`; the bench compares against it). */

@@ -31,6 +31,8 @@ const HEADER_DOCS: Record<string, string> = {
   "x-e2ee-applied": "`true` when the answer's generated fields are encrypted (E2EE v2).",
   "x-e2ee-version": "The E2EE version the answer was encrypted with.",
   "x-e2ee-algo": "The E2EE algorithm the answer was encrypted with.",
+  "x-serving-provider": "The provider that answered (after failover).",
+  "x-serving-model": "The canonical model id the requested model (or alias) resolved to.",
 };
 
 const headerName = (h: string) => h.replace(/(^|-)([a-z])/g, (_m, d, c) => d + c.toUpperCase());
@@ -88,7 +90,10 @@ function operation(key: string, op: Op): Json {
   for (const status of op.errors) {
     responses[String(status)] = {
       description: ERROR_TEXT[status],
-      headers: hdrs,
+      // A 429 always says when to come back.
+      headers: status === 429
+        ? { ...hdrs, "retry-after": { $ref: `#/components/headers/${headerName("retry-after")}` } }
+        : hdrs,
       content: json(ref(op.anthropic ? "AnthropicError" : "Error")),
     };
   }
@@ -160,6 +165,8 @@ export function openApiDocument(version: string): Json {
         "response (x-receipt-id), attestation and attested upstream sessions.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    // Relative: the gateway that serves this document (base or tee listener) serves the API.
+    servers: [{ url: "/", description: "The gateway serving this document" }],
     tags: ["inference", "catalog", "receipts", "attestation", "account", "operations", "admin"].map(
       (name) => ({ name }),
     ),
@@ -178,7 +185,9 @@ export function openApiDocument(version: string): Json {
       headers: Object.fromEntries(
         Object.entries(HEADER_DOCS).map(([h, description]) => [
           headerName(h),
-          { description, schema: str },
+          h === "retry-after"
+            ? { description, required: true, schema: { type: "integer", minimum: 0 } }
+            : { description, schema: str },
         ]),
       ),
     },

@@ -12,18 +12,28 @@ import { MessagesRequestSchema } from "../formats/messages/schema.ts";
 import { ResponsesRequestSchema } from "../formats/responses/schema.ts";
 import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";
 import { KeyDetailSchema, KeySummarySchema, OwnKeySchema } from "../accounts/key_views.ts";
+import {
+  ChatCompletionSchema,
+  CompletionSchema,
+  EmbeddingsSchema,
+  MessageSchema,
+  ResponseSchema,
+} from "../formats/response_schemas.ts";
 
 export type Json = Record<string, unknown>;
 
-function schemaOf(s: z.ZodType): Json {
+function schemaOf(s: z.ZodType, io: "input" | "output" = "input"): Json {
   const j = z.toJSONSchema(s, {
     target: "draft-2020-12",
-    io: "input",
+    io,
     unrepresentable: "any",
   }) as Json;
   delete j.$schema; // the document's dialect is already 2020-12
   return j;
 }
+
+/** A non-streamed answer's schema (src/formats/response_schemas.ts; streams are SSE text). */
+const answer = (s: z.ZodType) => ({ schema: schemaOf(s, "output") });
 
 export const json = (schema: Json) => ({ "application/json": { schema } });
 
@@ -70,6 +80,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(chatRequestSchema),
+    ok: answer(ChatCompletionSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
     streams: true,
@@ -79,6 +90,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(completionRequestSchema),
+    ok: answer(CompletionSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
     streams: true,
@@ -88,6 +100,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(embeddingRequestSchema),
+    ok: answer(EmbeddingsSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
   },
@@ -96,6 +109,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(MessagesRequestSchema),
+    ok: answer(MessageSchema),
     errors: INFERENCE_ERRORS,
     anthropic: true,
     inference: true,
@@ -121,6 +135,7 @@ export const OPERATIONS: Record<string, Op> = {
     tag: "inference",
     auth: "key",
     body: schemaOf(ResponsesRequestSchema),
+    ok: answer(ResponseSchema),
     errors: INFERENCE_ERRORS,
     inference: true,
     streams: true,
@@ -358,6 +373,20 @@ export const OPERATIONS: Record<string, Op> = {
     auth: "operator",
     query: [dayParam("from"), dayParam("to")],
     errors: [400, 401, 404],
+  },
+  "GET /admin/v1/config": {
+    summary: "The configuration in force, its version, digest and when it was applied",
+    tag: "admin",
+    auth: "operator",
+    errors: [401, 404],
+  },
+  "PUT /admin/v1/config": {
+    summary: "Replace the configuration live (only providers, models and embedding models may " +
+      "differ; validated as at start-up; streams in progress keep their routes)",
+    tag: "admin",
+    auth: "operator",
+    body: { type: "object", description: "A whole configuration (docs/configuration.md)" },
+    errors: [400, 401, 404, 413, 415],
   },
   "GET /admin/v1/health": {
     summary: "Health detail: each confidential upstream's verification",

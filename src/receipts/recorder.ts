@@ -70,6 +70,7 @@ export class ReceiptRecorder implements AttemptLog {
   #receivedHash: string | null = null;
   #forwarded = false;
   #forwardedHash: string | null = null;
+  #servedModel: string | undefined;
   #closed = false;
   #servedId: string;
   readonly #signer: ReceiptSigner | null;
@@ -193,8 +194,28 @@ export class ReceiptRecorder implements AttemptLog {
     }
   }
 
+  /** `cache.salted`: the body for this route carries the key's prefix-cache salt (its digest only). */
+  cacheSalted(c: Candidate, digest: string): void {
+    this.draft.events.push({
+      type: "cache.salted",
+      target_route_id: c.routeId,
+      salt_digest: digest,
+    });
+  }
+
+  /** The canonical model the requested id resolved to (named in `route.served`). */
+  servedModel(id: string): void {
+    this.#servedModel = id;
+  }
+
   served(c: Candidate, attempt: number): void {
-    this.draft.events.push({ type: "route.served", target_route_id: c.routeId, attempt });
+    this.draft.events.push({
+      type: "route.served",
+      target_route_id: c.routeId,
+      attempt,
+      provider: c.provider.name,
+      ...(this.#servedModel === undefined ? {} : { model_id: this.#servedModel }),
+    });
   }
 
   failed(c: Candidate, attempt: number, why: number | AttemptFailureKind): void {

@@ -140,6 +140,11 @@ export async function forward(
         log.forwarded(hash);
       },
       bodyLimits: deps.bodyLimits,
+      spanAttributes: {
+        "gateway.upstream.provider": c.provider.name,
+        "gateway.upstream.route": c.routeId,
+        "gen_ai.request.model": plan.modelId,
+      },
     });
     if ("response" in out) {
       // The served attempt, named once: every other attempt in the log failed.

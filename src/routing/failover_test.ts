@@ -107,7 +107,7 @@ Deno.test("failover: a 503 fails over to the next candidate; events and attempts
       { type: "upstream.attempt_failed", target_route_id: "a:m", attempt: 1, status: 503 },
       { type: "route.selected", target_route_id: "b:m", attempt: 2 },
       { type: "request.forwarded", body_hash: hash },
-      { type: "route.served", target_route_id: "b:m", attempt: 2 },
+      { type: "route.served", target_route_id: "b:m", attempt: 2, provider: "b" },
     ]);
     assert.deepEqual(attempts, [
       { attempt: 1, provider: "a", outcome: "status_503" },

@@ -7,6 +7,7 @@
 import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
 import { isPinMismatch } from "./pinned_tls.ts";
 import { timerAfter } from "../http/deadlines.ts";
+import { type AttemptSpan, attemptSpan } from "./trace.ts";
 
 export type UpstreamFetch = (
   url: string,
@@ -36,6 +37,8 @@ export interface AttemptRequest {
   onWritten: () => void;
   /** Bounds on a non-streamed answer's body (size, silence, total time). */
   bodyLimits: BodyReadLimits;
+  /** Metadata on the attempt's client span (provider, model; never content). */
+  spanAttributes?: Record<string, string>;
 }
 
 /** An attempt's successful (2xx) answer. */
@@ -60,8 +63,19 @@ export interface AttemptFailure {
   detail: string;
 }
 
-/** Sends one attempt; resolves to the answer or the failure, never rejects. */
+/** Sends one attempt under its client span; resolves to the answer or the failure, never rejects. */
 export async function sendAttempt(r: AttemptRequest): Promise<AttemptAnswer | AttemptFailure> {
+  const span = attemptSpan(r.url, r.spanAttributes ?? {});
+  const out = await attempt(r, span);
+  if ("response" in out) span.end(out.response.status);
+  else span.end(out.status, out.kind);
+  return out;
+}
+
+async function attempt(
+  r: AttemptRequest,
+  span: AttemptSpan,
+): Promise<AttemptAnswer | AttemptFailure> {
   const signal = r.signal;
   if (signal.aborted) return { kind: "aborted", detail: "client closed the request" };
   const ctl = new AbortController();
@@ -77,15 +91,18 @@ export async function sendAttempt(r: AttemptRequest): Promise<AttemptAnswer | At
     "accept-encoding": "identity",
   };
   if (r.credential) headers.authorization = `Bearer ${r.credential}`;
+  span.inject(headers); // W3C traceparent: the upstream's spans join the client's trace
   try {
-    const res = await r.fetch(r.url, {
-      method: "POST",
-      headers,
-      body: r.body,
-      signal: ctl.signal,
-      partition: r.partition,
-      onWritten: r.onWritten,
-    });
+    const res = await span.run(() =>
+      r.fetch(r.url, {
+        method: "POST",
+        headers,
+        body: r.body,
+        signal: ctl.signal,
+        partition: r.partition,
+        onWritten: r.onWritten,
+      })
+    );
     r.onWritten();
     timer.cancel();
     if (res.ok) {

@@ -1,0 +1,43 @@
+/**
+ * Live configuration through the admin API (#31): `GET /admin/v1/config`
+ * shows the configuration in force with its version and digest; `PUT
+ * /admin/v1/config` replaces it with a whole new configuration, validated as
+ * at start-up, of which only providers, models and embedding models (routes and
+ * prices included) may differ — the rest changes with a restart. Streams in
+ * progress keep the routes they started on. The change itself is
+ * `app/live_config.ts`; SIGHUP (main.ts) applies the configuration file the same way.
+ */
+import { readBody, requireJsonContentType } from "../http/body.ts";
+import { jsonResponse } from "../http/json.ts";
+import { type AdminDeps, type AdminHandler, guarded } from "./admin.ts";
+import type { ConfigControl } from "./config_control.ts";
+import { GatewayError } from "../http/errors.ts";
+
+/** A whole configuration is larger than a key's settings. */
+const MAX_CONFIG_BODY = 4 * 1024 * 1024;
+
+const control = (deps: AdminDeps): ConfigControl => {
+  const c = (deps as AdminDeps & { configControl?: ConfigControl }).configControl;
+  if (!c) throw new GatewayError("not_found", "no such endpoint");
+  return c;
+};
+
+export const CONFIG_ROUTES: [string, string, AdminHandler][] = [
+  [
+    "GET",
+    "/admin/v1/config",
+    guarded(
+      "config.show",
+      (_req, ctx) => jsonResponse(control(ctx).current(), 200, { "cache-control": "no-store" }),
+    ),
+  ],
+  [
+    "PUT",
+    "/admin/v1/config",
+    guarded("config.replace", async (req, ctx) => {
+      requireJsonContentType(req);
+      const text = new TextDecoder().decode(await readBody(req, MAX_CONFIG_BODY));
+      return jsonResponse(control(ctx).applyText(text, "admin"));
+    }),
+  ],
+];
