@@ -94,6 +94,42 @@ Deno.test("cost and provenance: usage.cost, x-serving-* headers and the receipt'
         pricing,
       ),
     );
+
+    // Streamed in the Anthropic and Responses formats: the final usage carries the cost too.
+    // message_start/message_delta report the gateway's own input count (one number for the
+    // stream), while the cost is what the upstream's usage settles: the same request answered
+    // whole costs the same.
+    const same = {
+      model: "demo/echo",
+      max_tokens: 64,
+      messages: [{ role: "user" as const, content: "stream cost in anthropic" }],
+    };
+    const whole = await anthropic.messages.create(same);
+    const mstream = anthropic.messages.stream(same);
+    let fu: { input_tokens: number; output_tokens: number; cost?: number } | undefined;
+    for await (const e of mstream) {
+      if (e.type === "message_delta") fu = e.usage as unknown as typeof fu;
+    }
+    assert.ok(fu, "message_delta carries usage");
+    assert.ok(fu.cost !== undefined && fu.cost > 0, `streamed cost ${fu.cost}`);
+    assert.equal(fu.cost, (whole.usage as Anthropic.Usage & { cost?: number }).cost);
+    const rstream = await client.responses.create({
+      model: "demo/echo",
+      input: "stream cost in responses",
+      stream: true,
+    });
+    let rusage: { input_tokens: number; output_tokens: number; cost?: number } | undefined;
+    for await (const e of rstream) {
+      if (e.type === "response.completed") rusage = e.response.usage as typeof rusage;
+    }
+    assert.ok(rusage, "response.completed carries usage");
+    assert.equal(
+      rusage.cost,
+      expectedCost(
+        { prompt_tokens: rusage.input_tokens, completion_tokens: rusage.output_tokens },
+        pricing,
+      ),
+    );
   } finally {
     await gw.close();
   }

@@ -8,7 +8,7 @@ import {
 import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
-import { idOf, nativeOrTranslated, usageField } from "./plan.ts";
+import { costOf, idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens } from "./prompt_tokens.ts";
 
@@ -57,6 +57,7 @@ export const messagesEndpoint: InferenceEndpoint = {
             model: p.model,
             inputTokensEstimate: promptTokens,
             stopSequences: p.stopSequences,
+            cost: costOf(model.config.pricing),
           }),
       }),
     };

@@ -8,7 +8,7 @@ import {
 import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
-import { idOf, nativeOrTranslated, usageField } from "./plan.ts";
+import { costOf, idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens } from "./prompt_tokens.ts";
 import { bytesToHex } from "../aci/hex.ts";
@@ -64,6 +64,7 @@ export const responsesEndpoint: InferenceEndpoint = {
             echo: p.echo,
             id: "resp_" + bytesToHex(randomBytes(24)),
             inputTokensEstimate: promptTokens,
+            cost: costOf(model.config.pricing),
           }),
       }),
     };

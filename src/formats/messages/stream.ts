@@ -33,6 +33,8 @@ export interface MessagesStreamOptions {
   /** Prompt tokens the gateway counted before forwarding; reported in `message_start`. */
   inputTokensEstimate: number;
   stopSequences?: readonly string[];
+  /** `usage.cost` in credits on `message_delta` (OpenRouter's field, as on whole answers). */
+  cost?: (u: { prompt_tokens: number; completion_tokens: number }) => number;
 }
 
 interface ToolState {
@@ -234,7 +236,11 @@ class MessagesStreamTranslator implements StreamTranslator {
     const u = this.#totals();
     out += ev("message_delta", {
       delta: { stop_reason: stop.stop_reason, stop_sequence: stop.stop_sequence },
-      usage: { input_tokens: this.#opts.inputTokensEstimate, output_tokens: u.completion_tokens },
+      usage: {
+        input_tokens: this.#opts.inputTokensEstimate,
+        output_tokens: u.completion_tokens,
+        ...(this.#opts.cost ? { cost: this.#opts.cost(u) } : {}),
+      },
     });
     out += ev("message_stop", {});
     return out;

@@ -49,6 +49,8 @@ export interface ResponsesStreamOptions {
   id?: string;
   /** Prompt tokens the gateway counted; used for `usage()` when the upstream never reports usage. */
   inputTokensEstimate?: number;
+  /** `usage.cost` in credits on the final response (OpenRouter's field, as on whole answers). */
+  cost?: (u: { prompt_tokens: number; completion_tokens: number }) => number;
 }
 
 interface ToolState {
@@ -79,6 +81,7 @@ class ResponsesStreamTranslator implements StreamTranslator {
   #usage: ChatUsage | undefined;
   #deltas = 0;
   #sawChunk = false;
+  readonly #cost: ResponsesStreamOptions["cost"];
 
   constructor(opts: ResponsesStreamOptions) {
     if (!Number.isFinite(opts.createdAt)) {
@@ -89,6 +92,7 @@ class ResponsesStreamTranslator implements StreamTranslator {
       throw new RangeError("inputTokensEstimate must be a non-negative integer");
     }
     this.#estimate = est;
+    this.#cost = opts.cost;
     this.#env = {
       id: opts.id ?? responseIdFor(undefined),
       createdAt: opts.createdAt,
@@ -295,6 +299,7 @@ class ResponsesStreamTranslator implements StreamTranslator {
       prompt_tokens: u.prompt_tokens,
       completion_tokens: u.completion_tokens,
     });
+    if (usage && u && this.#cost) Object.assign(usage, { cost: this.#cost(u) });
     return buildResponse(this.#env, status, structuredClone(this.#output), usage, extra);
   }
 
