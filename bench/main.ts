@@ -39,6 +39,7 @@ import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { measureE2ee } from "./e2ee.ts";
+import { promptSizePlan, promptSizeRows } from "./prompt_size.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -576,6 +577,18 @@ async function main(): Promise<void> {
         serverCpu: SERVER_CPU,
         rounds,
         seconds: Math.max(seconds, 3),
+        log,
+      }),
+    );
+
+    // Cost per prompt byte (#27): fresh floor, gateway and Portkey per prompt size.
+    log("prompt sizes 1 KB – 1 MB (fresh processes)");
+    rows.push(
+      ...await promptSizeRows({
+        ...promptSizePlan(Deno.args.includes("--quick")),
+        dir: `${dir}/prompt-size`,
+        mockUrl: mock.url,
+        serverCpu: SERVER_CPU,
         log,
       }),
     );

@@ -39,6 +39,17 @@ export interface PromptSizePlan {
   sizesKiB?: number[];
 }
 
+/**
+ * The rows' plan: full (3 rounds of 3 s, 2 s warm-up per path and size: about
+ * 4 minutes) or quick (1 round of 0.5 s: about 25 s with process start-up).
+ * bench/plan.ts's `BenchPlan` can carry one as `promptSizes`.
+ */
+export function promptSizePlan(quick: boolean): PromptSizePlan {
+  return quick
+    ? { rounds: 1, seconds: 0.5, warmSeconds: 0.3 }
+    : { rounds: 3, seconds: 3, warmSeconds: 2 };
+}
+
 const CHAT_PATH = "/v1/chat/completions";
 
 let sourceText: string | undefined;
@@ -244,9 +255,10 @@ export async function promptSizeRows(
 if (import.meta.main) {
   const i = Deno.args.indexOf("--sizes");
   const sizesKiB = i >= 0 ? Deno.args[i + 1].split(",").map(Number) : undefined;
+  const plan = promptSizePlan(Deno.args.includes("--quick"));
   await runStandalone(
     "prompt-size",
-    { rounds: 3, seconds: 3 },
-    (o) => promptSizeRows({ ...o, warmSeconds: numFlag("warm", 2), sizesKiB }),
+    plan,
+    (o) => promptSizeRows({ ...o, warmSeconds: numFlag("warm", plan.warmSeconds), sizesKiB }),
   );
 }
