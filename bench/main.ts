@@ -38,6 +38,7 @@ import { peerFreshRows } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
+import { issue27Rows } from "./targets27.ts";
 import { measureE2ee } from "./e2ee.ts";
 import { promptSizePlan, promptSizeRows } from "./prompt_size.ts";
 
@@ -552,6 +553,7 @@ async function main(): Promise<void> {
       },
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
+    rows.push(...issue27Rows(stats, { rate: RATE, streams: STREAM_CONCURRENCY, seconds }));
     rows.push(...e2ee.rows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
