@@ -12,6 +12,14 @@ import { type Server, spawnPinned } from "./processes.ts";
 /** Gateway model id for each mock upstream model. */
 export const gatewayModel = (upstreamModel: string) => `bench/${upstreamModel}`;
 
+/**
+ * A long-context model (routed to the mock's `chat`) for prompt-size rows: its
+ * context holds a megabyte of prompt, so the context check passes and what is
+ * measured is the cost of carrying the prompt (bench/prompt_size.ts).
+ */
+export const LONG_MODEL = "bench/long";
+export const LONG_CONTEXT = 2_097_152;
+
 /** Gateway model id for each mock model on the verified confidential path. */
 export const verifiedModel = (upstreamModel: string) => `verified/${upstreamModel}`;
 
@@ -48,12 +56,15 @@ export async function startGateway(
   env: Record<string, string> = {},
   /** A file for the gateway's stdout (its log lines, and `--trace-gc` output). */
   stdoutTo?: string,
+  /** Overrides of the configuration's `limits` (e.g. larger bodies in flight per key). */
+  limits?: Record<string, number>,
 ): Promise<GatewayUnderTest> {
   const storePath = `${dir}/gateway.kv`;
   const config = {
     listen: { base: { hostname: "127.0.0.1", port: 0 } },
     store: { path: storePath },
     identity: { quote_provider: "dev", allow_dev_quotes: true },
+    ...(limits ? { limits } : {}),
     tiers: { free: UNLIMITED, pro: UNLIMITED, enterprise: UNLIMITED },
     providers: [
       { name: "mock", base_url: upstreamUrl, zdr: false },
@@ -72,6 +83,7 @@ export async function startGateway(
     ],
     models: [
       ...["chat", "delay", "hold"].map((m) => model(m)),
+      { ...model("chat", LONG_MODEL), context_length: LONG_CONTEXT },
       ...(verified ? ["chat", "delay", "hold"].map((m) => model(m, verifiedModel(m), "tee")) : []),
     ],
   };

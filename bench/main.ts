@@ -40,9 +40,11 @@ import { peerFreshRows } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
+import { issue27Rows } from "./targets27.ts";
 import { measureE2ee } from "./e2ee.ts";
 import { measureVerifyingClient } from "./verifying_client.ts";
 import { benchPlan, loadSeconds } from "./plan.ts";
+import { promptSizePlan, promptSizeRows } from "./prompt_size.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -570,6 +572,7 @@ async function main(): Promise<void> {
       },
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
+    rows.push(...issue27Rows(stats, { rate: RATE, streams: STREAM_CONCURRENCY, seconds }));
     rows.push(...e2ee.rows);
     rows.push(...verifyingRows);
     if (errors > 0) {
@@ -609,6 +612,18 @@ async function main(): Promise<void> {
         rounds: plan.peer.rounds,
         seconds: plan.peer.seconds,
         warmSeconds: plan.peer.warmSeconds,
+        log,
+      }),
+    );
+
+    // Cost per prompt byte (#27): fresh floor, gateway and Portkey per prompt size.
+    log("prompt sizes 1 KB – 1 MB (fresh processes)");
+    rows.push(
+      ...await promptSizeRows({
+        ...promptSizePlan(plan.quick),
+        dir: `${dir}/prompt-size`,
+        mockUrl: mock.url,
+        serverCpu: SERVER_CPU,
         log,
       }),
     );

@@ -11,7 +11,7 @@ import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { waitForReceipt } from "./support/receipt_check.ts";
 import { getBalance, getUsage } from "../src/accounts/credits.ts";
 import { MAX_SETTLEMENT_NANO } from "../src/accounts/credits.ts";
-import { countText } from "../src/tokens/count.ts";
+import { countChat, countText } from "../src/tokens/count.ts";
 import type { GatewayConfig } from "../src/config/schema.ts";
 
 type Script = (body: Record<string, unknown>) => Response | Promise<Response>;
@@ -155,6 +155,9 @@ Deno.test("usage: a whole answer's usage that is not a count bills the estimate 
     const ev = eventsOf(receipt).find((e) => e.type === "usage.bounded")!;
     assert.deepEqual(ev.invalid, ["prompt_tokens", "completion_tokens"]);
     // The reservation's own figures: the counted prompt and the output cap sent upstream.
+    // The prompt is billed at its exact count, not at the byte ceiling admission reserved
+    // (#27: "hi" is 7 tokens with framing, its ceiling 8).
+    assert.equal(ev.prompt_tokens, countChat([{ role: "user", content: "hi" }], "o200k_base"));
     assert.equal(ev.completion_tokens, 10);
     assert.equal((await getUsage(gw.kv, keyId)).completion_tokens, 10n);
   });

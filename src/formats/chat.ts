@@ -4,11 +4,13 @@
  * the upstream body, and the streaming pass-through translator. Pure.
  */
 import {
+  chatTokenCeiling,
   type CountableMessage,
   countChatInto,
   TokenCounter,
   type TokenizerName,
 } from "../tokens/count.ts";
+import { utf8Length } from "../tokens/bounds.ts";
 import { z } from "zod";
 import { badParam } from "../http/errors.ts";
 import type { ChatModel } from "../catalog/catalog.ts";
@@ -265,6 +267,12 @@ export function estimateChatTokens(
   // Tool definitions reach the model as text too: counted as their JSON.
   if (tools && tools.length > 0 && !c.over) c.text(JSON.stringify(tools));
   return c.total;
+}
+
+/** A ceiling on {@link estimateChatTokens} (UTF-8 bytes; src/tokens/count.ts `chatTokenCeiling`). */
+export function chatTokenCeilingOf(messages: ChatMessage[], tools?: unknown[]): number {
+  const n = chatTokenCeiling(messages as CountableMessage[]);
+  return tools && tools.length > 0 ? n + utf8Length(JSON.stringify(tools)) : n;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */

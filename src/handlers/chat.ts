@@ -9,7 +9,7 @@ import {
 import type { ChatResponse } from "../formats/chat_types.ts";
 import { costOf, idOf, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { chatPromptTokens } from "./prompt_tokens.ts";
+import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
@@ -19,13 +19,15 @@ export const chatEndpoint: InferenceEndpoint = {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
-    const promptTokens = chatPromptTokens(
+    const prompt = chatPromptTokens(
       p.chat,
       model,
       p.model,
       p.chat.max_tokens ?? p.chat.max_completion_tokens,
       "messages",
+      defaultOutputOf(model, config.limits.default_output_reserve),
     );
+    const promptTokens = prompt.reserve;
     const out = outputReserve(
       model,
       p.chat.max_tokens ?? p.chat.max_completion_tokens,
@@ -41,6 +43,7 @@ export const chatEndpoint: InferenceEndpoint = {
         promptTokens,
         outputTokens: out.perCompletion * (p.chat.n ?? 1),
         maxPromptTokens: model.config.context_length,
+        exactPromptTokens: prompt.exact,
       },
       pricing: model.config.pricing,
       tokenizer: model.tokenizer,

@@ -10,7 +10,7 @@ import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { costOf, idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { chatPromptTokens } from "./prompt_tokens.ts";
+import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 
 export const messagesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/messages",
@@ -23,7 +23,15 @@ export const messagesEndpoint: InferenceEndpoint = {
       response_format: p.formatParam,
       reasoning_effort: "output_config.effort",
     });
-    const promptTokens = chatPromptTokens(p.chat, model, p.model, p.chat.max_tokens, "messages");
+    const prompt = chatPromptTokens(
+      p.chat,
+      model,
+      p.model,
+      p.chat.max_tokens,
+      "messages",
+      defaultOutputOf(model, config.limits.default_output_reserve),
+    );
+    const promptTokens = prompt.reserve;
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
     return {
       modelId: p.model,
@@ -34,6 +42,7 @@ export const messagesEndpoint: InferenceEndpoint = {
         promptTokens,
         outputTokens: out.perCompletion,
         maxPromptTokens: model.config.context_length,
+        exactPromptTokens: prompt.exact,
       },
       pricing: model.config.pricing,
       tokenizer: model.tokenizer,
@@ -55,7 +64,8 @@ export const messagesEndpoint: InferenceEndpoint = {
         translator: () =>
           createMessagesStreamTranslator({
             model: p.model,
-            inputTokensEstimate: promptTokens,
+            // Shown to the client (message_start): the exact count, as before.
+            inputTokensEstimate: prompt.exact(),
             stopSequences: p.stopSequences,
             cost: costOf(model.config.pricing),
           }),

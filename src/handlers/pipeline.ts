@@ -242,7 +242,8 @@ export async function handleInference(
         translator: e2ee
           ? e2ee.sealStream(plan.translator(result.candidate))
           : plan.translator(result.candidate),
-        promptEstimate: plan.estimate.promptTokens,
+        promptEstimate: plan.estimate.exactPromptTokens ??
+          ((n) => () => n)(plan.estimate.promptTokens),
         contentType: plan.streamContentType,
         headers,
         settle,
@@ -368,8 +369,12 @@ function settlementFor(
     promptTokens: estimate.maxPromptTokens,
     completionTokens: estimate.outputTokens,
   };
+  // Billed when the upstream reports no usage: the prompt's exact count, made only if read.
+  const exactPrompt = estimate.exactPromptTokens;
   const estimated = {
-    prompt_tokens: estimate.promptTokens,
+    get prompt_tokens() {
+      return exactPrompt ? exactPrompt() : estimate.promptTokens;
+    },
     completion_tokens: estimate.outputTokens,
   };
   return (u, fallback = estimated) => {

@@ -25,9 +25,16 @@ export interface InferencePlan {
    * (what the upstream is allowed: `max_tokens × n`, or the model's output
    * length). `maxPromptTokens` is the most prompt a request can have (the
    * context length, per prompt): reported usage is clamped to it and to
-   * `outputTokens` (usage_bounds.ts).
+   * `outputTokens` (usage_bounds.ts). `exactPromptTokens`: when `promptTokens` is
+   * a ceiling (prompt_tokens.ts), the exact count, made only when billed without
+   * the upstream's usage.
    */
-  estimate: { promptTokens: number; outputTokens: number; maxPromptTokens: number };
+  estimate: {
+    promptTokens: number;
+    outputTokens: number;
+    maxPromptTokens: number;
+    exactPromptTokens?: () => number;
+  };
   pricing: { prompt: number; completion: number };
   /** The model's tokenizer: counts delivered text when a stream ends without usage. */
   tokenizer?: TokenizerName;

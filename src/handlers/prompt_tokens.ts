@@ -1,23 +1,55 @@
 /**
  * The chat-shaped endpoints' shared first step (chat, messages, responses):
- * the prompt's tokens, counted with the model's tokenizer and stopping past
- * its context, then the context-window check with the output the client asked
- * for.
+ * the prompt's tokens for admission, and the context-window check with the
+ * output the client asked for.
+ *
+ * A cheap ceiling decides first (docs/decisions/prompt-cost.md): every text at
+ * its UTF-8 bytes, which no count can exceed. When the ceiling plus the output
+ * fits the context, the check passes and the default output cap is the same as
+ * with the exact count, so the prompt is not tokenized: admission reserves the
+ * ceiling (tokens/min and credits are settled to the upstream's usage
+ * afterwards), and the exact count is made only if something asks for it (a
+ * usage the upstream never reported). Otherwise it is counted as before, with
+ * the model's tokenizer, stopping past its context.
  */
 import type { ChatModel } from "../catalog/catalog.ts";
-import { estimateChatTokens } from "../formats/chat.ts";
+import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat.ts";
 import type { ChatRequest } from "../formats/chat_types.ts";
 import { checkContextLength } from "../tokens/context.ts";
 
-/** Prompt tokens of `chat`, after a 400 naming `param` when prompt + output exceed the context. */
+export interface PromptTokens {
+  /** Reserved at admission: the exact count, or the ceiling when that decided. */
+  reserve: number;
+  /** The exact count (counted on first call when the ceiling decided, then kept). */
+  exact: () => number;
+  /** Whether the ceiling decided (no count was made). */
+  bounded: boolean;
+}
+
+/**
+ * Prompt tokens of `chat`, after a 400 naming `param` when prompt + output
+ * exceed the context. `defaultOutput`: the output reserved when the client
+ * names none (min of the default reserve and the model's output length).
+ */
 export function chatPromptTokens(
   chat: ChatRequest,
   model: ChatModel,
   modelId: string,
   requestedOutput: number | undefined,
   param: string,
-): number {
+  defaultOutput: number,
+): PromptTokens {
   const contextLength = model.config.context_length;
+  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools);
+  if (ceiling + (requestedOutput ?? defaultOutput) <= contextLength) {
+    let exact: number | undefined;
+    return {
+      reserve: ceiling,
+      bounded: true,
+      exact: () =>
+        exact ??= estimateChatTokens(chat.messages, model.tokenizer, contextLength, chat.tools),
+    };
+  }
   const promptTokens = estimateChatTokens(
     chat.messages,
     model.tokenizer,
@@ -25,5 +57,10 @@ export function chatPromptTokens(
     chat.tools,
   );
   checkContextLength({ promptTokens, requestedOutput, contextLength, modelId, param });
-  return promptTokens;
+  return { reserve: promptTokens, exact: () => promptTokens, bounded: false };
+}
+
+/** The output reserved when a request names no maximum, before the context's room. */
+export function defaultOutputOf(model: ChatModel, defaultReserve: number): number {
+  return Math.min(defaultReserve, model.config.max_output_length);
 }

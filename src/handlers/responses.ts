@@ -10,7 +10,7 @@ import type { ChatResponse } from "../formats/chat_types.ts";
 import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { costOf, idOf, nativeOrTranslated, usageField } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { chatPromptTokens } from "./prompt_tokens.ts";
+import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
 export const responsesEndpoint: InferenceEndpoint = {
@@ -20,7 +20,15 @@ export const responsesEndpoint: InferenceEndpoint = {
     const p = parseResponsesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
-    const promptTokens = chatPromptTokens(p.chat, model, p.model, p.chat.max_tokens, "input");
+    const prompt = chatPromptTokens(
+      p.chat,
+      model,
+      p.model,
+      p.chat.max_tokens,
+      "input",
+      defaultOutputOf(model, config.limits.default_output_reserve),
+    );
+    const promptTokens = prompt.reserve;
     const createdAt = Math.floor(now() / 1000);
     const out = outputReserve(
       model,
@@ -37,6 +45,7 @@ export const responsesEndpoint: InferenceEndpoint = {
         promptTokens,
         outputTokens: out.perCompletion,
         maxPromptTokens: model.config.context_length,
+        exactPromptTokens: prompt.exact,
       },
       pricing: model.config.pricing,
       tokenizer: model.tokenizer,
@@ -63,7 +72,7 @@ export const responsesEndpoint: InferenceEndpoint = {
             createdAt,
             echo: p.echo,
             id: "resp_" + bytesToHex(randomBytes(24)),
-            inputTokensEstimate: promptTokens,
+            inputTokensEstimate: prompt.exact(),
             cost: costOf(model.config.pricing),
           }),
       }),

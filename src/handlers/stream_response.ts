@@ -27,7 +27,7 @@ export interface StreamArgs {
   abortUpstream: (reason?: unknown) => void;
   translator: Translator;
   /** Prompt tokens estimated at admission: billed when the upstream never reports usage. */
-  promptEstimate: number;
+  promptEstimate: () => number;
   contentType: string | undefined;
   headers: Headers;
   settle: Settle;
@@ -78,8 +78,11 @@ export function streamResponse(a: StreamArgs): Response {
    * not a valid count is replaced by them (usage_bounds.ts).
    */
   const settlement = (): readonly KvWrite[] => {
+    // The prompt's exact count is made only if read (prompt_tokens.ts).
     const fallback: TokenUsage = {
-      prompt_tokens: promptEstimate,
+      get prompt_tokens() {
+        return promptEstimate();
+      },
       completion_tokens: deliveredTokens,
     };
     try {

@@ -60,7 +60,7 @@ function start(ctx: GatewayContext, upstream: ReadableStream<Uint8Array>) {
     upstream: new Response(upstream),
     abortUpstream: (r) => aborts.push(r),
     translator: createOpenAiStreamPassthrough({ model: "m", clientWantsUsage: false }),
-    promptEstimate: 3,
+    promptEstimate: () => 3,
     contentType: undefined,
     headers: new Headers(),
     settle: () => [],

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  chatTokenCeiling,
   countChat,
   countText,
   FALLBACK_TOKENIZER,
@@ -7,7 +8,9 @@ import {
   newBpeBudget,
   NOVEL_BUDGET,
   PIECE_MAX,
+  REPLY_PRIMING_TOKENS,
   TokenCounter,
+  TOKENS_PER_MESSAGE,
   vocabularyReadable,
 } from "./count.ts";
 import { tokenBounds } from "./bounds.ts";
@@ -172,3 +175,36 @@ function encodeExact(text: string): number {
     disallowedSpecial: new Set(),
   });
 }
+
+Deno.test("chatTokenCeiling is never below the count and reads no token (#27)", () => {
+  const messages = [
+    { role: "system", content: "You are a careful code reviewer.", name: "sys" },
+    {
+      role: "user",
+      content: [
+        { type: "text", text: "function f(x) { return x * 2; }\n".repeat(200) },
+        { type: "image_url" },
+        { type: "text", text: "漢字かなハングル한국어 😀 \ud800 lone" },
+      ],
+    },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ function: { name: "lookup", arguments: '{"q":"ünïcödé"}' } }],
+    },
+  ];
+  for (const tokenizer of ["o200k_base", "cl100k_base"] as const) {
+    const exact = countChat(messages, tokenizer);
+    const ceiling = chatTokenCeiling(messages);
+    assert.ok(ceiling >= exact, `${tokenizer}: ceiling ${ceiling} < count ${exact}`);
+  }
+  // Framing only: priming, per message, the name's token, the image.
+  assert.equal(
+    chatTokenCeiling([{ role: "user", content: "" }]),
+    REPLY_PRIMING_TOKENS + TOKENS_PER_MESSAGE,
+  );
+  assert.equal(
+    chatTokenCeiling([{ role: "user", content: [{ type: "image_url" }], name: "ab" }]),
+    REPLY_PRIMING_TOKENS + TOKENS_PER_MESSAGE + 1 + 2 + IMAGE_TOKENS,
+  );
+});

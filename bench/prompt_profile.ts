@@ -1,0 +1,72 @@
+/**
+ * Where a long prompt's CPU goes: a gateway under `--cpu-prof`, driven with
+ * non-streamed chat of one prompt size (bench/prompt_size.ts's body) at c=4.
+ *
+ *   deno run -A bench/prompt_profile.ts [--kib 256] [--seconds 5]
+ */
+import { encodeRequest, HttpConn } from "./http_conn.ts";
+import { LONG_MODEL, startGateway } from "./gateway_setup.ts";
+import { pinSelf, ROOT, spawnPinned } from "./processes.ts";
+import { summarizeProfile } from "./cpu_profile.ts";
+import { fmt, renderProfile } from "./report.ts";
+import { numFlag } from "./standalone.ts";
+import { promptBody } from "./prompt_size.ts";
+
+await pinSelf(1);
+const kib = numFlag("kib", 256);
+const seconds = numFlag("seconds", 5);
+const dir = await Deno.makeTempDir({ prefix: "gateway-prompt-prof-" });
+const mock = await spawnPinned(
+  1,
+  ["run", "-A", "bench/mock_upstream.ts"],
+  /mock listening on (\S+)/,
+);
+const gw = await startGateway(
+  dir,
+  mock.url,
+  0,
+  ["--cpu-prof", `--cpu-prof-dir=${dir}`],
+  undefined,
+  {},
+  undefined,
+  {
+    body_bytes_in_flight_per_key: 64 * 1024 * 1024,
+  },
+);
+const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
+  headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
+  body: promptBody(LONG_MODEL, kib),
+});
+const url = new URL(gw.url);
+const run = async (s: number) => {
+  const conns = await Promise.all(Array.from({ length: 4 }, () => HttpConn.open(url)));
+  let ok = 0;
+  const end = performance.now() + s * 1000;
+  await Promise.all(conns.map(async (c) => {
+    while (performance.now() < end) if ((await c.request(req)).status === 200) ok++;
+  }));
+  for (const c of conns) c.close();
+  return ok;
+};
+await run(1);
+const start = performance.now();
+const ok = await run(seconds);
+const stop = performance.now();
+await gw.stop();
+await mock.stop();
+const exited = performance.now();
+const file = [...Deno.readDirSync(dir)].find((e) => e.name.endsWith(".cpuprofile"))!;
+const json: unknown = JSON.parse(await Deno.readTextFile(`${dir}/${file.name}`));
+const s = summarizeProfile(json, ROOT, {
+  top: 25,
+  window: { fromEndMs: exited - start, toEndMs: exited - stop },
+});
+console.log(
+  renderProfile(
+    s,
+    `${kib} KiB prompts at c=4, ${ok} requests, ${
+      fmt((s.busyMs * 1000) / ok, 0)
+    } µs main-thread per request`,
+  ),
+);
+await Deno.remove(dir, { recursive: true });
