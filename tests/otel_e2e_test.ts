@@ -31,10 +31,14 @@ function startReceiver() {
   return { url: `http://127.0.0.1:${server.addr.port}`, got, raw, close: () => server.shutdown() };
 }
 
-/** A fake chat upstream that records the headers of every request it gets. */
+/**
+ * A fake chat upstream that records the headers of every inference request it gets (the
+ * gateway's start-up listing of `/v1/models` is answered with 404 and not recorded).
+ */
 function startUpstream() {
   const seen: Headers[] = [];
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    if (req.method === "GET") return new Response("not found", { status: 404 });
     seen.push(req.headers);
     const body = await req.json();
     if (body.stream) {
