@@ -62,6 +62,7 @@ async function webcryptoHash(
 
 /** WebCrypto's Ed25519 over the JCS form of the receipt minus its signature. */
 const SESSION_ID = /^[0-9a-f]{64}$/;
+const RECEIPT_ID = /^rcpt-[0-9a-f]{32}$/;
 
 async function webcryptoSignature(
   receipt: Record<string, unknown>,
@@ -263,8 +264,17 @@ async function run(): Promise<void> {
     }
 
     // 4. The receipt's inclusion in the transparency log, and the checkpoint used.
+    // Like the session id: the receipt id leads the user's key to a URL only from a signed
+    // receipt, and only as what a receipt id is.
     const rid = String(r["receipt_id"] ?? id);
-    if (key) {
+    if (!signed || !RECEIPT_ID.test(rid)) {
+      chain.log = { ok: false, label: "receipt not signed: inclusion not fetched" };
+      checks.push({
+        name: "log.inclusion",
+        ok: false,
+        detail: "not fetched: the receipt's signature did not verify or its id is malformed",
+      });
+    } else if (key) {
       const lc = await inclusion(rid, r, [report, signing], allowDev, key);
       checks.push(...lc.checks);
       chain.log = lc.state;
