@@ -322,7 +322,13 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
         return null;
       }
       try {
-        return sealRequestBody(kind!, new TextDecoder().decode(req.body), at.e2ee, { random, now });
+        // Best effort ("auto"): tools and tool calls travel in clear either way, so seal the rest
+        // (the X-E2EE-Clear-Tools opt-in); "required" refuses them (e2ee_unavailable).
+        return sealRequestBody(kind!, new TextDecoder().decode(req.body), at.e2ee, {
+          random,
+          now,
+          clearTools: e2eeMode === "auto",
+        });
       } catch (e) {
         if (e2eeMode !== "required") return null;
         throw new AciVerificationError("e2ee_unavailable", (e as Error).message, { cause: e });
