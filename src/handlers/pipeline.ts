@@ -242,8 +242,9 @@ export async function handleInference(
         translator: e2ee
           ? e2ee.sealStream(plan.translator(result.candidate))
           : plan.translator(result.candidate),
-        promptEstimate: plan.estimate.exactPromptTokens ??
-          ((n) => () => n)(plan.estimate.promptTokens),
+        // The admission's figure, never a lazy exact count: that would hold the prompt's text
+        // for the stream's whole life (docs/decisions/prompt-cost.md).
+        promptEstimate: constant(plan.estimate.promptTokens),
         contentType: plan.streamContentType,
         headers,
         settle,
@@ -369,13 +370,17 @@ function settlementFor(
     promptTokens: estimate.maxPromptTokens,
     completionTokens: estimate.outputTokens,
   };
-  // Billed when the upstream reports no usage: the prompt's exact count, made only if read.
-  const exactPrompt = estimate.exactPromptTokens;
+  // Billed when the upstream reports no usage: the prompt's exact count, made only if read —
+  // for a whole answer. A stream bills the admission's figure (the ceiling when that decided):
+  // counting at its end would keep the prompt's text alive for as long as it runs.
+  // Numbers only: `estimate` itself holds that lazy count (and through it the prompt).
+  const exactPrompt = plan.stream ? undefined : estimate.exactPromptTokens;
+  const { promptTokens, outputTokens } = estimate;
   const estimated = {
     get prompt_tokens() {
-      return exactPrompt ? exactPrompt() : estimate.promptTokens;
+      return exactPrompt ? exactPrompt() : promptTokens;
     },
-    completion_tokens: estimate.outputTokens,
+    completion_tokens: outputTokens,
   };
   return (u, fallback = estimated) => {
     // Numbers from the upstream: valid counts, within what the gateway let it do (#25).
@@ -406,6 +411,14 @@ function settlementFor(
     writes.push(...dailyUsageWrites(keyId, info.model ?? "", now(), actual));
     return writes;
   };
+}
+
+/**
+ * `() => n`, made at module level: a closure made inside `handleInference` would keep its
+ * whole scope (the plan, the parsed prompt) alive for as long as a stream holds it.
+ */
+function constant(n: number): () => number {
+  return () => n;
 }
 
 /** Upstream paths whose streams are OpenAI's format (ended by `data: [DONE]`). */
