@@ -9,6 +9,10 @@ import { type Checked, fail } from "../x509/verify_result.ts";
 import type { PckExtension } from "./pck_extension.ts";
 import type { QeReport, TdReport } from "./quote.ts";
 import type { QeIdentity, StatusLevel, TcbInfo } from "./tcb_info.ts";
+import {
+  ACCEPTABLE_TCB_STATUSES,
+  type AcceptableTcbStatus,
+} from "../../config/attestation_names.ts";
 
 /**
  * TCB statuses Intel publishes, plus `NotSupported` (Intel QVL's
@@ -17,29 +21,10 @@ import type { QeIdentity, StatusLevel, TcbInfo } from "./tcb_info.ts";
  * `Revoked` always fail verification; the rest is the TCB policy's
  * (`tcb_policy.ts`).
  */
-export type TcbStatus =
-  | "NotSupported"
-  | "UpToDate"
-  | "SWHardeningNeeded"
-  | "ConfigurationNeeded"
-  | "ConfigurationAndSWHardeningNeeded"
-  | "OutOfDate"
-  | "OutOfDateConfigurationNeeded"
-  | "TDRelaunchAdvised"
-  | "TDRelaunchAdvisedConfigurationNeeded"
-  | "Revoked";
+export type TcbStatus = "NotSupported" | AcceptableTcbStatus | "Revoked";
 
-const KNOWN: readonly string[] = [
-  "UpToDate",
-  "SWHardeningNeeded",
-  "ConfigurationNeeded",
-  "ConfigurationAndSWHardeningNeeded",
-  "OutOfDate",
-  "OutOfDateConfigurationNeeded",
-  "TDRelaunchAdvised",
-  "TDRelaunchAdvisedConfigurationNeeded",
-  "Revoked",
-];
+/** The statuses a TCB Info level may carry (the configuration's list, plus `Revoked`). */
+const KNOWN: readonly string[] = [...ACCEPTABLE_TCB_STATUSES, "Revoked"];
 
 function asStatus(s: string): TcbStatus | null {
   return KNOWN.includes(s) ? s as TcbStatus : null;
