@@ -3,6 +3,7 @@
  * object or chunk, and decrypts an SSE stream event by event while keeping the
  * wire bytes its receipt covers (src/e2ee/client.ts wraps fetch around them).
  */
+import { splitSseFrames } from "./sse_frames.ts";
 import { isRecord } from "../verify/json_shape.ts";
 import { type AadContext, decryptField, responseAad } from "../e2ee/crypto.ts";
 import { type E2eeEndpoint, responseIdFor, responseSlots } from "../e2ee/fields.ts";
@@ -75,12 +76,9 @@ export function sseDecryptor(
   const frame = (f: string): string => decryptSseFrame(f, open);
   const drain = (final: boolean): string => {
     let out = "";
-    for (;;) {
-      const m = /\r?\n\r?\n/.exec(buf);
-      if (!m) break;
-      out += frame(buf.slice(0, m.index));
-      buf = buf.slice(m.index + m[0].length);
-    }
+    const split = splitSseFrames(buf);
+    for (const f of split.frames) out += frame(f);
+    buf = split.rest;
     if (final && buf.trim() !== "") {
       out += frame(buf);
       buf = "";

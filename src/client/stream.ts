@@ -5,6 +5,7 @@
  * receipt. A failed check errors the stream in place of that event, so a
  * reader never sees a complete stream whose receipt did not verify.
  */
+import { splitSseFrames } from "./sse_frames.ts";
 import { concatBytes } from "../aci/bytes.ts";
 import { decryptSseFrame } from "./e2ee_response.ts";
 
@@ -40,11 +41,9 @@ export function verifiedStream(
   /** Complete events ready to go now; the final one (and anything after it) is held. */
   const drain = (final: boolean): string => {
     let out = "";
-    for (;;) {
-      const m = /\r?\n\r?\n/.exec(buf);
-      if (!m) break;
-      const f = buf.slice(0, m.index);
-      buf = buf.slice(m.index + m[0].length);
+    const split = splitSseFrames(buf);
+    buf = split.rest;
+    for (const f of split.frames) {
       if (held !== "" || isFinalEvent(f)) held += frame(f);
       else out += frame(f);
     }
