@@ -23,6 +23,7 @@ import { waitInclusion } from "./support/tlog_check.ts";
 import { runToEnd } from "./support/task_line.ts";
 import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
+import { archiveDigest } from "../src/verify/collateral_archive.ts";
 import {
   collateralWith,
   FULL_RIMS,
@@ -186,6 +187,102 @@ Deno.test("bundle: a verified session's collateral (TDX, real GPU RIMs + OCSP) r
       await gw.close();
       await up.close();
     }
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("bundle: the gateway's own TDX quote carries its collateral; the report re-verifies offline", async () => {
+  const dir = await Deno.makeTempDir();
+  const forge = await forgeTdxEnvironment();
+  const fetched: string[] = [];
+  const gw = await startTestGateway({
+    // The gateway's own quotes: TDX, minted under the forged root over the statement's slot.
+    quotes: {
+      name: "forged-tdx",
+      hardware: true,
+      getQuote: (rd) =>
+        Promise.resolve({ tee_type: "tdx", provider: "test", quote: forge.mintQuote(rd) }),
+    },
+    verifiers: {
+      verifierFor: (p) => verifierFor(p.confidential!.verifier),
+      deps: createVerifierDeps({
+        tlsConnect: tls.connect,
+        now: Date.now,
+        // The gateway's configured collateral source, which also serves its own quote.
+        tdx: {
+          collateral: {
+            get: (fmspc, ca) => {
+              fetched.push(`${fmspc}/${ca}`);
+              return forge.source.get(fmspc, ca);
+            },
+          },
+          rootCaDer: forge.rootCertDer,
+        },
+        randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
+      }),
+    },
+  });
+  let stopped = false;
+  try {
+    const res = await fetch(`${gw.baseURL}/embeddings`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${gw.apiKey}` },
+      body: JSON.stringify({ model: "demo/embed-small", input: PROMPT }),
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    const id = res.headers.get("x-receipt-id")!;
+    await waitInclusion(gw.url, id, gw.apiKey, 30_000);
+    const bundleOf = async () => {
+      const r = await fetch(`${gw.url}/v1/aci/receipts/${id}/bundle`, {
+        headers: { authorization: `Bearer ${gw.apiKey}` },
+      });
+      assert.equal(r.status, 200);
+      return await r.text();
+    };
+    const text = await bundleOf();
+    const bundle = JSON.parse(text);
+    const own = bundle.collateral.reports[bundle.report.workload_keyset_digest];
+    assert.match(own.digest, /^sha256:[0-9a-f]{64}$/);
+    assert.equal(own.archive.tdx[0].fmspc, forge.fmspc.toLowerCase());
+    // Archived once per keyset: a second bundle carries the same bytes without asking again.
+    const asked = fetched.length;
+    assert.equal(
+      JSON.parse(await bundleOf()).collateral.reports[bundle.report.workload_keyset_digest].digest,
+      own.digest,
+    );
+    assert.equal(fetched.length, asked);
+    assert.ok(!text.includes(PROMPT) && !text.includes(gw.apiKey));
+
+    await gw.close();
+    stopped = true;
+    const file = `${dir}/bundle.json`;
+    const root = `${dir}/root.pem`;
+    await Deno.writeTextFile(file, text);
+    await Deno.writeTextFile(root, forge.rootPem);
+    // No --allow-dev: the report's quote is TDX, verified with the archived collateral.
+    const ok = await verifyOffline(["--bundle", file, "--tdx-root", root]);
+    assert.equal(ok.code, 0, ok.text);
+    assert.match(
+      ok.text,
+      /PASS bundle\.report_collateral — keyset sha256:\S+: archived collateral sha256:/,
+    );
+    assert.match(ok.text, /PASS report\.hardware_evidence — TDX quote v4: TDX v4 quote verified/);
+
+    // Altered TCB info with its digest made to match: Intel's (here: the pinned root's) signature fails.
+    const altered = JSON.parse(text);
+    const entry = altered.collateral.reports[bundle.report.workload_keyset_digest];
+    entry.archive.tdx[0].collateral.tcb_info = entry.archive.tdx[0].collateral.tcb_info.replace(
+      /"tcbEvaluationDataNumber":(\d+)/,
+      (_: string, n: string) => `"tcbEvaluationDataNumber":${Number(n) + 1}`,
+    );
+    entry.digest = archiveDigest(entry.archive);
+    await Deno.writeTextFile(file, JSON.stringify(altered));
+    const bad = await verifyOffline(["--bundle", file, "--tdx-root", root]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.text, /FAIL report\.hardware_evidence — .*collateral/);
+  } finally {
+    if (!stopped) await gw.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
