@@ -14,6 +14,7 @@ import { jsonResponse } from "../http/json.ts";
 import { b64, keyId, parseNote, SIG_ED25519 } from "../aci/note.ts";
 import { keysetEntry } from "../aci/log_entry.ts";
 import { type CanonicalReport, KEYSET_ARCHIVE } from "../attestation/reports.ts";
+import type { ReportCollateral } from "../attestation/own_collateral.ts";
 import { NOTE_KEY_ALGO } from "../aci/signer.ts";
 import { bytesEqual, parseHex } from "../aci/hex.ts";
 import { receiptLeaf } from "./tlog.ts";
@@ -53,7 +54,7 @@ export async function getEvidenceBundle(
   const keysets = await checkpointKeysets(ctx, cp.checkpoint, size);
   const reportCollateral: Record<string, unknown> = {};
   for (const r of [report, ...keysets.map((k) => k.report)]) {
-    reportCollateral[r.workload_keyset_digest] ??= await ctx.reportCollateral(r);
+    reportCollateral[r.workload_keyset_digest] ??= await bounded(ctx, ctx.reportCollateral(r));
   }
   return jsonResponse(
     {
@@ -76,6 +77,28 @@ export async function getEvidenceBundle(
     200,
     { "content-disposition": `attachment; filename="receipt-${params.id}.aci-bundle.json"` },
   );
+}
+
+/** How long a bundle waits for the collateral of the gateway's own quote (PCS/PCCS, KDS). */
+const OWN_COLLATERAL_WAIT_MS = 10_000;
+
+/** The collateral, or after the wait a `none` saying so (the fetch goes on; the next bundle has it). */
+function bounded(ctx: GatewayContext, p: Promise<ReportCollateral>): Promise<ReportCollateral> {
+  return new Promise((resolve, reject) => {
+    const d = ctx.deadlines.after(OWN_COLLATERAL_WAIT_MS, () =>
+      resolve({
+        none: `the collateral of the gateway's own quote was not obtained within ${
+          OWN_COLLATERAL_WAIT_MS / 1000
+        } s; a later bundle will carry it`,
+      }));
+    p.then((v) => {
+      d.cancel();
+      resolve(v);
+    }, (e) => {
+      d.cancel();
+      reject(e);
+    });
+  });
 }
 
 /** The archived reports whose log key signed `note`, each with its keyset entry's inclusion proof. */
