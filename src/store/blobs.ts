@@ -33,7 +33,8 @@ export async function putBlob(
     await retryTransient(async () => {
       const op = kv.atomic();
       for (let i = first; i < Math.min(n, first + PER_COMMIT); i++) {
-        const part = bytes.subarray(i * CHUNK, (i + 1) * CHUNK);
+        // A copy: a view would be serialized with its whole underlying buffer.
+        const part = bytes.slice(i * CHUNK, (i + 1) * CHUNK);
         // Chunk 0 also says how many there are.
         op.set(
           [prefix, digest, i],
