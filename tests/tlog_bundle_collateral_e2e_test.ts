@@ -140,6 +140,7 @@ Deno.test("bundle: a verified session's collateral (TDX, real GPU RIMs + OCSP) r
         /PASS session\.collateral — the archived collateral hashes to sha256:[0-9a-f]{64}, the digest the session document commits to/,
         /PASS session\.tdx\.collateral/,
         /PASS session\.measurements/,
+        /PASS session\.tls_binding — the quote's REPORTDATA binds the session's signing address and TLS key/,
         /PASS session\.gpu\[0\]\.driver_rim/,
         /PASS session\.gpu\[0\]\.rim_ocsp/,
         /PASS session\.gpu\[0\]\.device_ocsp/,

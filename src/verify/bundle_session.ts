@@ -11,6 +11,7 @@
  * times recorded with them). Nothing is fetched.
  */
 import { createHash } from "node:crypto";
+import { bytesEqual, parseHex } from "../aci/hex.ts";
 import { type Check, check } from "./checks.ts";
 import { archiveDigest, archiveSources } from "./collateral_archive.ts";
 import { verifyEventLog } from "./dstack/event_log.ts";
@@ -93,6 +94,36 @@ function sessionArchive(
     ],
     archive: ok ? archive : null,
   };
+}
+
+/**
+ * dstack report data v2: the quote's first 32 REPORTDATA bytes are
+ * sha256(signing address ‖ sha256(SPKI)) of the identity and TLS key the
+ * session names (the second half is the gateway's nonce, fresh only then).
+ */
+function tlsBinding(doc: Record<string, unknown>, reportData: Uint8Array): Check[] {
+  const identity = isRecord(doc.identity) ? doc.identity : {};
+  const address = typeof identity.signing_address === "string"
+    ? parseHex(identity.signing_address.replace(/^0x/, ""))
+    : null;
+  const binding = Array.isArray(doc.channel_binding)
+    ? doc.channel_binding.find((b) => isRecord(b) && b.type === "tls_spki_sha256")
+    : undefined;
+  const spki = isRecord(binding) && typeof binding.spki_sha256 === "string"
+    ? parseHex(binding.spki_sha256)
+    : null;
+  if (address === null || spki === null) return [];
+  const want = createHash("sha256").update(address).update(spki).digest();
+  const ok = bytesEqual(new Uint8Array(want), reportData.subarray(0, 32));
+  return [
+    check(
+      "session.tls_binding",
+      ok,
+      ok
+        ? "the quote's REPORTDATA binds the session's signing address and TLS key (report data v2)"
+        : "the quote's REPORTDATA does not bind the session's signing address and TLS key",
+    ),
+  ];
 }
 
 /** Re-verifies one session offline; one named check per step, never throws. */
@@ -192,6 +223,7 @@ export async function verifySessionOffline(
           : "the quote's measurements differ from the session's claims",
       ),
     );
+    checks.push(...tlsBinding(doc, tdx.verified.report.reportData));
     const report = asJson(bytes);
     const log = isRecord(report) ? report.event_log : undefined;
     if (claimed.event_log_replayed === true) {

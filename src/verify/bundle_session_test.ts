@@ -127,6 +127,21 @@ Deno.test("a session re-verifies offline with its archived real collateral", asy
     /does not hold/,
   );
 
+  // A session naming a TLS key and address its quote's REPORTDATA does not bind.
+  const unbound = {
+    ...doc,
+    identity: { signing_address: "0x" + "11".repeat(20), signing_algo: "ecdsa" },
+    channel_binding: [{
+      type: "tls_spki_sha256",
+      origin: doc.endpoint,
+      spki_sha256: "22".repeat(32),
+    }],
+  };
+  assert.match(
+    failed(await verifySessionOffline(unbound, entry, TRUST)).join("\n"),
+    /session\.tls_binding: the quote's REPORTDATA does not bind/,
+  );
+
   // A session claiming other measurements than its quote's.
   const lying = await session(archive, { mr_td: "00".repeat(48) });
   assert.match(
