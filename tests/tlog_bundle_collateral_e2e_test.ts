@@ -24,6 +24,12 @@ import { runToEnd } from "./support/task_line.ts";
 import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
 import { archiveDigest } from "../src/verify/collateral_archive.ts";
+import { verifyBundle } from "../src/verify/bundle.ts";
+import { kdsVcekSource } from "../src/verify/sev_snp/vcek_source.ts";
+import { LocalCollateralSource } from "../src/verify/tdx/collateral_source.ts";
+import { forgeSnpEnvironment } from "./support/snp_forge.ts";
+import { startFakeKds, startSnpUpstream } from "./support/snp_upstream.ts";
+import { Buffer } from "node:buffer";
 import {
   collateralWith,
   FULL_RIMS,
@@ -285,5 +291,112 @@ Deno.test("bundle: the gateway's own TDX quote carries its collateral; the repor
   } finally {
     if (!stopped) await gw.close();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("bundle: an SEV-SNP session's VCEK (fetched from a KDS) is archived and re-verifies offline", async () => {
+  const forge = await forgeSnpEnvironment();
+  const kds = startFakeKds(forge.vcekDer);
+  const up = await startSnpUpstream({ forge, ca: await makeTestCa() });
+  const roots = [{ product: "Genoa" as const, askDer: forge.askDer, arkDer: forge.arkDer }];
+  const gw = await startTestGateway({
+    configure: (c) => {
+      c.providers.push({
+        name: "snp",
+        base_url: `${up.url}/v1`,
+        zdr: true,
+        priority: 10,
+        timeout_ms: 5000,
+        native_formats: [],
+        confidential: {
+          verifier: "sev-snp",
+          tls_ca_pem: up.caPem,
+          allowed_mrtd: [],
+          allowed_compose_hashes: [],
+          session_ttl_seconds: 3600,
+          reverify_margin_seconds: 300,
+        },
+      });
+      c.models.push({
+        ...c.models[0],
+        id: "snp/model",
+        aliases: [],
+        routes: [{ provider: "snp", model: "demo-chat" }],
+      });
+    },
+    verifiers: {
+      verifierFor: (p) => verifierFor(p.confidential!.verifier),
+      deps: createVerifierDeps({
+        tlsConnect: tls.connect,
+        now: Date.now,
+        tdx: { collateral: new LocalCollateralSource() },
+        sevSnp: { roots, vcek: kdsVcekSource({ baseUrl: kds.url, fetch: (u) => fetch(u) }) },
+        randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
+      }),
+    },
+  });
+  try {
+    assert.ok(gw.gateway.ctx.verification("snp")?.verified);
+    assert.equal(kds.requests.length, 1, "the VCEK came from the KDS");
+    const res = await fetch(`${gw.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${gw.apiKey}` },
+      body: JSON.stringify({
+        model: "snp/model",
+        messages: [{ role: "user", content: PROMPT }],
+        provider: { aci_verified: true },
+      }),
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    const id = res.headers.get("x-receipt-id")!;
+    await waitInclusion(gw.url, id, gw.apiKey, 30_000);
+    const text = await (await fetch(`${gw.url}/v1/aci/receipts/${id}/bundle`, {
+      headers: { authorization: `Bearer ${gw.apiKey}` },
+    })).text();
+    assert.ok(!text.includes(PROMPT) && !text.includes(gw.apiKey));
+    const bundle = JSON.parse(text);
+    const [sessionId] = Object.keys(bundle.sessions);
+    const archived = bundle.collateral.sessions[sessionId].archive;
+    assert.equal(archived.sev_snp[0].vcek, Buffer.from(forge.vcekDer).toString("hex"));
+    const requestsBefore = kds.requests.length;
+    await kds.close();
+
+    const trust = {
+      snpRoots: roots,
+      gpuRoots: { deviceRootDer: new Uint8Array(), rimRootDer: new Uint8Array() },
+      allowDevEvidence: true,
+    };
+    const served = bundle.receipt.served_at * 1000;
+    const checks = await verifyBundle(bundle, { now: () => served, trust });
+    const failedChecks = checks.filter((c) => !c.ok);
+    assert.deepEqual(failedChecks, []);
+    const names = checks.map((c) => c.name);
+    for (
+      const n of [
+        "session.collateral",
+        "session.snp.signature",
+        "session.measurements",
+        "session.tls_binding",
+      ]
+    ) {
+      assert.ok(names.some((x) => x.startsWith(n)), `${n} in ${names.join(" ")}`);
+    }
+    assert.equal(kds.requests.length, requestsBefore, "nothing was fetched");
+    // Without the pinned roots (the auditor pinned none), the archived ASK/ARK are not trusted.
+    const unpinned = await verifyBundle(bundle, {
+      now: () => served,
+      trust: { ...trust, snpRoots: [] },
+    });
+    assert.ok(unpinned.some((c) => !c.ok && c.name.startsWith("session.snp")));
+    // Judged years later the VCEK chain has lapsed.
+    const late = await verifyBundle(bundle, {
+      now: () => served,
+      trust: { ...trust, at: Date.parse("2040-01-01T00:00:00Z") },
+    });
+    assert.ok(late.some((c) => !c.ok && c.name.startsWith("session.snp")));
+  } finally {
+    await gw.close();
+    await up.close();
   }
 });

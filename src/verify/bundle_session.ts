@@ -11,12 +11,13 @@
  * times recorded with them). Nothing is fetched.
  */
 import { createHash } from "node:crypto";
-import { bytesEqual, parseHex } from "../aci/hex.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../aci/hex.ts";
 import { type Check, check } from "./checks.ts";
 import { archiveDigest, archiveSources } from "./collateral_archive.ts";
 import { verifyEventLog } from "./dstack/event_log.ts";
 import { isRecord } from "./json_shape.ts";
-import { sevSnpKind } from "./kinds/sev_snp.ts";
+import { sevSnpKind, snpFromEvidence } from "./kinds/sev_snp.ts";
+import { parseSnpReport } from "./sev_snp/report.ts";
 import { quoteFromEvidence, tdxChecks } from "./kinds/tdx.ts";
 import type { EvidenceContext } from "./kinds/types.ts";
 import { asJson } from "./kinds/decode.ts";
@@ -126,6 +127,37 @@ function tlsBinding(doc: Record<string, unknown>, reportData: Uint8Array): Check
   ];
 }
 
+/** An SNP session's report: its measurement is the session's, its REPORT_DATA binds the TLS key. */
+function snpAgainstSession(doc: Record<string, unknown>, bytes: Uint8Array): Check[] {
+  const found = snpFromEvidence(bytes);
+  const parsed = typeof found === "string" ? null : parseSnpReport(found.report);
+  if (parsed === null || !parsed.ok) return [check("session.sev_snp", false, "no report")];
+  const r = parsed.report;
+  const identity = isRecord(doc.identity) ? doc.identity : {};
+  const measured = bytesToHex(r.measurement);
+  const binding = Array.isArray(doc.channel_binding)
+    ? doc.channel_binding.find((b) => isRecord(b) && b.type === "tls_spki_sha256")
+    : undefined;
+  const spki = isRecord(binding) ? binding.spki_sha256 : undefined;
+  const bound = bytesToHex(r.reportData.subarray(0, 32));
+  return [
+    check(
+      "session.measurements",
+      identity.measurement === measured,
+      identity.measurement === measured
+        ? `the report's MEASUREMENT ${measured} is the one the session names`
+        : "the report's MEASUREMENT differs from the session's",
+    ),
+    check(
+      "session.tls_binding",
+      spki === bound,
+      spki === bound
+        ? "the report's REPORT_DATA binds the session's TLS key"
+        : "the report's REPORT_DATA does not bind the session's TLS key",
+    ),
+  ];
+}
+
 /** Re-verifies one session offline; one named check per step, never throws. */
 export async function verifySessionOffline(
   doc: unknown,
@@ -190,7 +222,9 @@ export async function verifySessionOffline(
   };
   const prefix = (cs: Check[]) => cs.map((c) => ({ ...c, name: `session.${c.name}` }));
   if (snp) {
-    checks.push(...prefix(await sevSnpKind.verify(bytes, ctx)));
+    const kind = await sevSnpKind.verify(bytes, ctx);
+    checks.push(...prefix(kind));
+    if (kind.every((c) => c.ok)) checks.push(...snpAgainstSession(doc, bytes));
     return checks;
   }
   const quote = quoteFromEvidence(bytes);
