@@ -434,6 +434,14 @@ async function auditSnpTrust(
   return { snpRoots, snpVcek: localVcekSource(pem.length ? pem : [bytes], vcekPath) };
 }
 
+/** `--tdx-root`: the one certificate (PEM or DER) an auditor pins TDX collateral to. */
+async function auditRoot(path: string): Promise<Uint8Array> {
+  const bytes = await Deno.readFile(userPath(path));
+  const pem = pemCertificatesToDer(new TextDecoder().decode(bytes));
+  if (pem.length > 1) fail(`--tdx-root ${path}: expected one certificate, found ${pem.length}`);
+  return pem[0] ?? bytes;
+}
+
 async function verify(args: string[]): Promise<void> {
   // Provider kinds with their own evidence shapes (NEAR AI, Tinfoil) read their own options.
   const kind = args[args.indexOf("--kind") + 1];
@@ -447,7 +455,13 @@ async function verify(args: string[]): Promise<void> {
     );
   }
   // Collateral options are ours; everything else belongs to the verify command.
-  const { values, rest } = takeOptions(args, ["collateral", "pccs-url", "amd-roots", "vcek"]);
+  const { values, rest } = takeOptions(args, [
+    "collateral",
+    "pccs-url",
+    "amd-roots",
+    "vcek",
+    "tdx-root",
+  ]);
   const path = values.collateral === undefined ? undefined : userPath(values.collateral);
   const { source, gpu, note } = await verifyCollateral(path, values["pccs-url"], {
     ...trustIo,
@@ -455,10 +469,13 @@ async function verify(args: string[]): Promise<void> {
   });
   if (note) console.error(note);
   const snp = await auditSnpTrust(values["amd-roots"], values.vcek);
+  const tdxRootCaDer = values["tdx-root"] === undefined
+    ? undefined
+    : await auditRoot(values["tdx-root"]);
   const code = await runVerify(rest, {
     now: Date.now,
-    quoteCheck: tdxQuoteCheck({ source, now: Date.now }),
-    trust: { tdxSource: source, gpu, ...snp },
+    quoteCheck: tdxQuoteCheck({ source, now: Date.now, rootCaDer: tdxRootCaDer }),
+    trust: { tdxSource: source, gpu, ...snp, ...(tdxRootCaDer ? { tdxRootCaDer } : {}) },
     fetch: (input, init) => fetch(input, init),
     readFile: (p) => Deno.readFile(userPath(p)),
     print: (l) => console.log(l),

@@ -11,7 +11,7 @@ import { Buffer } from "node:buffer";
 import { startTestGateway } from "./support/gateway.ts";
 import { postRaw } from "./support/receipt_check.ts";
 import { runToEnd, taskArgs } from "./support/task_line.ts";
-import { waitInclusion } from "./support/tlog_check.ts";
+import { goCosigCheck, waitInclusion } from "./support/tlog_check.ts";
 import {
   b64,
   checkpointBody,
@@ -184,6 +184,30 @@ Deno.test("witness: the gateway serves only cosigned checkpoints; tlog-witness e
     assert.ok(opened.cosignedAt.get(name)! > 1_700_000_000);
     const served = await (await fetch(`${gw.url}/v1/aci/log/checkpoint`)).text();
     assert.ok(verifyNote(served, [key]));
+
+    // The same bytes checked by code we did not write for the note (Go's sumdb/note
+    // note.Open) and Go's crypto/ed25519 for the cosignature/v1 signature: see tlogcheck.go.
+    const logVkey = gw.gateway.identity.current().log.vkey;
+    const go = await goCosigCheck(logVkey, cosigner.cosignerVkey, served);
+    assert.equal(go.code, 0, go.text);
+    assert.match(go.text, new RegExp(`cosignature: ${name} cosigned \\S+ size \\d+ at time \\d+`));
+    const cosigLine = served.split("\n").find((l) => l.startsWith(`\u2014 ${name} `))!;
+    const alter = (at: number) => {
+      const raw = Buffer.from(cosigLine.split(" ")[2], "base64");
+      raw[at] ^= 1;
+      return served.replace(cosigLine, `\u2014 ${name} ${raw.toString("base64")}`);
+    };
+    // One bit of the Ed25519 signature, or of the 8-byte timestamp it covers: Go refuses both.
+    for (const at of [4 + 8 + 20, 4 + 7]) {
+      const bad = await goCosigCheck(logVkey, cosigner.cosignerVkey, alter(at));
+      assert.equal(bad.code, 1, bad.text);
+      assert.match(bad.text, /invalid signature/);
+    }
+    // Another witness key under the same name: not this witness's cosignature.
+    const impostor = createNoteSigner(name, new Uint8Array(32).fill(3)).cosignerVkey;
+    const notHis = await goCosigCheck(logVkey, impostor, served);
+    assert.equal(notHis.code, 1);
+    assert.match(notHis.text, /cosigned by witness\.test\/w1: false/);
     assert.ok(lines.some((l) => l.startsWith("witness: cosigned")));
 
     // tlog-witness error cases, straight at the witness.

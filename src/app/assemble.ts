@@ -27,6 +27,7 @@ import { createReportService } from "../attestation/reports.ts";
 import { createReplicaRegistry } from "../attestation/replicas.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { createSessionStore } from "../sessions/store.ts";
+import { createOwnCollateral } from "../attestation/own_collateral.ts";
 import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 import { createAnswerSignatures } from "../sessions/answer_signatures.ts";
 import { checkUpstreamModels } from "./upstream_models_check.ts";
@@ -353,6 +354,12 @@ export function assembleGateway(
     tlog,
     identity,
     reports,
+    reportCollateral: createOwnCollateral({
+      kv,
+      now,
+      tdx: opts.verifiers?.deps.tdx.collateral,
+      sevSnp: opts.verifiers?.deps.sevSnp,
+    }),
     sessions,
     forward: {
       fetchFor,

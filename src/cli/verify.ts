@@ -28,7 +28,7 @@ import { jcs } from "../aci/jcs.ts";
 import { Buffer } from "node:buffer";
 import { check } from "../verify/checks.ts";
 import { verifyE2eeResponse } from "../e2ee/verify.ts";
-import type { GpuDeps } from "../verify/nvidia/deps.ts";
+import { defaultGpuDeps, type GpuDeps } from "../verify/nvidia/deps.ts";
 import { verifySessionGpu } from "../verify/session_gpu.ts";
 import { hardwareQuoteCheck } from "../verify/hardware_quote_check.ts";
 import { EVIDENCE_KINDS, evidenceKind } from "../verify/kinds/table.ts";
@@ -70,7 +70,9 @@ export const VERIFY_USAGE = [
     Object.keys(EVIDENCE_KINDS).join("|")
   }   (a provider's recorded evidence, check by check)`,
   "trust: --collateral <file|dir> / --pccs-url <url> (TDX), --amd-roots <ASK+ARK PEM> and",
-  "       --vcek <file> (SEV-SNP; without --vcek the AMD KDS is asked)",
+  "       --vcek <file> (SEV-SNP; without --vcek the AMD KDS is asked),",
+  "       --tdx-root <PEM|DER> (the root TDX collateral must chain to; default Intel's SGX Root CA)",
+  "       (--bundle reads only the collateral inside the bundle: --collateral/--pccs-url/--vcek unused)",
   "the API key for a receipt/signature/session URL: the GATEWAY_API_KEY variable, or --api-key-file <file>",
   "options: --at <ISO time>   judge at this instant instead of now (every mode)",
   "         --tcb-accept <S,S…>  TDX TCB statuses accepted (default: all but NotSupported/Revoked)",
@@ -293,7 +295,7 @@ async function collectChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> 
   if (v.evidence !== undefined) return await evidenceFileChecks(deps, p);
   if (v.kind !== undefined) throw new UsageError("--kind applies to --evidence");
   if (v.session !== undefined) return await sessionChecks(deps, v);
-  if (v.bundle !== undefined) return await bundleChecks(deps, v, p.flags.has("allow-dev"));
+  if (v.bundle !== undefined) return await bundleChecks(deps, p);
   const modes = [v.receipt, v.signature].filter((x) => x !== undefined).length;
   if (modes > 1) throw new UsageError("give either --receipt or --signature, not both");
   if (v.report === undefined) throw new UsageError("--report is required");
@@ -507,12 +509,15 @@ function isoTime(value: string | undefined, flag: string): number | undefined {
   return t;
 }
 
-/** `--bundle`: everything from one file, nothing fetched; judged at `--at` or the receipt's time. */
-async function bundleChecks(
-  deps: VerifyDeps,
-  v: Partial<Record<ValueFlag, string>>,
-  allowDevEvidence: boolean,
-): Promise<Check[]> {
+/**
+ * `--bundle`: everything from one file, nothing fetched: the collateral the
+ * bundle archived for each quote, chained to the roots this command pins
+ * (the real Intel root unless `--tdx-root`, `--amd-roots`, NVIDIA's built-in
+ * roots). Reports are judged at `--at` or the receipt's time; sessions at
+ * `--at` or their own verification time.
+ */
+async function bundleChecks(deps: VerifyDeps, p: ParsedArgs): Promise<Check[]> {
+  const v = p.values;
   if (v.receipt !== undefined || v.signature !== undefined || v.report !== undefined) {
     throw new UsageError("--bundle stands alone (no --receipt, --signature or --report)");
   }
@@ -521,12 +526,25 @@ async function bundleChecks(
       typeof bundle.receipt.served_at === "number"
     ? bundle.receipt.served_at * 1000
     : undefined;
-  const at = isoTime(v.at, "at") ?? servedAt ?? deps.now?.() ?? 0;
-  deps.print(`NOTE offline: nothing is fetched; validity judged at ${new Date(at).toISOString()}`);
+  const given = isoTime(v.at, "at");
+  const at = given ?? servedAt ?? deps.now?.() ?? 0;
+  const choices = auditChoices(deps, p);
+  const gpu = deps.trust?.gpu ?? deps.gpu ?? defaultGpuDeps();
+  deps.print(
+    `NOTE offline: nothing is fetched; the report judged at ${new Date(at).toISOString()}, ` +
+      (given === undefined ? "each session at its own verification time" : "sessions too"),
+  );
   return await verifyBundle(bundle, {
     now: () => at,
-    allowDevEvidence,
-    quoteCheck: deps.quoteCheck,
+    trust: {
+      ...(given !== undefined ? { at: given } : {}),
+      tdxRootCaDer: deps.trust?.tdxRootCaDer,
+      tcbPolicy: choices.tcbPolicy,
+      allowSeptVeEnabled: choices.allowSeptVeEnabled,
+      snpRoots: deps.trust?.snpRoots ?? [],
+      gpuRoots: { deviceRootDer: gpu.deviceRootDer, rimRootDer: gpu.rimRootDer },
+      allowDevEvidence: p.flags.has("allow-dev"),
+    },
   });
 }
 

@@ -17,7 +17,8 @@ import type { VerificationState } from "../routing/select.ts";
 import type { ReceiptService } from "../receipts/service.ts";
 import type { RequestInfo } from "./request_info.ts";
 import type { Identity } from "../attestation/identity.ts";
-import type { ReportService } from "../attestation/reports.ts";
+import type { CanonicalReport, ReportService } from "../attestation/reports.ts";
+import type { ReportCollateral } from "../attestation/own_collateral.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import type { StreamTicker } from "./stream_ticker.ts";
 import type { KeyAdmin } from "../accounts/key_admin.ts";
@@ -49,6 +50,8 @@ export interface GatewayContext {
   tlog: TransparencyLog;
   identity: Identity;
   reports: ReportService;
+  /** The collateral of one of the gateway's own (archived) reports, for evidence bundles. */
+  reportCollateral: (report: CanonicalReport) => Promise<ReportCollateral>;
   sessions: SessionStore;
   forward: ForwardDeps;
   /** E2EE v2: the current keyset's keys and the shared replay guard. */

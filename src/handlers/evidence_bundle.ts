@@ -2,16 +2,19 @@
  * `GET /v1/aci/receipts/{id}/bundle`: one JSON file holding everything needed
  * to verify a receipt offline, years later (`task verify --bundle`): the
  * receipt, the archived report and keyset that signed it, the session
- * documents it cites, the inclusion proof and the checkpoint, and the
- * archived reports of the keysets whose log keys signed that checkpoint, with
- * their own inclusion proofs. Same access rule as the receipt.
+ * documents it cites, the inclusion proof and the checkpoint, the archived
+ * reports of the keysets whose log keys signed that checkpoint, with their
+ * own inclusion proofs, and the collateral each quote's check consumed (or
+ * why there is none). Digests, documents and certificates only: no prompt,
+ * body or key. Same access rule as the receipt.
  */
 import type { GatewayContext } from "./context.ts";
 import type { Params } from "../http/params.ts";
 import { jsonResponse } from "../http/json.ts";
 import { b64, keyId, parseNote, SIG_ED25519 } from "../aci/note.ts";
 import { keysetEntry } from "../aci/log_entry.ts";
-import { KEYSET_ARCHIVE } from "../attestation/reports.ts";
+import { type CanonicalReport, KEYSET_ARCHIVE } from "../attestation/reports.ts";
+import type { ReportCollateral } from "../attestation/own_collateral.ts";
 import { NOTE_KEY_ALGO } from "../aci/signer.ts";
 import { bytesEqual, parseHex } from "../aci/hex.ts";
 import { receiptLeaf } from "./tlog.ts";
@@ -37,29 +40,38 @@ export async function getEvidenceBundle(
   }
   const report = await ctx.reports.archived(receipt.workload_keyset_digest);
   const sessions: Record<string, unknown> = {};
+  const sessionCollateral: Record<string, unknown> = {};
   for (const e of receipt.event_log) {
     const id = (e as { session_id?: unknown }).session_id;
     if (typeof id === "string" && !(id in sessions)) {
       sessions[id] = await ctx.sessions.get(id);
+      sessionCollateral[id] = await ctx.sessions.collateral(id) ?? {
+        none: "this session's verification archived no collateral (its verifier used none)",
+      };
     }
   }
   const proof = await ctx.tlog.inclusion(index, size);
+  const keysets = await checkpointKeysets(ctx, cp.checkpoint, size);
+  const reportCollateral: Record<string, unknown> = {};
+  for (const r of [report, ...keysets.map((k) => k.report)]) {
+    reportCollateral[r.workload_keyset_digest] ??= await bounded(ctx, ctx.reportCollateral(r));
+  }
   return jsonResponse(
     {
       format: BUNDLE_FORMAT,
       receipt,
       report,
       sessions,
-      // The quote's collateral is fetched by verifiers (PCS/PCCS or --collateral); the gateway
-      // keeps none of its own yet. Development quotes have none.
-      collateral: null,
+      // What each quote's check consumed, so `task verify --bundle` needs no network:
+      // per report (by keyset digest) and per session (by id), an archive or why there is none.
+      collateral: { reports: reportCollateral, sessions: sessionCollateral },
       log: {
         origin: ctx.tlog.origin,
         leaf_index: index,
         tree_size: size,
         inclusion_proof: proof.map(b64),
         checkpoint: cp.checkpoint,
-        checkpoint_keysets: await checkpointKeysets(ctx, cp.checkpoint, size),
+        checkpoint_keysets: keysets,
       },
     },
     200,
@@ -67,15 +79,40 @@ export async function getEvidenceBundle(
   );
 }
 
+/** How long a bundle waits for the collateral of the gateway's own quote (PCS/PCCS, KDS). */
+const OWN_COLLATERAL_WAIT_MS = 10_000;
+
+/** The collateral, or after the wait a `none` saying so (the fetch goes on; the next bundle has it). */
+function bounded(ctx: GatewayContext, p: Promise<ReportCollateral>): Promise<ReportCollateral> {
+  return new Promise((resolve, reject) => {
+    const d = ctx.deadlines.after(OWN_COLLATERAL_WAIT_MS, () =>
+      resolve({
+        none: `the collateral of the gateway's own quote was not obtained within ${
+          OWN_COLLATERAL_WAIT_MS / 1000
+        } s; a later bundle will carry it`,
+      }));
+    p.then((v) => {
+      d.cancel();
+      resolve(v);
+    }, (e) => {
+      d.cancel();
+      reject(e);
+    });
+  });
+}
+
 /** The archived reports whose log key signed `note`, each with its keyset entry's inclusion proof. */
 async function checkpointKeysets(ctx: GatewayContext, note: string, size: number) {
   const parsed = parseNote(note);
   if (parsed === null) return [];
   const ids = parsed.signatures.filter((s) => s.name === ctx.tlog.origin).map((s) => s.id);
-  const out: unknown[] = [];
+  const out: { report: CanonicalReport; leaf_index: number | null; inclusion_proof: unknown }[] =
+    [];
   let scanned = 0;
   for await (
-    const e of ctx.kv.list<{ keyset: { receipt_signing_keys: unknown[] }; report: unknown }>({
+    const e of ctx.kv.list<
+      { keyset: { receipt_signing_keys: unknown[] }; report: CanonicalReport }
+    >({
       prefix: [KEYSET_ARCHIVE],
     })
   ) {

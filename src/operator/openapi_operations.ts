@@ -182,7 +182,8 @@ export const OPERATIONS: Record<string, Op> = {
   },
   "GET /v1/aci/receipts/:id/bundle": {
     summary: "Offline evidence bundle: receipt, archived report and keyset, sessions, inclusion " +
-      "proof, checkpoint and the reports of its signing keysets (task verify --bundle)",
+      "proof, checkpoint, the reports of its signing keysets and the collateral each quote's " +
+      "check consumed (task verify --bundle)",
     tag: "receipts",
     auth: "optional-key",
     errors: [401, 404, 503],

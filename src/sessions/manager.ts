@@ -12,6 +12,8 @@ import type { TeeAttested } from "../routing/select.ts";
 import type { SessionStore } from "./store.ts";
 import type { PolicyRegistry } from "./policy/registry.ts";
 import { matchPolicy, subjectsOf } from "./policy/match.ts";
+import { recordingDeps } from "./collateral_recorder.ts";
+import { withCollateral } from "./collateral_claim.ts";
 import {
   applyMeasurementPolicy,
   type FailClosedWarning,
@@ -121,8 +123,10 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     const verifier = o.verifierFor(p);
     const timeout = o.timeoutMs ?? 30_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    // This verification's own copy of the deps: what it consumed is archived with the session.
+    const recording = recordingDeps(o.deps, o.now());
     const outcome = await Promise.race([
-      verifier.verify({ name: p.name, baseUrl: p.base_url, provider: p }, o.deps),
+      verifier.verify({ name: p.name, baseUrl: p.base_url, provider: p }, recording.deps),
       new Promise<{ ok: false; reason: string }>((r) => {
         timer = setTimeout(
           () => r({ ok: false, reason: `verification timed out after ${timeout} ms` }),
@@ -141,7 +145,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       Math.floor(o.now() / 1000),
     );
     if (!applied.ok) return fail(p, applied.reason);
-    const doc = applied.document;
+    const { doc, collateral } = withCollateral(applied.document, recording.collector.archive());
     // Whatever the verifier, a provider that requires GPU evidence needs it proven (#21).
     const gpu = doc.claims.gpu_attested;
     if (
@@ -152,7 +156,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     }
     const expiresAtMs = doc.expires_at * 1000;
     if (expiresAtMs <= o.now()) return fail(p, "verified evidence is already expired");
-    const id = await o.store.put(doc);
+    const id = await o.store.put(doc, collateral);
     await o.store.setCurrent(p.name, o.replicaId, id, expiresAtMs);
     const spki = doc.channel_binding.find((b) => b.type === "tls_spki_sha256");
     const state: VerificationState = {

@@ -7,10 +7,12 @@
  */
 import { sessionEntry } from "../aci/log_entry.ts";
 import { applyWrites, type KvWrite } from "../store/group_commit.ts";
-import { jcs } from "../aci/jcs.ts";
+import { jcs, jcsBytes } from "../aci/jcs.ts";
 import { sha256Hex } from "../aci/digest.ts";
 import type { SessionDocument } from "./types.ts";
 import { retryTransient } from "../store/transient.ts";
+import { COLLATERAL_BLOBS, getBlob, putBlob } from "../store/blobs.ts";
+import { archiveDigest, type CollateralArchive } from "../verify/collateral_archive.ts";
 
 export const SESSION_PREFIX = "sessions";
 export const CURRENT_PREFIX = "sessions_current";
@@ -23,6 +25,8 @@ interface StoredSession {
   document: SessionDocument;
   /** Epoch ms; KV expiry is best-effort, so reads check this too. */
   until: number;
+  /** Digest of the collateral archive the verification consumed, when it used any. */
+  collateral?: string;
 }
 
 interface CurrentPointer {
@@ -37,8 +41,11 @@ export type SessionListEntry = Omit<SessionDocument, "evidence"> & {
 };
 
 export interface SessionStore {
-  put(doc: SessionDocument): Promise<string>;
+  /** Stores a session, with the collateral its verification consumed (archived first). */
+  put(doc: SessionDocument, collateral?: CollateralArchive): Promise<string>;
   get(id: string): Promise<SessionDocument | null>;
+  /** The archived collateral of a stored session: its digest and the archive, or null. */
+  collateral(id: string): Promise<{ digest: string; archive: CollateralArchive } | null>;
   setCurrent(upstream: string, replica: string, id: string, expiresAtMs: number): Promise<void>;
   clearCurrent(upstream: string, replica: string): Promise<void>;
   listCurrent(filter: { upstreams?: string[] }): Promise<SessionListEntry[]>;
@@ -59,10 +66,14 @@ export function createSessionStore(
   },
 ): SessionStore {
   return {
-    async put(doc) {
+    async put(doc, collateral) {
       const id = sessionIdOf(doc);
       const keepMs = Math.max(0, doc.expires_at * 1000 - opts.now()) + opts.receiptRetentionMs;
       const value: StoredSession = { document: doc, until: opts.now() + keepMs };
+      if (collateral) {
+        // Before the session: a stored session never cites collateral that is not there.
+        value.collateral = await putBlob(kv, COLLATERAL_BLOBS, jcsBytes(collateral), keepMs);
+      }
       const log = opts.log;
       if (log) {
         const pending = log.pendingWrite(sessionEntry(id));
@@ -81,6 +92,15 @@ export function createSessionStore(
     async get(id) {
       const e = await kv.get<StoredSession>([SESSION_PREFIX, id]);
       return e.value && e.value.until > opts.now() ? e.value.document : null;
+    },
+    async collateral(id) {
+      const e = await kv.get<StoredSession>([SESSION_PREFIX, id]);
+      const digest = e.value && e.value.until > opts.now() ? e.value.collateral : undefined;
+      if (digest === undefined) return null;
+      const bytes = await getBlob(kv, COLLATERAL_BLOBS, digest);
+      if (bytes === null) return null;
+      const archive = JSON.parse(new TextDecoder().decode(bytes)) as CollateralArchive;
+      return archiveDigest(archive) === digest ? { digest, archive } : null;
     },
     async setCurrent(upstream, replica, id, expiresAtMs) {
       const ttl = Math.max(1, expiresAtMs - opts.now());

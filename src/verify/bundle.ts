@@ -1,10 +1,12 @@
 /**
  * Offline verification of an evidence bundle (`GET /v1/aci/receipts/{id}/bundle`,
  * `task verify --bundle FILE [--at T]`): nothing is fetched. The receipt
- * against its archived report (the report's own checks, at time T), the
- * sessions it cites against their ids, its inclusion in the checkpoint, and
- * the checkpoint's signature under a log key of a keyset whose report
- * verifies and which is itself in that tree.
+ * against its archived report (the report's own checks, its quote with the
+ * collateral the bundle archived for it, at time T), the sessions it cites
+ * against their ids and re-verified with their archived collateral
+ * (bundle_session.ts), its inclusion in the checkpoint, and the checkpoint's
+ * signature under a log key of a keyset whose report verifies and which is
+ * itself in that tree.
  */
 import { Buffer } from "node:buffer";
 import { sha256Hex } from "../aci/digest.ts";
@@ -13,8 +15,13 @@ import { keysetEntry, receiptEntry } from "../aci/log_entry.ts";
 import { leafHash, verifyInclusion } from "../aci/merkle.ts";
 import { parseCheckpointBody, verifyNote } from "../aci/note.ts";
 import { type Check, check } from "./checks.ts";
-import type { EvidenceOptions } from "./evidence.ts";
+import { evidenceQuote, type QuoteCheck } from "./evidence.ts";
 import { isRecord } from "./json_shape.ts";
+import { isDevQuote } from "../aci/dev_quote.ts";
+import { archiveDigest, archiveSources } from "./collateral_archive.ts";
+import { type OfflineTrust, verifySessionOffline } from "./bundle_session.ts";
+import { hardwareQuoteCheck } from "./hardware_quote_check.ts";
+import { sameTime } from "./nvidia/deps.ts";
 import { verifyReceipt } from "./receipt.ts";
 import { extractKeyset, verifyReport } from "./report.ts";
 import { keysetLogKeys } from "./tlog.ts";
@@ -26,21 +33,113 @@ const proofOf = (v: unknown): Uint8Array[] | null =>
     ? v.map((p) => new Uint8Array(Buffer.from(p, "base64")))
     : null;
 
-/** Checks a bundle; `now` is the time the report's validity is judged at (`--at`). */
-export async function verifyBundle(
-  bundle: unknown,
-  opts: EvidenceOptions & { now: () => number },
-): Promise<Check[]> {
+/** How a bundle is judged: the auditor's roots, and the instant. */
+export interface BundleOptions {
+  /** The instant reports are judged at: `--at`, else the receipt's `served_at`. */
+  now: () => number;
+  /** The auditor's pinned roots and `--at` (sessions: their own verification time without it). */
+  trust: OfflineTrust;
+}
+
+/** `collateral.reports[digest]` and `collateral.sessions[id]` of a bundle. */
+function collateralOf(bundle: Record<string, unknown>, kind: "reports" | "sessions") {
+  const c = isRecord(bundle.collateral) ? bundle.collateral : {};
+  return isRecord(c[kind]) ? c[kind] : {};
+}
+
+/**
+ * The quote check of one report: its archived collateral (checked against its
+ * content address), at `at`, under the auditor's roots; the check saying so.
+ */
+function reportQuoteCheck(
+  report: unknown,
+  entry: unknown,
+  at: number,
+  trust: OfflineTrust,
+): { quoteCheck: QuoteCheck; check: Check } {
+  const digest = isRecord(report) ? String(report.workload_keyset_digest) : "?";
+  const refuse = (why: string): QuoteCheck => () =>
+    check("report.quote_verified", false, `no usable collateral in the bundle: ${why}`);
+  const att = isRecord(report) && isRecord(report.attestation) ? report.attestation : {};
+  const quote = evidenceQuote(att.evidence);
+  const dev = typeof quote !== "string" && isDevQuote(quote);
+  if (isRecord(entry) && typeof entry.none === "string") {
+    return {
+      quoteCheck: refuse(entry.none),
+      check: check(
+        "bundle.report_collateral",
+        dev,
+        `keyset ${digest}: no collateral, as the gateway says: ${entry.none}`,
+      ),
+    };
+  }
+  let actual: string | null = null;
+  try {
+    actual = isRecord(entry) && isRecord(entry.archive)
+      ? archiveDigest(entry.archive as never)
+      : null;
+  } catch { /* not JCS-able */ }
+  const sources = isRecord(entry) ? archiveSources(entry.archive) : "missing";
+  if (
+    actual === null || !isRecord(entry) || actual !== entry.digest || typeof sources === "string"
+  ) {
+    const why = typeof sources === "string" ? sources : "the archive does not hash to its digest";
+    return {
+      quoteCheck: refuse(why),
+      check: check("bundle.report_collateral", false, `keyset ${digest}: ${why}`),
+    };
+  }
+  return {
+    quoteCheck: hardwareQuoteCheck({
+      at,
+      tdx: {
+        source: sources.tdx,
+        rootCaDer: trust.tdxRootCaDer,
+        tcbPolicy: trust.tcbPolicy,
+        allowSeptVeEnabled: trust.allowSeptVeEnabled,
+      },
+      snp: { roots: trust.snpRoots, vcek: sources.vcek },
+      gpu: { ...trust.gpuRoots, collateral: sources.gpu, times: sameTime },
+    }),
+    check: check(
+      "bundle.report_collateral",
+      true,
+      `keyset ${digest}: archived collateral ${actual} (${
+        (entry.archive as { tdx?: unknown[] }).tdx?.length ?? 0
+      } TDX, ${(entry.archive as { sev_snp?: unknown[] }).sev_snp?.length ?? 0} VCEK)`,
+    ),
+  };
+}
+
+/** Checks a bundle; nothing is fetched. */
+export async function verifyBundle(bundle: unknown, opts: BundleOptions): Promise<Check[]> {
   if (!isRecord(bundle) || bundle.format !== BUNDLE_FORMAT) {
     return [check("bundle.format", false, `not an ${BUNDLE_FORMAT} file`)];
   }
   const checks: Check[] = [check("bundle.format", true, BUNDLE_FORMAT)];
   const { receipt, report } = bundle;
-  checks.push(...await verifyReport(report, { ...opts, nonce: null }));
+  const reportCollateral = collateralOf(bundle, "reports");
+  const reportOpts = (r: unknown) => {
+    const digest = isRecord(r) ? String(r.workload_keyset_digest) : "";
+    const q = reportQuoteCheck(r, reportCollateral[digest], opts.now(), opts.trust);
+    return {
+      check: q.check,
+      opts: {
+        now: opts.now,
+        nonce: null,
+        quoteCheck: q.quoteCheck,
+        allowDevEvidence: opts.trust.allowDevEvidence,
+      },
+    };
+  };
+  const own = reportOpts(report);
+  checks.push(own.check);
+  checks.push(...await verifyReport(report, own.opts));
   checks.push(...verifyReceipt(receipt, { report }));
   if (!isRecord(receipt)) return checks;
 
   const sessions = isRecord(bundle.sessions) ? bundle.sessions : {};
+  const sessionCollateral = collateralOf(bundle, "sessions");
   for (const [id, doc] of Object.entries(sessions)) {
     let ok = false;
     try {
@@ -55,6 +154,7 @@ export async function verifyBundle(
           : `session ${id}: document missing or altered`,
       ),
     );
+    if (ok) checks.push(...await verifySessionOffline(doc, sessionCollateral[id], opts.trust));
   }
 
   const log = isRecord(bundle.log) ? bundle.log : null;
@@ -67,7 +167,8 @@ export async function verifyBundle(
   const keys = [];
   for (const k of keysetReports) {
     if (!isRecord(k)) continue;
-    const kr = await verifyReport(k.report, { ...opts, nonce: null });
+    const ko = reportOpts(k.report);
+    const kr = [ko.check, ...await verifyReport(k.report, ko.opts)];
     const failed = kr.find((c) => !c.ok);
     const ks = extractKeyset(k.report);
     const digest = isRecord(k.report) ? String(k.report.workload_keyset_digest) : "";

@@ -93,28 +93,56 @@ export function checkInclusion(
   return { size: cp.size, root: cp.root };
 }
 
+/** `go run tests/interop/tlogcheck.go ARGS` against Debian's x/mod (no network, no modules). */
+async function goTlogcheck(args: string[]): Promise<{ code: number; text: string }> {
+  const src = new URL("../interop/tlogcheck.go", import.meta.url).pathname;
+  const out = await new Deno.Command("go", {
+    args: ["run", src, ...args],
+    env: {
+      GOPATH: "/usr/share/gocode",
+      GO111MODULE: "off",
+      GOFLAGS: "",
+      GOPROXY: "off",
+      // The default build cache (under HOME) is kept: compiling net/http afresh takes long.
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return {
+    code: out.code,
+    text: new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr),
+  };
+}
+
 /** Runs the Go checker on the live log; returns its output (throws with it on failure). */
 export async function runGoCheck(prefix: string, vkey: string, proofs: Json): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "tlogcheck-" });
   try {
     const file = `${dir}/proofs.json`;
     await Deno.writeTextFile(file, JSON.stringify(proofs));
-    const src = new URL("../interop/tlogcheck.go", import.meta.url).pathname;
-    const out = await new Deno.Command("go", {
-      args: ["run", src, prefix, vkey, file],
-      env: {
-        GOPATH: "/usr/share/gocode",
-        GO111MODULE: "off",
-        GOFLAGS: "",
-        GOPROXY: "off",
-        // The default build cache (under HOME) is kept: compiling net/http afresh takes long.
-      },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-    assert.equal(out.code, 0, `Go tlog check failed:\n${text}`);
+    const { code, text } = await goTlogcheck([prefix, vkey, file]);
+    assert.equal(code, 0, `Go tlog check failed:\n${text}`);
     return text;
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/**
+ * Checks a cosigned checkpoint in Go (`tlogcheck cosig`): sumdb/note's
+ * note.Open with the log's vkey and a cosignature/v1 verifier over Go's
+ * crypto/ed25519. Returns the exit code and output (0 only when both verify).
+ */
+export async function goCosigCheck(
+  logVkey: string,
+  witnessVkey: string,
+  checkpoint: string,
+): Promise<{ code: number; text: string }> {
+  const dir = await Deno.makeTempDir({ prefix: "tlogcheck-" });
+  try {
+    const file = `${dir}/checkpoint`;
+    await Deno.writeTextFile(file, checkpoint);
+    return await goTlogcheck(["cosig", logVkey, witnessVkey, file]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
