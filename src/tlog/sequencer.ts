@@ -38,6 +38,11 @@ export interface SequencerOptions {
   /** Told after each appended batch (cosigning, metrics). */
   onAppend?: (head: Head, count: number) => void;
   onError?: (e: unknown) => void;
+  /**
+   * False on all but one worker of a host (docs/decisions/workers.md): the log has one
+   * appender per host; this one never appends, and its pending rows wait for that one.
+   */
+  append?: boolean;
 }
 
 export interface Sequencer {
@@ -54,7 +59,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
   let edge: { versionstamp: string; edge: Edge } | null = null;
   let running: Promise<void> | null = null;
   let again = false;
-  let closed = false;
+  let closed = o.append === false;
   const tile: TileSource = async (level, index) =>
     (await kv.get<Uint8Array>(tileKey(level, index))).value;
   const bundle: TileSource = async (_level, index) =>
@@ -133,6 +138,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       running = run();
     },
     async drain() {
+      if (o.append === false) return; // durable pending rows: the host's appender takes them
       for (;;) {
         if (running) await running;
         const any = kv.list({ prefix: PENDING_PREFIX }, { limit: 1 });
