@@ -40,7 +40,8 @@ export interface SequencerOptions {
   onError?: (e: unknown) => void;
   /**
    * False on all but one worker of a host (docs/decisions/workers.md): the log has one
-   * appender per host; this one never appends, and its pending rows wait for that one.
+   * appender per host, so `kick` does nothing here and the pending rows wait for that
+   * one; only `drain` (at shutdown) appends, so nothing waits for a restart.
    */
   append?: boolean;
 }
@@ -59,7 +60,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
   let edge: { versionstamp: string; edge: Edge } | null = null;
   let running: Promise<void> | null = null;
   let again = false;
-  let closed = o.append === false;
+  let closed = false;
   const tile: TileSource = async (level, index) =>
     (await kv.get<Uint8Array>(tileKey(level, index))).value;
   const bundle: TileSource = async (_level, index) =>
@@ -128,24 +129,27 @@ export function createSequencer(o: SequencerOptions): Sequencer {
     running = null;
   };
 
+  const start = () => {
+    if (closed) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = run();
+  };
+
   return {
     kick() {
-      if (closed) return;
-      if (running) {
-        again = true;
-        return;
-      }
-      running = run();
+      if (o.append !== false) start();
     },
     async drain() {
-      if (o.append === false) return; // durable pending rows: the host's appender takes them
       for (;;) {
         if (running) await running;
         const any = kv.list({ prefix: PENDING_PREFIX }, { limit: 1 });
         let empty = true;
         for await (const _ of any) empty = false;
         if (empty) return;
-        this.kick();
+        start();
         if (running) await running;
       }
     },
