@@ -324,7 +324,7 @@ function spawnWorker(args: string[], spec: WorkerSpec): WorkerProcess {
   let markReady: () => void = () => {};
   const ready = new Promise<void>((r) => markReady = r);
   const print = writeLine(Deno.stderr);
-  (async () => {
+  const relayed = (async () => {
     let buf = "";
     for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
       buf += chunk;
@@ -340,7 +340,7 @@ function spawnWorker(args: string[], spec: WorkerSpec): WorkerProcess {
   })().catch(() => {});
   return {
     pid: child.pid,
-    exited: child.status.then((s) => s.code),
+    exited: Promise.all([child.status, relayed]).then(([s]) => s.code),
     ready,
     kill: (signal) => {
       try {

@@ -26,7 +26,7 @@ export interface WorkerSpec {
 
 export interface WorkerProcess {
   readonly pid: number;
-  /** Resolves with the exit code once the process is gone. */
+  /** Resolves with the exit code once the process is gone and its output relayed. */
   readonly exited: Promise<number>;
   /** Resolves once the worker printed its keyset digest (it serves); never if it dies first. */
   readonly ready: Promise<void>;
@@ -95,7 +95,7 @@ export function supervise(
         if (failed) return;
         failed = true;
         stopping = true;
-        io.print(`worker ${index} exited (${code}) before serving: stopping the host`);
+        // No line of its own: the worker's last line (relayed) says why, as one process's would.
         stopAll("SIGTERM");
         await finish(code === 0 ? 1 : code);
         return;
