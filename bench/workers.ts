@@ -1,0 +1,175 @@
+/**
+ * #27 "Every core" (docs/decisions/workers.md): what `serve.workers` costs
+ * when it cannot help. One gateway with one worker and one with two workers,
+ * both pinned (taskset, inherited by the workers) to the same one core and
+ * measured in alternating rounds with `task bench`'s closed loop; a row gives
+ * the throughput and the CPU per answered request (the whole process tree:
+ * supervisor and workers) of each, the loss against one worker (target ≤ 5%
+ * each: no contention tax), and every `database is locked` the gateways
+ * logged plus every non-200 (target 0). Where the machine has more than two
+ * cores, a second row gives the throughput of 1, 2 and 4 workers, each
+ * allowed every core but the load generator's. Alone:
+ *
+ *   deno run -A bench/workers.ts [--rounds N] [--seconds S]
+ */
+import { closedLoop, type Target } from "./load.ts";
+import { gatewayModel, type GatewayUnderTest, startGateway } from "./gateway_setup.ts";
+import { cpuMs } from "./processes.ts";
+import { median } from "./stats.ts";
+import { atMost, fmt, type Row } from "./report.ts";
+import { type MeasureOptions, runStandalone } from "./standalone.ts";
+
+const CONCURRENCY = 32;
+const TARGET_PCT = 5;
+
+/** CPU of a process and its children (a supervisor and its workers), ms. */
+function treeCpuMs(pid: number): number {
+  let total = cpuMs(pid);
+  let children: string;
+  try {
+    children = Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`);
+  } catch {
+    return total;
+  }
+  for (const c of children.trim().split(/\s+/)) if (c !== "") total += treeCpuMs(Number(c));
+  return total;
+}
+
+/** Lines (log and stderr) mentioning SQLite's lock error. */
+async function lockErrors(g: GatewayUnderTest, stdoutFile: string): Promise<number> {
+  const out = await Deno.readTextFile(stdoutFile).catch(() => "");
+  const n = (s: string) => s.split("\n").filter((l) => /database is locked/i.test(l)).length;
+  return n(out) + n(g.stderr.join("\n"));
+}
+
+/** A gateway of `workers` workers on `cpus` ("0" or "0-2"); resolves once all serve. */
+async function start(
+  dir: string,
+  o: MeasureOptions,
+  workers: number,
+  cpus: string,
+): Promise<{ g: GatewayUnderTest; stdout: string }> {
+  await Deno.mkdir(dir, { recursive: true });
+  const stdout = `${dir}/stdout.log`;
+  const g = await startGateway(
+    dir,
+    o.mockUrl,
+    cpus,
+    [],
+    undefined,
+    {},
+    stdout,
+    undefined,
+    workers,
+  );
+  const t0 = performance.now();
+  while (workers > 1 && !g.stderr.some((l) => l === `${workers} workers serving`)) {
+    if (performance.now() - t0 > 60_000) throw new Error(`workers never served:\n${g.stderr}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { g, stdout };
+}
+
+const target = (g: GatewayUnderTest): Target => ({
+  base: g.url,
+  headers: { authorization: `Bearer ${g.key}` },
+  model: gatewayModel,
+});
+
+/** The machine's cores (not this process's affinity: the bench pins itself to one). */
+function machineCores(): number {
+  return Deno.readTextFileSync("/proc/cpuinfo").split("\n").filter((l) => /^processor\s*:/.test(l))
+    .length;
+}
+
+export async function workersRows(o: MeasureOptions): Promise<Row[]> {
+  const rps = { one: [] as number[], two: [] as number[] };
+  const cpuUs = { one: [] as number[], two: [] as number[] };
+  let locks = 0;
+  let errors = 0;
+  const pairs = Math.max(1, Math.ceil(o.rounds / 2));
+  const core = String(o.serverCpu);
+  for (let pair = 0; pair < pairs; pair++) {
+    const one = await start(`${o.dir}/pair-${pair}/one`, o, 1, core);
+    const two = await start(`${o.dir}/pair-${pair}/two`, o, 2, core);
+    try {
+      // Warm both (tokenizers, JIT, leases) unrecorded.
+      await closedLoop(target(one.g), { concurrency: CONCURRENCY, seconds: 1 });
+      await closedLoop(target(two.g), { concurrency: CONCURRENCY, seconds: 1 });
+      for (let r = 0; r < 2 && rps.one.length < o.rounds; r++) {
+        const order = (pair + r) % 2 === 0 ? ["one", "two"] as const : ["two", "one"] as const;
+        for (const which of order) {
+          const { g } = which === "one" ? one : two;
+          const cpu0 = treeCpuMs(g.pid);
+          const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
+          const cpu = treeCpuMs(g.pid) - cpu0;
+          errors += res.errors;
+          rps[which].push(res.ok / res.seconds);
+          cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
+        }
+        o.log(
+          `workers pair ${pair + 1} round ${r + 1}: 1 worker ${fmt(rps.one.at(-1)!, 0)} rps ${
+            fmt(cpuUs.one.at(-1)!, 1)
+          } µs/req; 2 workers on the same core ${fmt(rps.two.at(-1)!, 0)} rps ${
+            fmt(cpuUs.two.at(-1)!, 1)
+          } µs/req`,
+        );
+      }
+    } finally {
+      await one.g.stop();
+      await two.g.stop();
+    }
+    locks += await lockErrors(one.g, one.stdout) + await lockErrors(two.g, two.stdout);
+  }
+  // Paired per round (seconds apart, so drift cancels), then the median.
+  const loss = median(rps.two.map((x, i) => ((rps.one[i] - x) / rps.one[i]) * 100));
+  const extra = median(cpuUs.two.map((x, i) => ((x - cpuUs.one[i]) / cpuUs.one[i]) * 100));
+  const rows: Row[] = [{
+    metric: `#27 every core: 2 workers time-sliced on one core vs 1 worker there (closed loop, ` +
+      `${CONCURRENCY} conn., ${rps.one.length} paired rounds of ${o.seconds} s on ${pairs} fresh ` +
+      `pairs; ${fmt(median(rps.two), 0)} vs ${fmt(median(rps.one), 0)} rps, ` +
+      `${fmt(median(cpuUs.two), 1)} vs ${fmt(median(cpuUs.one), 1)} µs CPU/req; ` +
+      `throughput loss / CPU per request added; "database is locked" logged, non-200s)`,
+    gateway: `${fmt(loss, 2)} % / ${fmt(extra, 2)} %; ${locks} locked, ${errors} non-200`,
+    target: `≤ ${TARGET_PCT} % / ≤ ${TARGET_PCT} %; 0, 0`,
+    verdict: `${atMost(loss, TARGET_PCT, "%")}; ${atMost(extra, TARGET_PCT, "%")}; ${
+      locks === 0 && errors === 0 ? "met" : "**MISSED**"
+    }`,
+  }];
+  rows.push(await scalingRow({ ...o, cores: machineCores() }));
+  return rows;
+}
+
+/** Throughput of 1, 2 and 4 workers on every core but the load's, where there are > 2. */
+async function scalingRow(o: MeasureOptions & { cores: number }): Promise<Row> {
+  const metric = "#27 every core: throughput of 1 / 2 / 4 workers (closed loop, " +
+    `${CONCURRENCY * 2} conn.; servers on every core but the load generator's)`;
+  if (o.cores <= 2) {
+    return {
+      metric,
+      gateway: `not measured: ${o.cores} cores (one is the load generator's)`,
+      target: "printed where the machine has > 2 cores",
+    };
+  }
+  const load = o.serverCpu === 0 ? 1 : 0;
+  const cpus = Array.from({ length: o.cores }, (_, i) => i).filter((c) => c !== load).join(",");
+  const out: string[] = [];
+  for (const n of [1, 2, 4]) {
+    const { g } = await start(`${o.dir}/scale-${n}`, o, n, cpus);
+    try {
+      await closedLoop(target(g), { concurrency: CONCURRENCY * 2, seconds: 1 });
+      const res = await closedLoop(target(g), {
+        concurrency: CONCURRENCY * 2,
+        seconds: o.seconds,
+      });
+      out.push(fmt(res.ok / res.seconds, 0));
+    } finally {
+      await g.stop();
+    }
+  }
+  return { metric, gateway: `${out.join(" / ")} rps`, target: "printed" };
+}
+
+if (import.meta.main) {
+  await runStandalone("workers", { rounds: 2, seconds: 3 }, (o) => workersRows(o));
+}
