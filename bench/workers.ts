@@ -21,6 +21,49 @@ import { type MeasureOptions, runStandalone } from "./standalone.ts";
 
 const CONCURRENCY = 32;
 const TARGET_PCT = 5;
+const TOKEN = "bench-operator-token-" + "e5f6a7b8".repeat(4);
+
+/** Per worker: group commits, lock retries, requests (from each worker's own metrics). */
+type Counts = { commits: number; retries: number; requests: number };
+
+/**
+ * Every worker's counters: metrics are per worker (a scrape reaches the worker
+ * that accepted its connection), so scrape on fresh connections until each
+ * worker label was seen.
+ */
+async function workerCounts(g: GatewayUnderTest, workers: number): Promise<Counts> {
+  const seen = new Map<string, Counts>();
+  for (let i = 0; i < 400 && seen.size < workers; i++) {
+    const client = Deno.createHttpClient({});
+    try {
+      const text = await (await fetch(`${g.url}/admin/v1/metrics`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+        client,
+      })).text();
+      const worker = text.match(/worker="(\d+)"/)?.[1] ?? "0";
+      const sum = (re: RegExp) =>
+        text.split("\n").filter((l) => re.test(l)).reduce(
+          (a, l) => a + Number(l.slice(l.lastIndexOf(" ") + 1)),
+          0,
+        );
+      seen.set(worker, {
+        commits: sum(/^gateway_group_commit_mutations_count/),
+        retries: sum(/^gateway_kv_retries_total/),
+        requests: sum(/^gateway_requests_total/),
+      });
+    } finally {
+      client.close();
+    }
+  }
+  if (seen.size < workers) throw new Error(`saw ${seen.size} of ${workers} workers' metrics`);
+  const total: Counts = { commits: 0, retries: 0, requests: 0 };
+  for (const c of seen.values()) {
+    total.commits += c.commits;
+    total.retries += c.retries;
+    total.requests += c.requests;
+  }
+  return total;
+}
 
 /** CPU of a process and its children (a supervisor and its workers), ms. */
 function treeCpuMs(pid: number): number {
@@ -57,7 +100,7 @@ async function start(
     cpus,
     [],
     undefined,
-    {},
+    { GATEWAY_ADMIN_TOKEN: TOKEN },
     stdout,
     undefined,
     workers,
@@ -87,6 +130,7 @@ export async function workersRows(o: MeasureOptions): Promise<Row[]> {
   const cpuUs = { one: [] as number[], two: [] as number[] };
   let locks = 0;
   let errors = 0;
+  const counts = { one: [] as Counts[], two: [] as Counts[] };
   const pairs = Math.max(1, Math.ceil(o.rounds / 2));
   const core = String(o.serverCpu);
   for (let pair = 0; pair < pairs; pair++) {
@@ -115,6 +159,8 @@ export async function workersRows(o: MeasureOptions): Promise<Row[]> {
           } µs/req`,
         );
       }
+      counts.one.push(await workerCounts(one.g, 1));
+      counts.two.push(await workerCounts(two.g, 2));
     } finally {
       await one.g.stop();
       await two.g.stop();
@@ -124,12 +170,17 @@ export async function workersRows(o: MeasureOptions): Promise<Row[]> {
   // Paired per round (seconds apart, so drift cancels), then the median.
   const loss = median(rps.two.map((x, i) => ((rps.one[i] - x) / rps.one[i]) * 100));
   const extra = median(cpuUs.two.map((x, i) => ((x - cpuUs.one[i]) / cpuUs.one[i]) * 100));
+  const perReq = (cs: Counts[]) =>
+    cs.reduce((a, c) => a + c.commits, 0) / Math.max(1, cs.reduce((a, c) => a + c.requests, 0));
+  const retries = [...counts.one, ...counts.two].reduce((a, c) => a + c.retries, 0);
   const rows: Row[] = [{
     metric: `#27 every core: 2 workers time-sliced on one core vs 1 worker there (closed loop, ` +
       `${CONCURRENCY} conn., ${rps.one.length} paired rounds of ${o.seconds} s on ${pairs} fresh ` +
       `pairs; ${fmt(median(rps.two), 0)} vs ${fmt(median(rps.one), 0)} rps, ` +
       `${fmt(median(cpuUs.two), 1)} vs ${fmt(median(cpuUs.one), 1)} µs CPU/req; ` +
-      `throughput loss / CPU per request added; "database is locked" logged, non-200s)`,
+      `group commits per request ${fmt(perReq(counts.two), 3)} vs ${fmt(perReq(counts.one), 3)}, ` +
+      `${retries} commits retried on a lock; throughput loss / CPU per request added; ` +
+      `"database is locked" errors logged, non-200s)`,
     gateway: `${fmt(loss, 2)} % / ${fmt(extra, 2)} %; ${locks} locked, ${errors} non-200`,
     target: `≤ ${TARGET_PCT} % / ≤ ${TARGET_PCT} %; 0, 0`,
     verdict: `${atMost(loss, TARGET_PCT, "%")}; ${atMost(extra, TARGET_PCT, "%")}; ${
