@@ -7,10 +7,14 @@
  * credits are exact under a concurrent race on its last credits, every 200
  * has a durable receipt, the transparency log is one history with one
  * appender, a SIGKILLed worker is restarted by the supervisor with no
- * acknowledged receipt lost, and SIGTERM drains an in-flight request.
+ * acknowledged receipt lost, SIGTERM drains an in-flight request, and E2EE
+ * requests sealed to one worker's attested keys are opened by either, with
+ * a replay refused across them.
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { randomBytes } from "node:crypto";
+import * as indep from "./support/e2ee_independent.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { createKey } from "../src/accounts/keys.ts";
 import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
@@ -321,6 +325,104 @@ Deno.test("a SIGKILLed worker is restarted and loses no acknowledged receipt; SI
   } finally {
     for (const s of opened) s.close();
     await gw.stop().catch(() => {});
+    kv.close();
+    await upstream.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("two workers publish and accept the same E2EE keys (no seed configured); a replay is refused across them", async () => {
+  const dir = await Deno.makeTempDir();
+  const storePath = `${dir}/gw.kv`;
+  const upstream = await startDemoUpstream({ name: "plain" });
+  const kv = await Deno.openKv(storePath);
+  const { gw } = await startWorkers(dir, upstream.url, storePath);
+  try {
+    const { key } = await createKey(kv, {
+      tier: "enterprise",
+      rpm: 100_000,
+      tpm: 100_000_000,
+      now: Date.now,
+      creditsNano: 10n * NANO_PER_CREDIT,
+    });
+    /** One request on a fresh connection (the kernel picks its worker). */
+    const fresh = async (path: string, init?: RequestInit) => {
+      const client = Deno.createHttpClient({});
+      try {
+        const r = await fetch(`${gw.url}${path}`, { ...init, client });
+        return { status: r.status, headers: r.headers, body: await r.json() };
+      } finally {
+        client.close();
+      }
+    };
+    // Both workers' keysets: their own receipt keys, one set of E2EE keys.
+    const keysets = new Map<string, Json>();
+    for (let i = 0; i < 200 && keysets.size < 2; i++) {
+      const r = (await fresh("/v1/aci/attestation")).body;
+      keysets.set(r.workload_keyset_digest, r.attestation.workload_keyset);
+    }
+    assert.equal(keysets.size, 2, "attestations from both workers");
+    const [ka, kb] = [...keysets.values()] as Json[];
+    assert.deepEqual(ka.e2ee_public_keys, kb.e2ee_public_keys);
+    const service = (ka.e2ee_public_keys as Json[])[0].public_key as string;
+
+    const sealed = async () => {
+      const nonce = randomBytes(32).toString("hex");
+      const ts = Math.floor(Date.now() / 1000);
+      const client = indep.clientKeys(indep.X25519);
+      const ad = indep.aad("request", {
+        algo: indep.X25519,
+        field: "messages.0.content",
+        model: "demo/echo",
+        nonce,
+        ts,
+      });
+      return {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${key}`,
+          "x-e2ee-version": "2",
+          "x-client-pub-key": client.pk,
+          "x-model-pub-key": service,
+          "x-e2ee-nonce": nonce,
+          "x-e2ee-timestamp": String(ts),
+        },
+        body: JSON.stringify({
+          model: "demo/echo",
+          messages: [{
+            role: "user",
+            content: await indep.encrypt(indep.X25519, service, "hi", ad),
+          }],
+          max_tokens: 5,
+        }),
+      };
+    };
+    // Sealed to the keys one worker attested, each is opened by whichever worker gets it.
+    const served = await Promise.all(
+      Array.from({ length: 12 }, async () => fresh("/v1/chat/completions", await sealed())),
+    );
+    assert.ok(served.every((r) => r.status === 200), JSON.stringify(served.map((r) => r.body)));
+    const signers = new Set<string>();
+    for (const r of served) {
+      const id = r.headers.get("x-receipt-id")!;
+      signers.add((await receipt(gw.url, id, key)).workload_keyset_digest as string);
+    }
+    assert.equal(signers.size, 2, "sealed requests served by both workers");
+    // Copies of one sealed request on 8 connections at once: one is served, the rest replays.
+    for (let round = 0; round < 2; round++) {
+      const init = await sealed();
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => fresh("/v1/chat/completions", init)),
+      );
+      assert.equal(results.filter((r) => r.status === 200).length, 1);
+      for (const r of results.filter((r) => r.status !== 200)) {
+        assert.equal(r.status, 400);
+        assert.equal(r.body.error.type, "e2ee_replay_detected");
+      }
+    }
+  } finally {
+    assert.equal((await gw.stop("SIGTERM")).code, 0);
     kv.close();
     await upstream.close();
     await Deno.remove(dir, { recursive: true });
