@@ -6,7 +6,10 @@
  * the throughput and the CPU per answered request (the whole process tree:
  * supervisor and workers) of each, the loss against one worker (target ≤ 5%
  * each: no contention tax), and every `database is locked` the gateways
- * logged plus every non-200 (target 0). Where the machine has more than two
+ * logged plus every non-200 (target 0). In the same rounds a control, two
+ * independent one-worker gateways on their own stores time-sliced on that
+ * core, shows what time-slicing two processes costs with nothing shared (what
+ * bounds the row when it misses). Where the machine has more than two
  * cores, a second row gives the throughput of 1, 2 and 4 workers, each
  * allowed every core but the load generator's. Alone:
  *
@@ -125,62 +128,90 @@ function machineCores(): number {
     .length;
 }
 
+type Config = "one" | "two" | "ctl";
+
+/**
+ * One configuration under load for a round: its gateways (the control is two
+ * independent single-worker gateways, each on its own store, half the
+ * connections each), answered requests per second and CPU µs per request.
+ */
+async function measure(gs: GatewayUnderTest[], seconds: number) {
+  const cpu0 = gs.reduce((a, g) => a + treeCpuMs(g.pid), 0);
+  const res = await Promise.all(
+    gs.map((g) => closedLoop(target(g), { concurrency: CONCURRENCY / gs.length, seconds })),
+  );
+  const cpu = gs.reduce((a, g) => a + treeCpuMs(g.pid), 0) - cpu0;
+  const ok = res.reduce((a, r) => a + r.ok, 0);
+  return {
+    rps: ok / res[0].seconds,
+    cpuUs: (cpu * 1000) / Math.max(1, ok),
+    errors: res.reduce((a, r) => a + r.errors, 0),
+  };
+}
+
 export async function workersRows(o: MeasureOptions): Promise<Row[]> {
-  const rps = { one: [] as number[], two: [] as number[] };
-  const cpuUs = { one: [] as number[], two: [] as number[] };
+  const rps: Record<Config, number[]> = { one: [], two: [], ctl: [] };
+  const cpuUs: Record<Config, number[]> = { one: [], two: [], ctl: [] };
   let locks = 0;
   let errors = 0;
   const counts = { one: [] as Counts[], two: [] as Counts[] };
   const pairs = Math.max(1, Math.ceil(o.rounds / 2));
   const core = String(o.serverCpu);
+  const orders: Config[][] = [["one", "two", "ctl"], ["two", "ctl", "one"], ["ctl", "one", "two"]];
   for (let pair = 0; pair < pairs; pair++) {
     const one = await start(`${o.dir}/pair-${pair}/one`, o, 1, core);
     const two = await start(`${o.dir}/pair-${pair}/two`, o, 2, core);
+    const ctl = [
+      await start(`${o.dir}/pair-${pair}/ctl-a`, o, 1, core),
+      await start(`${o.dir}/pair-${pair}/ctl-b`, o, 1, core),
+    ];
+    const gateways: Record<Config, GatewayUnderTest[]> = {
+      one: [one.g],
+      two: [two.g],
+      ctl: ctl.map((c) => c.g),
+    };
     try {
-      // Warm both (tokenizers, JIT, leases) unrecorded.
-      await closedLoop(target(one.g), { concurrency: CONCURRENCY, seconds: 1 });
-      await closedLoop(target(two.g), { concurrency: CONCURRENCY, seconds: 1 });
+      // Warm all (tokenizers, JIT, leases) unrecorded.
+      for (const c of orders[0]) await measure(gateways[c], 1);
       for (let r = 0; r < 2 && rps.one.length < o.rounds; r++) {
-        const order = (pair + r) % 2 === 0 ? ["one", "two"] as const : ["two", "one"] as const;
-        for (const which of order) {
-          const { g } = which === "one" ? one : two;
-          const cpu0 = treeCpuMs(g.pid);
-          const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
-          const cpu = treeCpuMs(g.pid) - cpu0;
-          errors += res.errors;
-          rps[which].push(res.ok / res.seconds);
-          cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
+        for (const c of orders[(pair * 2 + r) % orders.length]) {
+          const m = await measure(gateways[c], o.seconds);
+          errors += m.errors;
+          rps[c].push(m.rps);
+          cpuUs[c].push(m.cpuUs);
         }
+        const at = (c: Config) =>
+          `${fmt(rps[c].at(-1)!, 0)} rps ${fmt(cpuUs[c].at(-1)!, 1)} µs/req`;
         o.log(
-          `workers pair ${pair + 1} round ${r + 1}: 1 worker ${fmt(rps.one.at(-1)!, 0)} rps ${
-            fmt(cpuUs.one.at(-1)!, 1)
-          } µs/req; 2 workers on the same core ${fmt(rps.two.at(-1)!, 0)} rps ${
-            fmt(cpuUs.two.at(-1)!, 1)
-          } µs/req`,
+          `workers pair ${pair + 1} round ${r + 1}: 1 worker ${at("one")}; 2 workers on the same ` +
+            `core ${at("two")}; 2 independent gateways there ${at("ctl")}`,
         );
       }
       counts.one.push(await workerCounts(one.g, 1));
       counts.two.push(await workerCounts(two.g, 2));
     } finally {
-      await one.g.stop();
-      await two.g.stop();
+      for (const g of Object.values(gateways).flat()) await g.stop();
     }
-    locks += await lockErrors(one.g, one.stdout) + await lockErrors(two.g, two.stdout);
+    for (const x of [one, two, ...ctl]) locks += await lockErrors(x.g, x.stdout);
   }
   // Paired per round (seconds apart, so drift cancels), then the median.
-  const loss = median(rps.two.map((x, i) => ((rps.one[i] - x) / rps.one[i]) * 100));
-  const extra = median(cpuUs.two.map((x, i) => ((x - cpuUs.one[i]) / cpuUs.one[i]) * 100));
+  const lossOf = (c: Config) => median(rps[c].map((x, i) => ((rps.one[i] - x) / rps.one[i]) * 100));
+  const extraOf = (c: Config) =>
+    median(cpuUs[c].map((x, i) => ((x - cpuUs.one[i]) / cpuUs.one[i]) * 100));
+  const [loss, extra] = [lossOf("two"), extraOf("two")];
   const perReq = (cs: Counts[]) =>
     cs.reduce((a, c) => a + c.commits, 0) / Math.max(1, cs.reduce((a, c) => a + c.requests, 0));
   const retries = [...counts.one, ...counts.two].reduce((a, c) => a + c.retries, 0);
   const rows: Row[] = [{
     metric: `#27 every core: 2 workers time-sliced on one core vs 1 worker there (closed loop, ` +
-      `${CONCURRENCY} conn., ${rps.one.length} paired rounds of ${o.seconds} s on ${pairs} fresh ` +
-      `pairs; ${fmt(median(rps.two), 0)} vs ${fmt(median(rps.one), 0)} rps, ` +
+      `${CONCURRENCY} conn., ${rps.one.length} rounds of ${o.seconds} s alternating on ${pairs} ` +
+      `fresh sets; ${fmt(median(rps.two), 0)} vs ${fmt(median(rps.one), 0)} rps, ` +
       `${fmt(median(cpuUs.two), 1)} vs ${fmt(median(cpuUs.one), 1)} µs CPU/req; ` +
       `group commits per request ${fmt(perReq(counts.two), 3)} vs ${fmt(perReq(counts.one), 3)}, ` +
       `${retries} commits retried on a lock; throughput loss / CPU per request added; ` +
-      `"database is locked" errors logged, non-200s)`,
+      `"database is locked" errors logged, non-200s. What bounds it, same rounds: two ` +
+      `independent one-worker gateways on their own stores time-sliced on that core lose ` +
+      `${fmt(lossOf("ctl"), 2)} % / add ${fmt(extraOf("ctl"), 2)} %)`,
     gateway: `${fmt(loss, 2)} % / ${fmt(extra, 2)} %; ${locks} locked, ${errors} non-200`,
     target: `≤ ${TARGET_PCT} % / ≤ ${TARGET_PCT} %; 0, 0`,
     verdict: `${atMost(loss, TARGET_PCT, "%")}; ${atMost(extra, TARGET_PCT, "%")}; ${
