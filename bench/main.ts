@@ -611,7 +611,7 @@ async function main(): Promise<void> {
         mockUrl: mock.url,
         serverCpu: SERVER_CPU,
         rounds,
-        seconds: Math.max(seconds, 3),
+        seconds: plan.quick ? 1 : Math.max(seconds, 3),
         log,
       }),
     );
