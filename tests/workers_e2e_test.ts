@@ -101,13 +101,15 @@ async function receipt(url: string, id: string, apiKey: string): Promise<Json> {
   return await r.json() as Json;
 }
 
+const TOKEN = "workers-operator-token-" + "c0ffee12".repeat(4);
+
 async function startWorkers(dir: string, upstreamUrl: string, storePath: string) {
   const cfg = baseConfig({ upstreamUrl, storePath });
   cfg.serve = { workers: 2 };
   const path = await writeConfig(dir, cfg);
-  const gw = await spawnGateway(path);
+  const gw = await spawnGateway(path, [], { GATEWAY_ADMIN_TOKEN: TOKEN });
   await printed(gw, "2 workers serving");
-  return { gw, path };
+  return { gw, path, cfg };
 }
 
 Deno.test("two workers on one port: both serve, both lease, money exact, one log", async () => {
@@ -331,12 +333,12 @@ Deno.test("a SIGKILLed worker is restarted and loses no acknowledged receipt; SI
   }
 });
 
-Deno.test("two workers publish and accept the same E2EE keys (no seed configured); a replay is refused across them", async () => {
+Deno.test("two workers publish and accept the same E2EE keys (no seed configured); a replay is refused across them; configuration changes reach both", async () => {
   const dir = await Deno.makeTempDir();
   const storePath = `${dir}/gw.kv`;
   const upstream = await startDemoUpstream({ name: "plain" });
   const kv = await Deno.openKv(storePath);
-  const { gw } = await startWorkers(dir, upstream.url, storePath);
+  const { gw, path, cfg } = await startWorkers(dir, upstream.url, storePath);
   try {
     const { key } = await createKey(kv, {
       tier: "enterprise",
@@ -420,6 +422,27 @@ Deno.test("two workers publish and accept the same E2EE keys (no seed configured
         assert.equal(r.status, 400);
         assert.equal(r.body.error.type, "e2ee_replay_detected");
       }
+    }
+
+    // An admin PUT would reach one worker: refused, naming SIGHUP. SIGHUP reaches both.
+    const admin = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
+    const put = await fresh("/admin/v1/config", {
+      method: "PUT",
+      headers: admin,
+      body: JSON.stringify(cfg),
+    });
+    assert.equal(put.status, 400);
+    assert.match(put.body.error.message, /2 workers.*SIGHUP/);
+    const models = cfg.models as { pricing: { prompt: number } }[];
+    models[0].pricing.prompt = 0.000003;
+    await Deno.writeTextFile(path, JSON.stringify(cfg));
+    gw.child.kill("SIGHUP");
+    const t0 = performance.now();
+    for (let same = 0; same < 12;) {
+      const v = (await fresh("/admin/v1/config", { headers: admin })).body;
+      same = v.version === 2 ? same + 1 : 0;
+      assert.ok(performance.now() - t0 < 30_000, "a worker never reloaded");
+      if (same === 0) await new Promise((r) => setTimeout(r, 50));
     }
   } finally {
     assert.equal((await gw.stop("SIGTERM")).code, 0);

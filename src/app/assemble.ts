@@ -47,7 +47,7 @@ import { createTransparencyLog } from "../tlog/log.ts";
 import { keysetEntry } from "../aci/log_entry.ts";
 import { createCacheSalter } from "../routing/cache_salt.ts";
 import { createOtelExport } from "./otel.ts";
-import { createLiveConfig, type LiveConfig } from "./live_config.ts";
+import { createLiveConfig, hostWideOnly, type LiveConfig } from "./live_config.ts";
 import type { Context } from "@opentelemetry/api";
 
 export interface OutsideWorld {
@@ -441,7 +441,8 @@ export function assembleGateway(
     traceContext: otel?.capture,
   };
   const live = createLiveConfig({ ctx, credentials, env: world.env, log: world.log, now });
-  ctx.configControl = live;
+  // A worker of several cannot apply an admin PUT host-wide: refused (SIGHUP changes all).
+  ctx.configControl = worker && worker.count > 1 ? hostWideOnly(live, worker.count) : live;
   // Ready once announced and every confidential upstream had its first verification attempt.
   const ready = Promise.all([upkeep.announce().then(upkeep.recover), manager?.start()]).then(
     () => {},
