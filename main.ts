@@ -59,6 +59,19 @@ import {
   unsetKeyVariables,
 } from "./src/app/startup_checks.ts";
 import { type TrustIo, verifyCollateral } from "./src/app/trust_sources.ts";
+import {
+  hostWorker,
+  parseWorkerSpec,
+  supervise,
+  workerCount,
+  type WorkerProcess,
+  type WorkerSpec,
+} from "./src/app/supervisor.ts";
+import type { HostWorker } from "./src/app/assemble.ts";
+import { bytesToHex } from "./src/aci/hex.ts";
+
+/** Set by the host's supervisor in its workers' environment; the worker spec comes on stdin. */
+const WORKER_VARIABLE = "GATEWAY_WORKER";
 
 const DEV_STORE = ".data/dev.kv";
 /** Development only: the dev key, reused across `task dev` restarts. */
@@ -143,7 +156,19 @@ async function loadConfigFile(path: string): Promise<GatewayConfig> {
 
 /** `serve`: the configuration, the gateway's services, the listeners, and a drain on SIGTERM. */
 async function serve(args: string[]): Promise<void> {
+  const worker = Deno.env.get(WORKER_VARIABLE) === "1" ? await readWorkerSpec() : null;
   const { dev, configPath, config, closers, portOverride } = await serveConfig(args);
+  if (worker === null) {
+    const n = workerCount(config.serve.workers, navigator.hardwareConcurrency, Deno.build.os);
+    if (n.note) console.error(n.note);
+    if (n.count > 1) return await superviseWorkers(n.count, config);
+  } else {
+    // The supervisor resolved a configured port 0 to one port all its workers share.
+    config.listen.base.port = worker.spec.ports.base;
+    if (config.listen.tee && worker.spec.ports.tee !== undefined) {
+      config.listen.tee.port = worker.spec.ports.tee;
+    }
+  }
   const { quotes, provenance } = await gatewayIdentity(config, configPath, {
     readTextFile: (p) => Deno.readTextFile(p),
     print: (l) => console.error(l),
@@ -161,7 +186,14 @@ async function serve(args: string[]): Promise<void> {
     tlsConnect: tls.connect,
     print: (l) => console.error(l),
   });
-  const gateway = await gatewayFor(config, { quotes, provenance, kv, upstream, verifiers });
+  const gateway = await gatewayFor(config, {
+    quotes,
+    provenance,
+    kv,
+    upstream,
+    verifiers,
+    worker: worker?.worker,
+  });
 
   const serveOn = runtimeServeOn();
   const anyTls = [config.listen.base, config.listen.tee].some((l) => l?.tls_cert_file);
@@ -179,7 +211,11 @@ async function serve(args: string[]): Promise<void> {
     upstream.close();
     kv.close();
   }, {
-    onSignal: (signal, f) => Deno.addSignalListener(signal, f),
+    onSignal: (signal, f) => {
+      Deno.addSignalListener(signal, f);
+      // A worker whose supervisor is gone (its stdin closed, even after a kill -9) drains too.
+      if (signal === "SIGTERM") worker?.supervisorGone.then(f);
+    },
     delay: (ms) => new Promise<void>((r) => setTimeout(r, ms)),
     print: (l) => console.error(l),
     exit: (code) => {
@@ -188,9 +224,14 @@ async function serve(args: string[]): Promise<void> {
     },
   });
   await gateway.ready;
-  if (!dev) reloadOnHangup(configPath!, portOverride, gateway.live);
+  if (!dev) reloadOnHangup(configPath!, worker?.spec.ports.base ?? portOverride, gateway.live);
   const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
-    const server = listenOn(l, label, config, { handler: gateway.handler, serveOn, cap: cap.cap }, {
+    const server = listenOn(l, label, config, {
+      handler: gateway.handler,
+      serveOn,
+      cap: cap.cap,
+      reusePort: worker !== null,
+    }, {
       listen: (at) => Deno.listen(at),
       listenTls: (o) => Deno.listenTls(o),
       readTextFileSync: (p) => Deno.readTextFileSync(p),
@@ -217,6 +258,119 @@ async function serve(args: string[]): Promise<void> {
       DEV_KEY_FILE,
       writeLine(Deno.stderr),
     );
+  }
+}
+
+/**
+ * The host supervisor (src/app/supervisor.ts): `count` workers, each this
+ * process's own command line again with the worker variable set, told its
+ * spec on stdin. Listener ports are fixed here, so a configured 0 is one
+ * port for all; the E2EE seed and cache-salt secret are drawn here, so the
+ * workers agree (a configured variable still wins in each worker).
+ */
+async function superviseWorkers(count: number, config: GatewayConfig): Promise<void> {
+  if ((await Deno.permissions.query({ name: "run" })).state !== "granted") {
+    fail(`serve.workers: ${count} workers need --allow-run (or set serve.workers to 1)`);
+  }
+  const freePort = (l: { hostname: string; port: number }) => {
+    if (l.port !== 0) return l.port;
+    const probe = Deno.listen({ hostname: l.hostname, port: 0 });
+    const port = (probe.addr as Deno.NetAddr).port;
+    probe.close();
+    return port;
+  };
+  const ports = {
+    base: freePort(config.listen.base),
+    ...(config.listen.tee ? { tee: freePort(config.listen.tee) } : {}),
+  };
+  const host = bytesToHex(bytes(6));
+  const secrets = { e2eeSeed: bytesToHex(bytes(32)), cacheSalt: bytesToHex(bytes(32)) };
+  // This process's arguments after the executable: `run <flags> main.ts serve …`, or a
+  // compiled binary's `serve …` (Linux only, as SO_REUSEPORT spreading is).
+  const argv = Deno.readTextFileSync("/proc/self/cmdline").split("\0");
+  if (argv.at(-1) === "") argv.pop();
+  const sup = supervise(
+    count,
+    (index): WorkerSpec => ({ host, index, count, ports, ...secrets }),
+    {
+      spawn: (spec) => spawnWorker(argv.slice(1), spec),
+      onSignal: (signal, f) => Deno.addSignalListener(signal, f),
+      delay: (ms) => new Promise<void>((r) => setTimeout(r, ms)),
+      now: () => performance.now(),
+      print: (l) => console.error(l),
+      exit: (code) => {
+        flushLog();
+        Deno.exit(code);
+      },
+    },
+  );
+  console.error(`host ${host}: starting ${count} workers`);
+  await sup.ready;
+}
+
+/** One worker process: stdout (the request log) inherited, stderr relayed line by line. */
+function spawnWorker(args: string[], spec: WorkerSpec): WorkerProcess {
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    env: { [WORKER_VARIABLE]: "1" },
+    stdin: "piped",
+    stdout: "inherit",
+    stderr: "piped",
+  }).spawn();
+  // The pipe stays open: its end (this process gone, even by kill -9) makes the worker drain.
+  child.stdin.getWriter().write(new TextEncoder().encode(JSON.stringify(spec) + "\n")).catch(
+    () => {},
+  );
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((r) => markReady = r);
+  const print = writeLine(Deno.stderr);
+  const relayed = (async () => {
+    let buf = "";
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        print(line);
+        if (line.startsWith("keyset digest ")) markReady();
+      }
+    }
+    if (buf !== "") print(buf);
+  })().catch(() => {});
+  return {
+    pid: child.pid,
+    exited: Promise.all([child.status, relayed]).then(([s]) => s.code),
+    ready,
+    kill: (signal) => {
+      try {
+        child.kill(signal);
+      } catch {
+        // already gone
+      }
+    },
+  };
+}
+
+/** A worker's spec (first line of stdin), and when its supervisor is gone (stdin's end). */
+async function readWorkerSpec(): Promise<
+  { spec: WorkerSpec; worker: HostWorker; supervisorGone: Promise<void> }
+> {
+  const reader = Deno.stdin.readable.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) fail(`${WORKER_VARIABLE}=1 but no worker spec came on stdin`);
+    buf += dec.decode(value, { stream: true });
+    const nl = buf.indexOf("\n");
+    if (nl < 0) continue;
+    const spec = parseWorkerSpec(buf.slice(0, nl));
+    if (spec === null) fail("the worker spec on stdin is malformed");
+    const supervisorGone = (async () => {
+      while (!(await reader.read()).done) { /* nothing else is sent */ }
+    })().catch(() => {});
+    return { spec, worker: hostWorker(spec), supervisorGone };
   }
 }
 
@@ -257,6 +411,7 @@ async function gatewayFor(
     kv: Deno.Kv;
     upstream: ReturnType<typeof upstreamTransport>;
     verifiers: Awaited<ReturnType<typeof upstreamVerifiers>>;
+    worker?: HostWorker;
   },
 ) {
   // A weak operator token stops start-up with a clear message (assembleGateway would throw).
@@ -281,6 +436,7 @@ async function gatewayFor(
   }, {
     verifiers: s.verifiers,
     transport: s.upstream,
+    worker: s.worker,
     tlsSpkiSha256s: await listenerSpkis(config, (p) => Deno.readTextFile(p)),
     // Off only on request (the bench measures what metrics cost against it).
     metrics: Deno.env.get("GATEWAY_METRICS") === "off" ? noopMetrics() : undefined,

@@ -45,11 +45,11 @@ export interface GatewayUnderTest extends Server {
   storePath: string;
 }
 
-/** Writes config and key into `dir`, then starts the gateway pinned to `cpu`. */
+/** Writes config and key into `dir`, then starts the gateway pinned to `cpu` (or a taskset list). */
 export async function startGateway(
   dir: string,
   upstreamUrl: string,
-  cpu: number,
+  cpu: number | string,
   denoFlags: string[] = [],
   /** The TLS mock (mock_upstream_tls.ts): a confidential provider, its key operator-pinned. */
   verified?: { url: string; caPem: string; spkiSha256: string },
@@ -58,10 +58,13 @@ export async function startGateway(
   stdoutTo?: string,
   /** Overrides of the configuration's `limits` (e.g. larger bodies in flight per key). */
   limits?: Record<string, number>,
+  /** `serve.workers`: one unless a row measures workers (bench/workers.ts). */
+  workers = 1,
 ): Promise<GatewayUnderTest> {
   const storePath = `${dir}/gateway.kv`;
   const config = {
     listen: { base: { hostname: "127.0.0.1", port: 0 } },
+    serve: { workers },
     store: { path: storePath },
     identity: { quote_provider: "dev", allow_dev_quotes: true },
     ...(limits ? { limits } : {}),

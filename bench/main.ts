@@ -35,6 +35,7 @@ import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./rep
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
 import { metricsCostRow } from "./metrics_cost.ts";
 import { tlogCostRows } from "./tlog_cost.ts";
+import { workersRows } from "./workers.ts";
 import { type HeldRss, measureHeld } from "./held_rss.ts";
 import { peerFreshRows } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
@@ -599,6 +600,18 @@ async function main(): Promise<void> {
         serverCpu: SERVER_CPU,
         rounds,
         seconds: Math.max(seconds, 3),
+        log,
+      }),
+    );
+
+    // #27 every core: 2 workers on one core vs 1, and 1/2/4 workers where there are cores.
+    rows.push(
+      ...await workersRows({
+        dir: `${dir}/workers`,
+        mockUrl: mock.url,
+        serverCpu: SERVER_CPU,
+        rounds,
+        seconds: plan.quick ? 1 : Math.max(seconds, 3),
         log,
       }),
     );

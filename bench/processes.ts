@@ -17,7 +17,7 @@ export interface Server {
  * stderr announces.
  */
 export async function spawnPinned(
-  cpu: number,
+  cpu: number | string,
   denoArgs: string[],
   ready: RegExp,
   /** `stdoutTo`: a file receiving the process's stdout (e.g. V8's `--trace-gc` lines); else discarded. */

@@ -13,8 +13,8 @@ import { parseOptions } from "../src/cli/args.ts";
  */
 export const GATEWAY_PERMISSIONS = ["--allow-all"] as const;
 
-/** Runtime flags besides permissions: Deno KV is unstable in 2.9. */
-export const GATEWAY_RUNTIME_FLAGS = ["--unstable-kv"] as const;
+/** Runtime flags besides permissions: Deno KV and SO_REUSEPORT listeners (workers) are unstable in 2.9. */
+export const GATEWAY_RUNTIME_FLAGS = ["--unstable-kv", "--unstable-net"] as const;
 
 export interface BuildOptions {
   entry: string;

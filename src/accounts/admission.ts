@@ -77,6 +77,7 @@ export function createAdmitter(kv: AdmissionKv, opts: AdmitterOptions): Admitter
       monotonic: opts.monotonic ?? (() => performance.now()),
       holdInstance: inst,
       leaseMaxRequests: opts.leaseMaxRequests,
+      leaseParts: opts.leaseParts,
       tiers: opts.tiers,
     })
     : null;

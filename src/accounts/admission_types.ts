@@ -50,8 +50,9 @@ export interface AdmitterOptions {
    */
   piggyback?: CommitLane;
   /**
-   * Whether this process is the only live replica on the store. Quota leases
-   * (see leases.ts) are taken only then, and only with `piggyback` set: with
+   * Whether this process is the only live replica on the store (the workers of
+   * one host count as one: docs/decisions/workers.md). Quota leases (see
+   * leases.ts) are taken only then, and only with `piggyback` set: with
    * several replicas one's unused lease could refuse another's request.
    */
   soleReplica?: () => Promise<boolean>;
@@ -62,6 +63,8 @@ export interface AdmitterOptions {
   holdInstance?: string;
   /** Most requests' worth in one lease slice (`store.lease_max_requests`). */
   leaseMaxRequests?: number;
+  /** Workers of this host sharing its leases (each slice a fraction; lease_pool.ts). */
+  leaseParts?: number;
   /** Monotonic milliseconds for lease lifetimes (durations, not the wall clock). */
   monotonic?: () => number;
   random?: () => number;

@@ -31,6 +31,8 @@ export interface LeasePoolOptions {
   /** With it, a hand-back also closes its hold (holds.ts). */
   holdInstance?: string;
   leaseMaxRequests?: number;
+  /** The workers sharing this host's leases: each slice is this fraction of a sole replica's. */
+  leaseParts?: number;
   tiers: Tiers;
 }
 
@@ -123,6 +125,7 @@ export class LeasePool {
         w.last.tokens,
         w.last.costNano,
         this.#o.leaseMaxRequests,
+        this.#o.leaseParts,
       );
       if (slice === null) continue;
       granted.set(p.key.key_id, {

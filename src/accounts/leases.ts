@@ -44,17 +44,25 @@ export interface Remaining {
   credit: bigint;
 }
 
-/** The slice to reserve after a decision left `rem`, sized on a request of `tokens`/`cost`. */
+/**
+ * The slice to reserve after a decision left `rem`, sized on a request of `tokens`/`cost`.
+ * With `parts` > 1 (the workers of one host, docs/decisions/workers.md) it is a `parts`-th
+ * of a sole replica's slice, so all the host's workers together hold at most what one
+ * process would.
+ */
 export function leaseSlice(
   rem: Remaining,
   tokens: number,
   cost: bigint,
   maxRequests = LEASE_MAX_REQUESTS,
+  parts = 1,
 ): Remaining | null {
-  const req = Math.min(maxRequests, Math.floor(rem.req / 8));
-  const tok = Math.min(maxRequests * tokens, Math.floor(rem.tok / 8));
-  const capCredit = BigInt(maxRequests) * cost;
-  const credit = rem.credit / 8n < capCredit ? rem.credit / 8n : capCredit;
+  const max = Math.floor(maxRequests / parts);
+  const div = 8 * parts;
+  const req = Math.min(max, Math.floor(rem.req / div));
+  const tok = Math.min(max * tokens, Math.floor(rem.tok / div));
+  const capCredit = BigInt(max) * cost;
+  const credit = rem.credit / BigInt(div) < capCredit ? rem.credit / BigInt(div) : capCredit;
   if (req < 2 || tok < 2 * tokens || credit < 2n * cost || credit < 0n) return null;
   return { req, tok, credit };
 }

@@ -48,7 +48,7 @@ import { createTransparencyLog } from "../tlog/log.ts";
 import { keysetEntry } from "../aci/log_entry.ts";
 import { createCacheSalter } from "../routing/cache_salt.ts";
 import { createOtelExport } from "./otel.ts";
-import { createLiveConfig, type LiveConfig } from "./live_config.ts";
+import { createLiveConfig, hostWideOnly, type LiveConfig } from "./live_config.ts";
 import type { Context } from "@opentelemetry/api";
 
 export interface OutsideWorld {
@@ -97,6 +97,16 @@ export const SERVICE_CAPABILITIES = {
   },
   attested_sessions: true,
 };
+
+/** What a worker knows of its host (main.ts reads it from the supervisor, src/app/supervisor.ts). */
+export interface HostWorker {
+  host: string;
+  index: number;
+  count: number;
+  /** Shared by the host's workers unless configured: E2EE keys and cache salts agree across them. */
+  e2eeSeed: Uint8Array;
+  cacheSalt: Uint8Array;
+}
 
 export interface Gateway {
   ctx: GatewayContext;
@@ -151,8 +161,11 @@ export function assembleGateway(
     otelLog?: (line: LogLine) => void;
     /** Pinned and private-CA upstream connections (main.ts: the one upstream transport). */
     transport?: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
+    /** One worker of a host running `serve.workers` > 1 (docs/decisions/workers.md). */
+    worker?: HostWorker;
   } = {},
 ): Gateway {
+  const worker = opts.worker;
   const { kv, now } = world;
   const catalog = new Catalog(config);
   // The encodings the catalog names, built before the first request (the others never are).
@@ -181,6 +194,8 @@ export function assembleGateway(
       source_digest: world.provenance?.image_provenance.source_digest ?? "unknown",
       source_commit: world.provenance?.image_provenance.source_commit ?? "unknown",
     },
+    // Every series of a worker says which one it is: a scrape reaches one worker.
+    defaultLabels: opts.worker ? { worker: String(opts.worker.index) } : undefined,
   });
   const logOrigin = config.transparency_log.origin ??
     `${config.identity.subject ?? "localhost"}/v1/aci/log`;
@@ -190,9 +205,12 @@ export function assembleGateway(
     ttlSeconds: config.identity.keyset_ttl_seconds,
     now,
     tlsSpkiSha256s: opts.tlsSpkiSha256s,
-    e2eeSeed: e2eeSeed(config, world.env),
+    e2eeSeed: e2eeSeed(config, world.env) ?? worker?.e2eeSeed,
   });
-  const replicaId = bytesToHex(world.randomBytes(8));
+  // A worker's id names its host, so the sole-replica test counts hosts (replica_upkeep.ts).
+  const replicaId = worker
+    ? `${worker.host}.${worker.index}.${bytesToHex(world.randomBytes(4))}`
+    : bytesToHex(world.randomBytes(8));
   const tlog = createTransparencyLog({
     kv,
     origin: logOrigin,
@@ -211,6 +229,8 @@ export function assembleGateway(
     sweepIntervalMs: config.transparency_log.sweep_interval_ms,
     batchMs: config.transparency_log.batch_ms,
     log: world.log,
+    // One appender per host: worker 0 (the others' entries wait for its sweep).
+    append: worker === undefined || worker.index === 0,
   });
   const logEntries = opts.logEntries ?? true;
   const committer = new GroupCommitter(kv, {
@@ -252,6 +272,7 @@ export function assembleGateway(
     logKeyset: logEntries
       ? (digest, report) => tlog.enqueue(keysetEntry(digest, report))
       : undefined,
+    host: worker?.host,
   });
   const sessions = createSessionStore(kv, {
     log: logEntries ? tlog : undefined,
@@ -306,6 +327,7 @@ export function assembleGateway(
     soleReplica: config.store.quota_leases ? upkeep.soleReplica : undefined,
     holdInstance: replicas.id,
     leaseMaxRequests: config.store.lease_max_requests,
+    leaseParts: worker?.count,
   });
   // NEAR AI upstreams sign each answer; checked after it against the session's attested keys.
   const answerSignatures = manager && opts.verifiers
@@ -400,7 +422,7 @@ export function assembleGateway(
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,
-    cacheSalt: createCacheSalter(cacheSaltSecret(config, world)),
+    cacheSalt: createCacheSalter(cacheSaltSecret(config, world, worker?.cacheSalt)),
     now,
     monotonic: world.monotonic,
     randomBytes: world.randomBytes,
@@ -426,7 +448,8 @@ export function assembleGateway(
     traceContext: otel?.capture,
   };
   const live = createLiveConfig({ ctx, credentials, env: world.env, log: world.log, now });
-  ctx.configControl = live;
+  // A worker of several cannot apply an admin PUT host-wide: refused (SIGHUP changes all).
+  ctx.configControl = worker && worker.count > 1 ? hostWideOnly(live, worker.count) : live;
   // Ready once announced and every confidential upstream had its first verification attempt.
   const ready = Promise.all([upkeep.announce().then(upkeep.recover), manager?.start()]).then(
     () => {},
@@ -472,9 +495,13 @@ export function assembleGateway(
  * The secret cache salts derive from: the configured variable's bytes (shared by
  * replicas), else random bytes of this process (still isolating, never shared).
  */
-function cacheSaltSecret(config: GatewayConfig, world: OutsideWorld): Uint8Array {
+function cacheSaltSecret(
+  config: GatewayConfig,
+  world: OutsideWorld,
+  hostSecret?: Uint8Array,
+): Uint8Array {
   const name = config.upstream.cache_salt_secret_env;
-  if (name === undefined) return world.randomBytes(32);
+  if (name === undefined) return hostSecret ?? world.randomBytes(32);
   const value = world.env(name);
   if (value === undefined || value.length < 32) {
     throw new Error(`upstream.cache_salt_secret_env: ${name} must hold at least 32 characters`);

@@ -12,7 +12,8 @@ type Address = { hostname: string; port: number };
 
 /** The sockets and file reads a listener is opened with (main.ts passes Deno's). */
 export interface ListenIo {
-  listen(at: Address): Deno.Listener;
+  /** `reusePort`: the host's workers each open the port (Linux SO_REUSEPORT spreads connections). */
+  listen(at: Address & { reusePort?: boolean }): Deno.Listener;
   listenTls(
     o: Address & { cert: string; key: string; alpnProtocols: string[] },
   ): Deno.TlsListener;
@@ -29,14 +30,24 @@ export function listenOn(
   l: Listen,
   label: string,
   config: GatewayConfig,
-  o: { handler: Parameters<typeof serveConnections>[1]; serveOn: ServeOn; cap: number },
+  o: {
+    handler: Parameters<typeof serveConnections>[1];
+    serveOn: ServeOn;
+    cap: number;
+    /** One of several workers sharing the port (docs/decisions/workers.md). */
+    reusePort?: boolean;
+  },
   io: ListenIo,
 ): ConnectionServer {
   const tls = l.tls_cert_file && l.tls_key_file;
   let listener: Deno.Listener;
   let inner: Deno.TlsListener | null = null;
   try {
-    listener = io.listen({ hostname: l.hostname, port: l.port });
+    listener = io.listen({
+      hostname: l.hostname,
+      port: l.port,
+      ...(o.reusePort ? { reusePort: true } : {}),
+    });
     // TLS is terminated on a loopback listener the accept loop relays to (see TlsFront).
     if (tls) {
       inner = io.listenTls({

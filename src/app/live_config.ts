@@ -141,3 +141,25 @@ function confidentialOf(config: GatewayConfig): unknown[] {
     .map((p) => p)
     .sort((a, b) => a.name < b.name ? -1 : 1);
 }
+
+/**
+ * A worker's view of live configuration (docs/decisions/workers.md): a PUT
+ * reaches one of the host's workers, so it would change that one alone; it is
+ * refused, naming what changes them all (the file and SIGHUP to the
+ * supervisor, which forwards it). Reading stays as it is.
+ */
+export function hostWideOnly(live: LiveConfig, workers: number): LiveConfig {
+  return {
+    ...live,
+    current: () => live.current(),
+    apply: (next, source) => live.apply(next, source),
+    applyText(text, source) {
+      if (source === "file") return live.applyText(text, source);
+      throw new GatewayError(
+        "invalid_request",
+        `this host runs ${workers} workers and a request reaches one of them: edit the ` +
+          "configuration file and send SIGHUP to the gateway to change them all",
+      );
+    },
+  };
+}

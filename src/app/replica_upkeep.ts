@@ -15,7 +15,10 @@ export interface ReplicaUpkeep {
   announce(): Promise<void>;
   /** Returns the credits held by replicas that are gone (a crash) to their keys. */
   recover(): Promise<void>;
-  /** Whether no other replica is live (re-read at most twice a second). */
+  /**
+   * Whether no other replica is live (re-read at most twice a second); the workers of
+   * this host (ids starting with `host.`) are not others: they split its leases.
+   */
   soleReplica(): Promise<boolean>;
   /** Stops the heartbeat at once, then waits for a running recovery and keyset archive writes. */
   close(): Promise<void>;
@@ -31,6 +34,8 @@ export function startReplicaUpkeep(o: {
   log: (line: LogLine) => void;
   /** Logs each archived keyset (digest and report digest) in the transparency log. */
   logKeyset?: (keysetDigest: string, report: unknown) => Promise<void>;
+  /** This host's id when it runs workers (replica ids `host.index.random`). */
+  host?: string;
 }): ReplicaUpkeep {
   const { kv, replicas, log } = o;
   const announce = async () => {
@@ -74,7 +79,15 @@ export function startReplicaUpkeep(o: {
     soleReplica() {
       const t = o.now();
       if (sole === null || t - sole.at > 500 || t < sole.at) {
-        sole = { at: t, value: replicas.others().then((others) => others.length === 0) };
+        const mine = o.host === undefined ? null : `${o.host}.`;
+        sole = {
+          at: t,
+          value: mine === null
+            ? replicas.others().then((others) => others.length === 0)
+            : replicas.liveIds().then((ids) =>
+              [...ids].every((id) => id === replicas.id || id.startsWith(mine))
+            ),
+        };
       }
       return sole.value;
     },

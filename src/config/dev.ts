@@ -38,6 +38,9 @@ export function devConfig(
       base: { hostname: "127.0.0.1", port: opts.port },
       ...(opts.teePort !== undefined ? { tee: { hostname: "127.0.0.1", port: opts.teePort } } : {}),
     },
+    // One worker: each would start its own demo upstreams (main.ts), and a development
+    // gateway is one process to debug and stop (docs/decisions/workers.md).
+    serve: { workers: 1 },
     store: { path: opts.storePath },
     identity: { quote_provider: "dev", allow_dev_quotes: true, subject: "dev.gateway.local" },
     providers: [

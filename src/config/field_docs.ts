@@ -25,6 +25,13 @@ export const FIELD_DOCS: Readonly<Record<string, string>> = {
   "listen.tee.tls_cert_file": "PEM certificate chain (with `tls_key_file`), as for `listen.base`.",
   "listen.tee.tls_key_file": "PEM private key for `tls_cert_file`.",
 
+  serve: "How the gateway runs on this host.",
+  "serve.workers":
+    "Gateway worker processes on this host, each serving every listener (the kernel spreads " +
+    "connections, Linux `SO_REUSEPORT`) on the one store, with quota leases split between them and " +
+    'one transparency-log appender; `"auto"` is the core count. A dead worker is restarted; ' +
+    "SIGTERM drains them all. Outside Linux one worker serves. See docs/decisions/workers.md.",
+
   store: "Where keys, credits, usage and receipts are kept.",
   "store.path":
     "A local Deno KV file (its directory is created), or a KV Connect URL (`https://…`, token in " +

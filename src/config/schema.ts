@@ -23,6 +23,13 @@ export const configSchema = z.strictObject({
     /** Optional second listener serving the `{tee_url}` host (attested-session endpoints). */
     tee: listener.optional(),
   }),
+  serve: z.strictObject({
+    /**
+     * Worker processes on this host (docs/decisions/workers.md): each serves every
+     * listener (SO_REUSEPORT) on the one store; "auto" is the machine's core count.
+     */
+    workers: z.union([z.literal("auto"), z.number().int().min(1).max(256)]).default("auto"),
+  }).default({ workers: "auto" }),
   store: z.strictObject({
     /** A local Deno KV file, or a KV Connect URL (`https://…`, token in DENO_KV_ACCESS_TOKEN). */
     path: z.string().min(1),

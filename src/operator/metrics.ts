@@ -47,6 +47,8 @@ export interface MetricsSources {
   processStats?: () => ProcessStats;
   /** `gateway_build_info` labels (the API version, the runtime, the measured source). */
   build?: Record<string, string>;
+  /** Labels on every series (a worker's index, docs/decisions/workers.md). */
+  defaultLabels?: Record<string, string>;
 }
 
 /** What main.ts reads about its own process at scrape time. */
@@ -88,6 +90,7 @@ const MS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 export function createMetrics(src: MetricsSources): GatewayMetrics {
   const registry = new Registry();
+  if (src.defaultLabels) registry.setDefaultLabels(src.defaultLabels);
   // route → status → model → provider → count; every key is bounded (see above).
   const requestCounts = new Map<string, Map<number, Map<string, Map<string, number>>>>();
   new Counter({

@@ -72,6 +72,8 @@ export interface LogOptions {
   batchMs: number;
   onAppend?: (count: number) => void;
   log: (line: Record<string, unknown>) => void;
+  /** Whether this process appends (one worker per host does; sequencer.ts). */
+  append?: boolean;
 }
 
 // Long as one closure over shared state; each inner function is short.
@@ -104,6 +106,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     kv,
     origin: o.origin,
     sign: o.sign,
+    append: o.append,
     onAppend: (head, count) => {
       o.onAppend?.(count);
       witnesses?.submit(head);

@@ -38,6 +38,12 @@ export interface SequencerOptions {
   /** Told after each appended batch (cosigning, metrics). */
   onAppend?: (head: Head, count: number) => void;
   onError?: (e: unknown) => void;
+  /**
+   * False on all but one worker of a host (docs/decisions/workers.md): the log has one
+   * appender per host, so `kick` does nothing here and the pending rows wait for that
+   * one; only `drain` (at shutdown) appends, so nothing waits for a restart.
+   */
+  append?: boolean;
 }
 
 export interface Sequencer {
@@ -123,14 +129,18 @@ export function createSequencer(o: SequencerOptions): Sequencer {
     running = null;
   };
 
+  const start = () => {
+    if (closed) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = run();
+  };
+
   return {
     kick() {
-      if (closed) return;
-      if (running) {
-        again = true;
-        return;
-      }
-      running = run();
+      if (o.append !== false) start();
     },
     async drain() {
       for (;;) {
@@ -139,7 +149,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
         let empty = true;
         for await (const _ of any) empty = false;
         if (empty) return;
-        this.kick();
+        start();
         if (running) await running;
       }
     },

@@ -19,6 +19,9 @@ export function baseConfig(
 ): Record<string, unknown> {
   return {
     listen: { base: { hostname: "127.0.0.1", port: 0 } },
+    // One process per gateway unless a test asks for workers (tests/workers_e2e_test.ts):
+    // these tests signal, kill and count one process's work.
+    serve: { workers: 1 },
     store: { path: opts.storePath },
     identity: { quote_provider: "dev", allow_dev_quotes: true },
     providers: [{ name: "plain", base_url: opts.upstreamUrl, zdr: opts.zdr ?? false }],
