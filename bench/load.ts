@@ -13,6 +13,30 @@ export interface Target {
   headers: Record<string, string>;
   /** Model name as this path expects it (gateway id or upstream name). */
   model: (upstreamModel: string) => string;
+  /**
+   * Receipts the answers named: every 200's `x-receipt-id` goes to `ok`, every other
+   * answer's to `refused` (a refusal after authentication has a receipt too). The bench
+   * checks each against the gateway's store after it stopped.
+   */
+  receipts?: ReceiptSink;
+}
+
+export interface ReceiptSink {
+  ok: string[];
+  /** 200s that named no receipt (a defect on the gateway's paths). */
+  okWithout: number;
+  refused: string[];
+}
+
+export const receiptSink = (): ReceiptSink => ({ ok: [], okWithout: 0, refused: [] });
+
+function noteReceipt(t: Target, status: number, id: string | null): void {
+  const s = t.receipts;
+  if (!s) return;
+  if (status === 200) {
+    if (id === null) s.okWithout++;
+    else s.ok.push(id);
+  } else if (id !== null) s.refused.push(id);
 }
 
 export interface LoadResult {
@@ -66,6 +90,7 @@ export async function closedLoop(
       const t0 = performance.now();
       const res = await c.request(req);
       const t1 = performance.now();
+      noteReceipt(t, res.status, res.receiptId);
       if (res.status !== 200) {
         r.errors++;
         continue;
@@ -104,6 +129,7 @@ export async function openLoop(
     }
     try {
       const res = await c.request(req);
+      noteReceipt(t, res.status, res.receiptId);
       if (res.status !== 200) r.errors++;
       else {
         r.ok++;
@@ -155,6 +181,7 @@ export async function streamOnce(t: Target, client: Deno.HttpClient): Promise<St
     body: chatBody(t.model("chat"), true),
     client,
   });
+  noteReceipt(t, res.status, res.headers.get("x-receipt-id"));
   if (res.status !== 200 || !res.body) {
     await res.body?.cancel();
     throw new Error(`stream answered ${res.status}`);
@@ -202,6 +229,7 @@ export async function holdStreams(
       body: chatBody(t.model("hold"), true),
       client,
     });
+    noteReceipt(t, res.status, res.headers.get("x-receipt-id"));
     if (res.status !== 200 || !res.body) throw new Error(`held stream answered ${res.status}`);
     const reader = res.body.getReader();
     await reader.read();
