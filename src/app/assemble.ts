@@ -457,6 +457,7 @@ export function assembleGateway(
       await committer.close();
       await tlog.settle().catch(() => {});
       await tlog.close();
+      deadlines.close(); // its runtime timer, kept unreferenced while idle
     },
   };
 }
