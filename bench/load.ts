@@ -47,6 +47,8 @@ export interface LoadResult {
   latencies: number[];
   /** `Server-Timing: gw;dur=` values seen, milliseconds. */
   serverTimings: number[];
+  /** With `phases`: per successful request (same order as `latencies`), its whole `Server-Timing`. */
+  timingHeaders?: string[];
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -112,13 +114,14 @@ export async function closedLoop(
  */
 export async function openLoop(
   t: Target,
-  opts: { rate: number; seconds: number; upstreamModel?: string },
+  opts: { rate: number; seconds: number; upstreamModel?: string; phases?: boolean },
 ): Promise<LoadResult> {
   const req = requestBytes(t, opts.upstreamModel ?? "chat");
   const url = new URL(t.base);
   const idle = await Promise.all(Array.from({ length: 16 }, () => HttpConn.open(url)));
   const all = [...idle];
   const r: LoadResult = { ok: 0, errors: 0, seconds: 0, latencies: [], serverTimings: [] };
+  if (opts.phases) r.timingHeaders = [];
   const inflight = new Set<Promise<void>>();
   const one = async () => {
     const t0 = performance.now();
@@ -134,6 +137,7 @@ export async function openLoop(
       else {
         r.ok++;
         r.latencies.push(performance.now() - t0);
+        r.timingHeaders?.push(res.serverTiming ?? "");
         const d = gwDur(res.serverTiming);
         if (d !== null) r.serverTimings.push(d);
       }

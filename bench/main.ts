@@ -48,6 +48,7 @@ import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { issue27Rows } from "./targets27.ts";
+import { TAIL_WINDOW_S, tailRows } from "./tail_window.ts";
 import { measureE2ee } from "./e2ee.ts";
 import { measureVerifyingClient } from "./verifying_client.ts";
 import { benchPlan, loadSeconds } from "./plan.ts";
@@ -81,7 +82,9 @@ const PATHS: PathName[] = ["direct", "bare", "floor", "gateway", "verified", "pe
 /** Paths served by the gateway under test (whose receipts are counted). */
 const isGateway = (p: PathName) => p === "gateway" || p === "verified";
 
-const log = (msg: string) => console.error(`[bench] ${msg}`);
+const started = performance.now();
+const log = (msg: string) =>
+  console.error(`[bench +${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}`);
 const MB = 1024 * 1024;
 
 interface RoundStats {
@@ -387,6 +390,17 @@ async function main(): Promise<void> {
       for (const p of order) await runPath(p, stats[p]);
     }
 
+    log(`tail: open loop at ${RATE} req/s in windows of ${TAIL_WINDOW_S} s, alternating`);
+    const tail = await tailRows({
+      targets: { direct: targets.direct, floor: targets.floor, gateway: targets.gateway },
+      pids: { floor: floor.pid, gateway: gw.pid },
+      rate: RATE,
+      rounds: plan.tail.rounds,
+      directSeconds: plan.tail.directSeconds,
+      log,
+    });
+    gatewayOk += tail.ok;
+
     log("E2EE v2 vs plain chat (c=1, alternating batches)");
     const e2ee = await measureE2ee(targets.gateway, gw.pid, dir, seconds);
     gatewayOk += e2ee.ok;
@@ -594,6 +608,7 @@ async function main(): Promise<void> {
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
     rows.push(...issue27Rows(stats, { rate: RATE, streams: STREAM_CONCURRENCY, seconds }));
+    rows.push(...tail.rows);
     rows.push(...e2ee.rows);
     rows.push(...verifying.rows);
     if (errors > 0) {

@@ -1,0 +1,125 @@
+/**
+ * Issue #27's tail and moderate-load rows: the open loop at a fixed rate over
+ * windows of at least 8 s (shorter ones miss GC and checkpoint stalls), on
+ * the main run's direct, receipt-floor and gateway paths in alternation.
+ * Reports the added p99 with its verdict, each server's share of its core
+ * (the gateway's ≤ 2× the floor's), and what the slowest 1% of the gateway's
+ * answers waited on, from its own `Server-Timing`: outside its handler (the
+ * request queued behind a busy event loop: GC pauses, other requests'
+ * work), its own work, the upstream, the durable commit.
+ */
+import { openLoop, type Target } from "./load.ts";
+import { cpuMs } from "./processes.ts";
+import { median, percentile } from "./stats.ts";
+import { atMost, fmt, type Row } from "./report.ts";
+
+export const TAIL_WINDOW_S = 8;
+
+type TailPath = "direct" | "floor" | "gateway";
+
+interface Phases {
+  outside: number;
+  own: number;
+  upstream: number;
+  commit: number;
+}
+
+function phasesOf(latency: number, header: string): Phases {
+  const v: Record<string, number> = {};
+  for (const part of header.split(",")) {
+    const m = part.trim().match(/^([\w-]+);dur=([\d.]+)/);
+    if (m) v[m[1]] = Number(m[2]);
+  }
+  const gw = v.gw ?? 0;
+  const upstream = v.upstream ?? 0;
+  const commit = v.commit ?? 0;
+  return { outside: latency - gw, own: gw - upstream - commit, upstream, commit };
+}
+
+export async function tailRows(o: {
+  targets: Record<TailPath, Target>;
+  pids: Record<Exclude<TailPath, "direct">, number>;
+  rate: number;
+  rounds: number;
+  seconds?: number;
+  /**
+   * The mock's own window (the baseline subtracted; no server of ours stalls in it), shorter in
+   * `--quick` to stay within its minute.
+   */
+  directSeconds?: number;
+  log: (msg: string) => void;
+}): Promise<{ rows: Row[]; ok: number }> {
+  const seconds = Math.max(o.seconds ?? TAIL_WINDOW_S, TAIL_WINDOW_S);
+  const paths: TailPath[] = ["direct", "floor", "gateway"];
+  const p99 = new Map<TailPath, number[]>(paths.map((p) => [p, []]));
+  const p50 = new Map<TailPath, number[]>(paths.map((p) => [p, []]));
+  const share = new Map<TailPath, number[]>(paths.map((p) => [p, []]));
+  const slow: Phases[] = [];
+  const typical: Phases[] = [];
+  let over5 = 0;
+  let ok = 0;
+  for (let r = 0; r < o.rounds; r++) {
+    for (const p of r % 2 ? [...paths].reverse() : paths) {
+      const pid = p === "direct" ? 0 : o.pids[p];
+      const c0 = pid ? cpuMs(pid) : 0;
+      const res = await openLoop(o.targets[p], {
+        rate: o.rate,
+        seconds: p === "direct" ? (o.directSeconds ?? seconds) : seconds,
+        phases: p === "gateway",
+      });
+      if (pid) share.get(p)!.push((cpuMs(pid) - c0) / (res.seconds * 1000));
+      p99.get(p)!.push(percentile(res.latencies, 99));
+      p50.get(p)!.push(median(res.latencies));
+      if (p === "gateway") {
+        ok += res.ok;
+        const cut = percentile(res.latencies, 99);
+        res.latencies.forEach((l, i) => {
+          const ph = phasesOf(l, res.timingHeaders![i]);
+          if (l >= cut) slow.push(ph);
+          else typical.push(ph);
+        });
+        over5 += res.latencies.filter((l) => l > 5).length;
+      }
+      o.log(
+        `tail window ${r + 1}: ${p} ${res.ok} ok, p50 ${fmt(median(res.latencies), 3)} p99 ${
+          fmt(percentile(res.latencies, 99), 3)
+        } ms${pid ? `, core ${fmt(100 * share.get(p)!.at(-1)!, 0)}%` : ""}`,
+      );
+    }
+  }
+  const m = (map: Map<TailPath, number[]>, p: TailPath) => median(map.get(p)!);
+  const added = (map: Map<TailPath, number[]>, p: TailPath) => m(map, p) - m(map, "direct");
+  const ms = (v: number) => fmt(v, 3);
+  const ph = (xs: Phases[], k: keyof Phases) => ms(median(xs.map((x) => x[k])));
+  const cell = (xs: Phases[]) =>
+    `outside the handler ${ph(xs, "outside")} · own work ${ph(xs, "own")} · upstream ${
+      ph(xs, "upstream")
+    } · durable commit ${ph(xs, "commit")}`;
+  const ratio = m(share, "gateway") / m(share, "floor");
+  return {
+    ok,
+    rows: [
+      {
+        metric: `#27 tail: added p50 / p99 vs direct at ${o.rate} req/s, ${o.rounds} windows of ` +
+          `${seconds} s per path, alternating (ms)`,
+        floor: `${ms(added(p50, "floor"))} / ${ms(added(p99, "floor"))}`,
+        gateway: `${ms(added(p50, "gateway"))} / ${ms(added(p99, "gateway"))}`,
+        target: `p99 ≤ 5 ms over windows ≥ ${TAIL_WINDOW_S} s`,
+        verdict: atMost(added(p99, "gateway"), 5, "ms", 3),
+      },
+      {
+        metric: `#27 what sets the tail: the gateway's slowest 1% at ${o.rate} req/s against ` +
+          `the other 99%, median ms per part (its Server-Timing; "outside" = queued behind ` +
+          `the event loop: GC pauses, other requests; ${over5} answers > 5 ms)`,
+        gateway: `slowest 1%: ${cell(slow)}; the rest: ${cell(typical)}`,
+      },
+      {
+        metric: `#27 moderate load: share of its core at ${o.rate} req/s (gateway ÷ floor)`,
+        floor: `${fmt(100 * m(share, "floor"), 0)}%`,
+        gateway: `${fmt(100 * m(share, "gateway"), 0)}% (${fmt(ratio, 2)}×)`,
+        target: "≤ 2× the floor's",
+        verdict: atMost(ratio, 2, "×", 2),
+      },
+    ],
+  };
+}
