@@ -132,3 +132,46 @@ export async function tailRows(o: {
     ],
   };
 }
+
+if (import.meta.main) {
+  // deno run -A bench/tail_window.ts [--rounds N] [--seconds S]: a fresh floor and gateway.
+  const { runStandalone } = await import("./standalone.ts");
+  const { gatewayModel, startGateway } = await import("./gateway_setup.ts");
+  const { spawnPinned } = await import("./processes.ts");
+  const { closedLoop } = await import("./load.ts");
+  await runStandalone("tail", { rounds: 2, seconds: TAIL_WINDOW_S }, async (o) => {
+    const gw = await startGateway(o.dir, o.mockUrl, o.serverCpu);
+    const floor = await spawnPinned(
+      o.serverCpu,
+      ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
+      /floor listening on (\S+)/,
+    );
+    try {
+      const targets = {
+        direct: { base: o.mockUrl, headers: {}, model: (m: string) => m },
+        floor: { base: floor.url, headers: {}, model: (m: string) => m },
+        gateway: {
+          base: gw.url,
+          headers: { authorization: `Bearer ${gw.key}` },
+          model: gatewayModel,
+        },
+      };
+      // Warm as the main rounds leave them: a closed loop, then the rate itself.
+      for (const t of [targets.floor, targets.gateway]) {
+        await closedLoop(t, { concurrency: 32, seconds: 3 });
+        await openLoop(t, { rate: 500, seconds: 2 });
+      }
+      return (await tailRows({
+        targets,
+        pids: { floor: floor.pid, gateway: gw.pid },
+        rate: 500,
+        rounds: o.rounds,
+        seconds: o.seconds,
+        log: o.log,
+      })).rows;
+    } finally {
+      await floor.stop();
+      await gw.stop();
+    }
+  });
+}
