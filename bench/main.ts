@@ -396,7 +396,7 @@ async function main(): Promise<void> {
       pids: { floor: floor.pid, gateway: gw.pid },
       rate: RATE,
       rounds: plan.tail.rounds,
-      directSeconds: plan.tail.directSeconds,
+      referenceSeconds: plan.tail.referenceSeconds,
       log,
     });
     gatewayOk += tail.ok;
