@@ -87,9 +87,9 @@ export function loadSeconds(p: BenchPlan): number {
   // Metrics cost: per pair 2 × 1 s warm-up, then rounds × 2 sides.
   const pairs = Math.max(1, Math.ceil(p.metrics.rounds / 2));
   const metrics = pairs * 2 + p.metrics.rounds * 2 * p.metrics.seconds;
-  // Peer ratio on fresh processes: three servers warmed, then alternating rounds of c=32 and
-  // c=1 (with the mock directly at c=1).
-  const peer = 3 * p.peer.warmSeconds + p.peer.rounds * 7 * p.peer.seconds;
+  // Peer ratio on fresh processes: three servers warmed, then alternating rounds of c=32, c=1
+  // (with the mock directly) and one stream at a time (not Portkey's).
+  const peer = 3 * p.peer.warmSeconds + p.peer.rounds * 10 * p.peer.seconds;
   // The tail: the gateway's window of 8 s, the floor's and the mock's.
   const tail = p.tail.rounds * (8 + 2 * p.tail.referenceSeconds);
   return rounds * perRound + held + e2ee + profile + metrics + peer + tail;

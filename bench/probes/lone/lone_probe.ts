@@ -34,6 +34,24 @@ interface Snapshot {
   t: number;
   counts: Record<string, number>;
   cpu: number;
+  /** Voluntary context switches (a thread went to sleep waiting), per thread name. */
+  switches: Map<string, number>;
+}
+
+/** Voluntary context switches of each thread of `pid`, summed by thread name. */
+function switchesOf(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const e of Deno.readDirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = Deno.readTextFileSync(`/proc/${pid}/task/${e.name}/status`);
+      const name = st.match(/^Name:\s*(.*)$/m)?.[1] ?? "?";
+      const v = Number(st.match(/^voluntary_ctxt_switches:\s*(\d+)/m)?.[1] ?? 0);
+      out.set(name, (out.get(name) ?? 0) + v);
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
 }
 
 /** Asks the server for its counters (SIGUSR2) and waits for the line. */
@@ -44,7 +62,7 @@ async function snapshot(p: Probed): Promise<Snapshot> {
     const lines = (await Deno.readTextFile(p.probeFile).catch(() => "")).split("\n");
     if (lines.length > have) {
       const s = JSON.parse(lines[lines.length - 2]);
-      return { ...s, cpu: cpuMs(p.server.pid) };
+      return { ...s, cpu: cpuMs(p.server.pid), switches: switchesOf(p.server.pid) };
     }
     await sleep(10);
   }
@@ -194,6 +212,13 @@ async function main() {
           push(k, "requests", ok);
           push(k, "p50 ms", median(lat));
           push(k, "CPU µs/req", ((s1.cpu - s0.cpu) * 1000) / ok);
+          let sw = 0;
+          for (const [name, v] of s1.switches) {
+            const d = v - (s0.switches.get(name) ?? 0);
+            sw += d;
+            push(k, `sleeps (voluntary switches) of thread ${name}`, d / ok);
+          }
+          push(k, "sleeps (voluntary switches), all threads", sw / ok);
           const keys = new Set([...Object.keys(s0.counts), ...Object.keys(s1.counts)]);
           for (const c of [...keys].sort()) {
             push(k, c, ((s1.counts[c] ?? 0) - (s0.counts[c] ?? 0)) / ok);
