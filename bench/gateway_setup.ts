@@ -120,11 +120,11 @@ export async function startGateway(
   return { ...server, key, storePath };
 }
 
-/** Receipts durably stored in the gateway's KV file (read after it stopped). */
-export async function countReceipts(storePath: string): Promise<number> {
+/** Ids of the receipts durably stored in the gateway's KV file (read after it stopped). */
+export async function storedReceiptIds(storePath: string): Promise<Set<string>> {
   const kv = await Deno.openKv(storePath);
-  let n = 0;
-  for await (const _ of kv.list({ prefix: [RECEIPT_PREFIX] })) n++;
+  const ids = new Set<string>();
+  for await (const e of kv.list({ prefix: [RECEIPT_PREFIX] })) ids.add(String(e.key[1]));
   kv.close();
-  return n;
+  return ids;
 }

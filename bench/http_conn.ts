@@ -12,6 +12,8 @@ export interface RawResponse {
   status: number;
   /** The `Server-Timing` header, when present. */
   serverTiming: string | null;
+  /** The `x-receipt-id` header, when present. */
+  receiptId: string | null;
   bodyBytes: number;
 }
 
@@ -112,6 +114,7 @@ export class HttpConn {
     let length = -1;
     let chunked = false;
     let serverTiming: string | null = null;
+    let receiptId: string | null = null;
     for (let i = 1; i < head.length; i++) {
       const c = head[i].indexOf(":");
       const name = head[i].slice(0, c).toLowerCase();
@@ -119,6 +122,7 @@ export class HttpConn {
       if (name === "content-length") length = Number(value);
       else if (name === "transfer-encoding") chunked = value.toLowerCase() === "chunked";
       else if (name === "server-timing") serverTiming = value;
+      else if (name === "x-receipt-id") receiptId = value;
     }
     let bodyBytes = 0;
     if (chunked) {
@@ -138,6 +142,6 @@ export class HttpConn {
     } else {
       throw new Error("response without a length (connection-delimited bodies unsupported)");
     }
-    return { status, serverTiming, bodyBytes };
+    return { status, serverTiming, receiptId, bodyBytes };
   }
 }

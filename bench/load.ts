@@ -13,6 +13,30 @@ export interface Target {
   headers: Record<string, string>;
   /** Model name as this path expects it (gateway id or upstream name). */
   model: (upstreamModel: string) => string;
+  /**
+   * Receipts the answers named: every 200's `x-receipt-id` goes to `ok`, every other
+   * answer's to `refused` (a refusal after authentication has a receipt too). The bench
+   * checks each against the gateway's store after it stopped.
+   */
+  receipts?: ReceiptSink;
+}
+
+export interface ReceiptSink {
+  ok: string[];
+  /** 200s that named no receipt (a defect on the gateway's paths). */
+  okWithout: number;
+  refused: string[];
+}
+
+export const receiptSink = (): ReceiptSink => ({ ok: [], okWithout: 0, refused: [] });
+
+function noteReceipt(t: Target, status: number, id: string | null): void {
+  const s = t.receipts;
+  if (!s) return;
+  if (status === 200) {
+    if (id === null) s.okWithout++;
+    else s.ok.push(id);
+  } else if (id !== null) s.refused.push(id);
 }
 
 export interface LoadResult {
@@ -23,6 +47,8 @@ export interface LoadResult {
   latencies: number[];
   /** `Server-Timing: gw;dur=` values seen, milliseconds. */
   serverTimings: number[];
+  /** With `phases`: per successful request (same order as `latencies`), its whole `Server-Timing`. */
+  timingHeaders?: string[];
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -66,6 +92,7 @@ export async function closedLoop(
       const t0 = performance.now();
       const res = await c.request(req);
       const t1 = performance.now();
+      noteReceipt(t, res.status, res.receiptId);
       if (res.status !== 200) {
         r.errors++;
         continue;
@@ -87,13 +114,14 @@ export async function closedLoop(
  */
 export async function openLoop(
   t: Target,
-  opts: { rate: number; seconds: number; upstreamModel?: string },
+  opts: { rate: number; seconds: number; upstreamModel?: string; phases?: boolean },
 ): Promise<LoadResult> {
   const req = requestBytes(t, opts.upstreamModel ?? "chat");
   const url = new URL(t.base);
   const idle = await Promise.all(Array.from({ length: 16 }, () => HttpConn.open(url)));
   const all = [...idle];
   const r: LoadResult = { ok: 0, errors: 0, seconds: 0, latencies: [], serverTimings: [] };
+  if (opts.phases) r.timingHeaders = [];
   const inflight = new Set<Promise<void>>();
   const one = async () => {
     const t0 = performance.now();
@@ -104,10 +132,12 @@ export async function openLoop(
     }
     try {
       const res = await c.request(req);
+      noteReceipt(t, res.status, res.receiptId);
       if (res.status !== 200) r.errors++;
       else {
         r.ok++;
         r.latencies.push(performance.now() - t0);
+        r.timingHeaders?.push(res.serverTiming ?? "");
         const d = gwDur(res.serverTiming);
         if (d !== null) r.serverTimings.push(d);
       }
@@ -155,6 +185,7 @@ export async function streamOnce(t: Target, client: Deno.HttpClient): Promise<St
     body: chatBody(t.model("chat"), true),
     client,
   });
+  noteReceipt(t, res.status, res.headers.get("x-receipt-id"));
   if (res.status !== 200 || !res.body) {
     await res.body?.cancel();
     throw new Error(`stream answered ${res.status}`);
@@ -202,6 +233,7 @@ export async function holdStreams(
       body: chatBody(t.model("hold"), true),
       client,
     });
+    noteReceipt(t, res.status, res.headers.get("x-receipt-id"));
     if (res.status !== 200 || !res.body) throw new Error(`held stream answered ${res.status}`);
     const reader = res.body.getReader();
     await reader.read();

@@ -10,7 +10,14 @@
  * `--write` also replaces the generated block of bench/RESULTS.md. `--quick`
  * prints the same rows from a reduced plan (bench/plan.ts: about a minute).
  */
-import { closedLoop, type LoadResult, openLoop, streamLoop, type Target } from "./load.ts";
+import {
+  closedLoop,
+  type LoadResult,
+  openLoop,
+  receiptSink,
+  streamLoop,
+  type Target,
+} from "./load.ts";
 import {
   cpuMs,
   machine,
@@ -23,10 +30,10 @@ import {
 } from "./processes.ts";
 import { kvCommitLatency } from "./kv_probe.ts";
 import {
-  countReceipts,
   gatewayModel,
   type GatewayUnderTest,
   startGateway,
+  storedReceiptIds,
   verifiedModel,
 } from "./gateway_setup.ts";
 import { profileGateway } from "./profile_run.ts";
@@ -42,9 +49,11 @@ import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { issue27Rows } from "./targets27.ts";
+import { TAIL_WINDOW_S, tailRows } from "./tail_window.ts";
 import { measureE2ee } from "./e2ee.ts";
 import { measureVerifyingClient } from "./verifying_client.ts";
 import { benchPlan, loadSeconds } from "./plan.ts";
+import { receiptVerdict } from "./receipt_check.ts";
 import { promptSizePlan, promptSizeRows } from "./prompt_size.ts";
 
 const CONCURRENCY = 32;
@@ -74,7 +83,9 @@ const PATHS: PathName[] = ["direct", "bare", "floor", "gateway", "verified", "pe
 /** Paths served by the gateway under test (whose receipts are counted). */
 const isGateway = (p: PathName) => p === "gateway" || p === "verified";
 
-const log = (msg: string) => console.error(`[bench] ${msg}`);
+const started = performance.now();
+const log = (msg: string) =>
+  console.error(`[bench +${((performance.now() - started) / 1000).toFixed(0)} s] ${msg}`);
 const MB = 1024 * 1024;
 
 interface RoundStats {
@@ -206,6 +217,8 @@ async function main(): Promise<void> {
         `stores on ${await fsType(dir)}`,
     );
 
+    // Every answer of the gateway under test names its receipt; each is looked up in its store.
+    const sink = receiptSink();
     const targets: Record<PathName, Target> = {
       direct: { base: mock.url, headers: {}, model: (m) => m },
       bare: { base: bare.url, headers: {}, model: (m) => m },
@@ -214,11 +227,13 @@ async function main(): Promise<void> {
         base: gw.url,
         headers: { authorization: `Bearer ${gw.key}` },
         model: gatewayModel,
+        receipts: sink,
       },
       verified: {
         base: gw.url,
         headers: { authorization: `Bearer ${gw.key}` },
         model: verifiedModel,
+        receipts: sink,
       },
       peer: peerTarget(peer, mock.url),
     };
@@ -257,6 +272,7 @@ async function main(): Promise<void> {
           ...targets.gateway,
           base: g.url,
           headers: { authorization: `Bearer ${g.key}` },
+          receipts: undefined, // another store
         };
         held.gateway.push(await measureHeld(t, g.pid, mock.url, HELD_STREAMS));
       } finally {
@@ -278,6 +294,7 @@ async function main(): Promise<void> {
           ...targets.verified,
           base: g.url,
           headers: { authorization: `Bearer ${g.key}` },
+          receipts: undefined, // another store
         };
         held.verified.push(await measureHeld(t, g.pid, tlsMock.url, HELD_STREAMS, tlsClient));
       } finally {
@@ -374,12 +391,23 @@ async function main(): Promise<void> {
       for (const p of order) await runPath(p, stats[p]);
     }
 
+    log(`tail: open loop at ${RATE} req/s in windows of ${TAIL_WINDOW_S} s, alternating`);
+    const tail = await tailRows({
+      targets: { direct: targets.direct, floor: targets.floor, gateway: targets.gateway },
+      pids: { floor: floor.pid, gateway: gw.pid },
+      rate: RATE,
+      rounds: plan.tail.rounds,
+      referenceSeconds: plan.tail.referenceSeconds,
+      log,
+    });
+    gatewayOk += tail.ok;
+
     log("E2EE v2 vs plain chat (c=1, alternating batches)");
     const e2ee = await measureE2ee(targets.gateway, gw.pid, dir, seconds);
     gatewayOk += e2ee.ok;
 
     log("verifying client and proxy vs plain (c=1, alternating batches, same gateway)");
-    const verifyingRows = await measureVerifyingClient({
+    const verifying = await measureVerifyingClient({
       gatewayUrl: gw.url,
       key: gw.key,
       dir,
@@ -388,9 +416,15 @@ async function main(): Promise<void> {
       log,
     });
 
+    gatewayOk += verifying.ok;
+
     await gw.stop();
     servers.splice(servers.indexOf(gw), 1);
-    const receipts = await countReceipts(gw.storePath);
+    const stored = await storedReceiptIds(gw.storePath);
+    const receipts = stored.size;
+    // Each receipt an answer named, looked up: a 200 without its receipt stored is a defect.
+    const missing = sink.ok.filter((id) => !stored.has(id)).length + sink.okWithout;
+    const refusedWith = sink.refused.filter((id) => stored.has(id)).length;
 
     let profileText = "";
     if (profile) {
@@ -567,15 +601,17 @@ async function main(): Promise<void> {
         gateway: fmt(med("gateway", "rps"), 0),
       },
       {
-        metric: "Receipts in the KV file / successful gateway responses",
-        gateway: `${receipts} / ${gatewayOk}`,
-        verdict: receipts === gatewayOk ? "every response has its receipt" : "**MISMATCH**",
+        metric: "Receipts in the KV file / successful gateway responses (every client of the " +
+          "run counted: loads, held streams, E2EE, verifying client); refusals with a receipt",
+        gateway: `${receipts} / ${gatewayOk}; ${refusedWith}`,
+        verdict: receiptVerdict(receipts, gatewayOk + refusedWith, missing, sink.ok.length),
       },
     ];
     rows.push(...issue19Rows(stats, RATE, STREAM_CONCURRENCY));
     rows.push(...issue27Rows(stats, { rate: RATE, streams: STREAM_CONCURRENCY, seconds }));
+    rows.push(...tail.rows);
     rows.push(...e2ee.rows);
-    rows.push(...verifyingRows);
+    rows.push(...verifying.rows);
     if (errors > 0) {
       rows.push({ metric: "Non-200 answers during measured rounds", gateway: String(errors) });
     }

@@ -1,7 +1,8 @@
 /**
- * The peer ratio on fresh processes: a new gateway, a new receipt floor and a
- * new Portkey, each warmed up for 10 s at c=32 (Portkey needs that long), then
- * measured at c=32 only, in alternation. In the main rounds every server has
+ * The peer ratios on fresh processes (the headline, #27): a new gateway, a
+ * new receipt floor and a new Portkey, each warmed up for 10 s at c=32
+ * (Portkey needs that long), then measured at c=32 and at c=1 (with the mock
+ * directly, for the added latency), in alternating rounds. In the main rounds every server has
  * first run all the other loads (c=1, c=128, open loops, streams), and there
  * Portkey spends about twice the CPU per request it spends fresh, so the
  * headline ratio depends on that history; this row shows it without. The
@@ -10,12 +11,12 @@
  *
  *   deno run -A bench/peer_fresh.ts [--rounds N] [--seconds S]
  */
-import { closedLoop, type Target } from "./load.ts";
+import { closedLoop, streamLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
 import { cpuMs, type Server, spawnPinned } from "./processes.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { median } from "./stats.ts";
-import { fmt, type Row } from "./report.ts";
+import { atLeast, atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
 
 const CONCURRENCY = 32;
@@ -50,6 +51,11 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
     }
     const rps = new Map<string, number[]>(paths.map(([n]) => [n, []]));
     const cpu = new Map<string, number[]>(paths.map(([n]) => [n, []]));
+    const single = new Map<string, number[]>(
+      [...paths.map(([n]) => n), "direct"].map((n) => [n, []]),
+    );
+    const direct: Target = { base: o.mockUrl, headers: {}, model: (m) => m };
+    const firstChunk = new Map<string, number[]>();
     for (let r = 0; r < o.rounds; r++) {
       const order = paths.map((_, i) => paths[(i + r) % paths.length]);
       for (const [name, s, t] of order) {
@@ -58,14 +64,36 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
         rps.get(name)!.push(res.ok / res.seconds);
         cpu.get(name)!.push(((cpuMs(s.pid) - c0) * 1000) / Math.max(1, res.ok));
       }
+      // One request at a time, the mock directly among them for the added latency.
+      for (
+        const [name, t] of [
+          ...order.map(([n, , t]) => [n, t] as const),
+          ["direct", direct] as const,
+        ]
+      ) {
+        const res = await closedLoop(t, { concurrency: 1, seconds: o.seconds });
+        single.get(name)!.push(median(res.latencies));
+        // One stream at a time: its first chunk (not Portkey's: it sleeps 25 ms before it).
+        if (name !== "peer") {
+          const streams = await streamLoop(t, { concurrency: 1, seconds: o.seconds });
+          (firstChunk.get(name) ?? firstChunk.set(name, []).get(name)!).push(
+            median(streams.map((x) => x.firstToken)),
+          );
+        }
+      }
       o.log(
         `fresh peer round ${r + 1}: ` +
           paths.map(([n]) =>
-            `${n} ${fmt(rps.get(n)!.at(-1)!, 0)} rps ${fmt(cpu.get(n)!.at(-1)!, 0)} µs`
-          ).join(", "),
+            `${n} ${fmt(rps.get(n)!.at(-1)!, 0)} rps ${fmt(cpu.get(n)!.at(-1)!, 0)} µs, c=1 ${
+              fmt(single.get(n)!.at(-1)!, 3)
+            } ms`
+          ).join(", ") + `; direct c=1 ${fmt(single.get("direct")!.at(-1)!, 3)} ms`,
       );
     }
     const m = (map: Map<string, number[]>, n: string) => median(map.get(n)!);
+    const added = (n: string) => m(single, n) - m(single, "direct");
+    const chunkAdded = (n: string) => m(firstChunk, n) - m(firstChunk, "direct");
+    const ms = (v: number) => fmt(v, 3);
     return [
       {
         metric: `Fresh processes, c=${CONCURRENCY} only (each warmed ${warm} s, ` +
@@ -76,12 +104,30 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
         peer: `${fmt(m(rps, "peer"), 0)} / ${fmt(m(cpu, "peer"), 0)}`,
       },
       {
-        metric: "Fresh processes: throughput / Portkey's (c=32; the floor's is the most any " +
-          "gateway meeting the receipt rule can reach)",
+        metric: "**Peer (headline)**, fresh warmed processes: throughput / Portkey's (c=32; the " +
+          "floor's is the most any gateway meeting the receipt rule can reach)",
         floor: `${fmt(m(rps, "floor") / m(rps, "peer"))}×`,
         gateway: `${fmt(m(rps, "gateway") / m(rps, "peer"))}×`,
-        target: "≥ 5× (the headline row above is from the main rounds)",
-        verdict: "for reference",
+        target: "≥ 5×",
+        verdict: atLeast(m(rps, "gateway") / m(rps, "peer"), 5, "×", 2),
+      },
+      {
+        metric: "**Peer (headline)**, fresh warmed processes: added p50 vs direct, one request " +
+          "at a time (c=1) (ms)",
+        floor: ms(added("floor")),
+        gateway: ms(added("gateway")),
+        peer: ms(added("peer")),
+        target: "#27: ≤ Portkey's and ≤ the floor's + 0.3 ms; #19: ≤ ½ Portkey's",
+        verdict: `Portkey's: ${atMost(added("gateway"), added("peer"), "ms", 3)}; floor + 0.3: ${
+          atMost(added("gateway"), added("floor") + 0.3, "ms", 3)
+        }; ½ Portkey's: ${atMost(added("gateway"), added("peer") / 2, "ms", 3)}`,
+      },
+      {
+        metric: "#27 first chunk added vs direct, one stream at a time (c=1), fresh processes (ms)",
+        floor: ms(chunkAdded("floor")),
+        gateway: ms(chunkAdded("gateway")),
+        target: "≤ 1 ms",
+        verdict: atMost(chunkAdded("gateway"), 1, "ms", 3),
       },
     ];
   } finally {

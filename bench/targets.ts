@@ -4,7 +4,7 @@
  * a ratio within one run, with its verdict (and by how much it is missed).
  */
 import { median } from "./stats.ts";
-import { atLeast, atMost, fmt, type Row } from "./report.ts";
+import { atMost, fmt, type Row } from "./report.ts";
 
 type Path = "direct" | "bare" | "floor" | "gateway" | "verified" | "peer";
 type Metric =
@@ -76,16 +76,17 @@ export function issue19Rows(stats: Stats, rate: number, streams: number): Row[] 
       verdict: atMost(med("verified", "firstToken") - med("gateway", "firstToken"), 0.1, "ms", 3),
     },
     {
-      metric: "Peer: gateway throughput / Portkey's (c=32)",
+      metric: "Peer, main rounds (Portkey after every load of the run; the headline is the " +
+        "fresh, warmed Portkey's below): gateway throughput / Portkey's (c=32)",
       gateway: `${fmt(med("gateway", "rps") / med("peer", "rps"), 2)}×`,
       target: "≥ 5×",
-      verdict: atLeast(med("gateway", "rps") / med("peer", "rps"), 5, "×", 2),
+      verdict: "for reference",
     },
     {
-      metric: "Peer: gateway unloaded (c=1) added latency / Portkey's",
+      metric: "Peer, main rounds: gateway unloaded (c=1) added latency / Portkey's",
       gateway: `${fmt(gwAddedSingle / peerAddedSingle, 2)}×`,
       target: "≤ 0.5×",
-      verdict: atMost(gwAddedSingle / peerAddedSingle, 0.5, "×", 2),
+      verdict: "for reference",
     },
     {
       metric: `Tail: gateway added p99 vs direct at ${rate} req/s (ms)`,

@@ -33,7 +33,10 @@ export interface VerifyingClientBench {
   log: (msg: string) => void;
 }
 
-export async function measureVerifyingClient(o: VerifyingClientBench): Promise<Row[]> {
+/** The rows, and how many requests were answered (each has a receipt in the gateway's store). */
+export async function measureVerifyingClient(
+  o: VerifyingClientBench,
+): Promise<{ rows: Row[]; ok: number }> {
   const policyPath = `${o.dir}/proxy-policy.json`;
   await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true }));
   const proxy = await spawnPinned(o.cpu, [
@@ -79,6 +82,7 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     model: gatewayModel("chat"),
     messages: [{ role: "user" as const, content: "bench the verifying client" }],
   };
+  let ok = 0;
   const one = async (p: PathName, stream: boolean, into: Record<string, number[]> | null) => {
     const t0 = performance.now();
     if (stream) {
@@ -87,6 +91,7 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
       }
     } else await clients[p].chat.completions.create(body);
     (into ? (into[p] ??= []) : []).push(performance.now() - t0);
+    ok++; // a failed request throws (and ends the run)
   };
   try {
     for (const p of paths) for (let i = 0; i < 3; i++) await one(p, false, null); // attest, connect
@@ -112,7 +117,7 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     }).join(" · ");
   };
   const n = o.rounds * BATCH;
-  return [
+  const rows: Row[] = [
     {
       metric: `Verifying client: chat latency, median ms (c=1, ${n} per path)`,
       gateway: cell(whole, 50),
@@ -123,20 +128,21 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
       gateway: cell(streamed, 50),
     },
   ];
+  return { rows, ok };
 }
 
 if (import.meta.main) {
   await runStandalone("verifying-client", { rounds: 3, seconds: 1 }, async (o) => {
     const gw = await startGateway(o.dir, o.mockUrl, o.serverCpu);
     try {
-      return await measureVerifyingClient({
+      return (await measureVerifyingClient({
         gatewayUrl: gw.url,
         key: gw.key,
         dir: o.dir,
         cpu: o.serverCpu,
         rounds: o.rounds,
         log: o.log,
-      });
+      })).rows;
     } finally {
       await gw.stop();
     }

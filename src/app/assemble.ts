@@ -487,6 +487,7 @@ export function assembleGateway(
       await committer.close();
       await tlog.settle().catch(() => {});
       await tlog.close();
+      deadlines.close(); // its runtime timer, kept unreferenced while idle
     },
   };
 }

@@ -11,6 +11,14 @@
  * is `minSlotMs` doubled until 64 slots cover the delay (1/64 to 1/32 of it),
  * so a 60 s limit may fire up to 1.28 s late and a 200 ms one up to 10 ms late. Limits are patience bounds,
  * not schedules, so lateness in proportion is the right trade.
+ *
+ * When the last deadline is cancelled the runtime timer is kept, unreferenced
+ * (it holds no process alive and no test's sanitizer counts it), and referenced
+ * again by the next deadline armed no earlier than it: one request at a time
+ * arms and cancels each of its deadlines with nothing else armed, and clearing
+ * and recreating the timer each time cost a lone request four runtime timers
+ * (docs/decisions/lone-request.md). A kept timer that fires with nothing armed
+ * just ends.
  */
 
 /** An armed deadline; `cancel` is idempotent and a no-op once it fired. */
@@ -52,6 +60,8 @@ export class DeadlineWheel {
   #live = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerAt = Infinity;
+  /** The runtime timer is unreferenced (kept while nothing is armed). */
+  #kept = false;
 
   /** `now`: a monotonic clock in ms. */
   constructor(now: () => number, minSlotMs = 10) {
@@ -81,6 +91,10 @@ export class DeadlineWheel {
     slot.add(e);
     this.#live++;
     if (at < this.#timerAt) this.#schedule(at);
+    else if (this.#kept) {
+      Deno.refTimer(this.#timer!);
+      this.#kept = false;
+    }
     return e;
   };
 
@@ -89,24 +103,38 @@ export class DeadlineWheel {
     if (--this.#live === 0) this.#idle();
   }
 
-  /** Nothing armed: no runtime timer may stay behind (it would keep the process alive). */
+  /**
+   * Nothing armed: a runtime timer still pending stays for the next deadline, unreferenced
+   * (it must not keep the process alive).
+   */
   #idle(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAt = Infinity;
+    if (this.#timer !== undefined && !this.#kept) {
+      Deno.unrefTimer(this.#timer);
+      this.#kept = true;
+    }
     this.#slots.clear();
     this.#heap.length = 0;
   }
 
   #schedule(at: number): void {
     clearTimeout(this.#timer);
+    this.#kept = false;
     this.#timerAt = at;
     this.#timer = setTimeout(this.#tick, Math.max(0, at - this.#now()));
+  }
+
+  /** Clears the runtime timer (on shutdown); deadlines still armed will not fire. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    this.#kept = false;
   }
 
   readonly #tick = (): void => {
     this.#timer = undefined;
     this.#timerAt = Infinity;
+    this.#kept = false;
     const now = this.#now();
     const due: Entry[] = [];
     while (this.#heap.length > 0 && this.#heap[0] <= now) {

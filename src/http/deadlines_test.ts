@@ -25,10 +25,43 @@ Deno.test("deadline wheel: a cancelled deadline never fires, and nothing stays a
   assert.equal(fired, 10);
   kept.cancel(); // after firing: a no-op
   assert.equal(wheel.size, 0);
-  // Armed and cancelled at once: the runtime timer is cleared too (the test's
-  // sanitizer fails on a timer left behind).
+  // Armed and cancelled at once: the runtime timer is kept unreferenced (the test's
+  // sanitizer would fail on a referenced timer left behind).
   for (let i = 0; i < 10_000; i++) wheel.after(60_000, () => fired++).cancel();
   assert.equal(wheel.size, 0);
+});
+
+Deno.test("deadline wheel: one deadline at a time keeps its runtime timer instead of making one each", async () => {
+  // A lone request arms and cancels its deadlines one after another with nothing else armed.
+  const real = globalThis.setTimeout;
+  let made = 0;
+  globalThis.setTimeout = ((f: () => void, ms?: number) => {
+    made++;
+    return real(f, ms);
+  }) as typeof setTimeout;
+  const wheel = new DeadlineWheel(now, 10);
+  try {
+    for (let i = 0; i < 1_000; i++) {
+      wheel.after(60_000, () => {}).cancel();
+      wheel.after(30_000, () => {}).cancel();
+      wheel.after(45_000, () => {}).cancel();
+    }
+  } finally {
+    globalThis.setTimeout = real;
+  }
+  assert.equal(wheel.size, 0);
+  assert.ok(made <= 3, `${made} runtime timers for 3,000 deadlines`);
+  // The kept timer (unreferenced: the sanitizer does not count it) still serves later
+  // deadlines, earlier or later than it.
+  let fired = "";
+  wheel.after(20, () => fired += "a").cancel();
+  wheel.after(40, () => fired += "b");
+  wheel.after(10, () => fired += "c");
+  await sleep(80);
+  assert.equal(fired, "cb");
+  wheel.after(60_000, () => fired += "x");
+  wheel.close(); // shutdown: nothing fires afterwards, no timer left
+  assert.equal(fired, "cb");
 });
 
 Deno.test("deadline wheel: deadlines fire in order of their time, whatever the order armed", async () => {
