@@ -7,6 +7,7 @@
 import { GatewayError } from "./errors.ts";
 import { concatBytes } from "../aci/bytes.ts";
 import { type After, timerAfter } from "./deadlines.ts";
+import { Buffer } from "node:buffer";
 
 /** Bounds on reading one body beyond its size (#15): a deadline and reserved memory. */
 export interface BodyIntake {
@@ -168,38 +169,87 @@ export function requireJsonContentType(req: Request): void {
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /**
+ * A request body parsed once (#27): its bytes, its value, and where each member
+ * of a top-level object sits in the bytes (found by the structure scan, in the
+ * same pass), so an upstream body that differs from it in a few members can be
+ * spliced from these bytes (http/json_splice.ts) instead of serialized again.
+ */
+export interface JsonDocument {
+  bytes: Uint8Array;
+  value: unknown;
+  /**
+   * Top-level object members: decoded key → [start, end) byte offsets of the
+   * member (key, colon and value, with the whitespace around them; without the
+   * separating comma or the braces). Null when the document is not an object.
+   */
+  members: ReadonlyMap<string, readonly [number, number]> | null;
+}
+
+/**
  * Parse a JSON body strictly: valid UTF-8, valid JSON, no duplicate keys,
  * bounded nesting, no unpaired surrogate escapes.
  */
 export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {
+  return parseJsonDocument(bytes, maxDepth).value;
+}
+
+/** {@link parseJsonBody}, also giving the top-level members' byte ranges. */
+export function parseJsonDocument(bytes: Uint8Array, maxDepth = 64): JsonDocument {
   let text: string;
   try {
     text = decoder.decode(bytes);
   } catch {
     throw new GatewayError("invalid_request", "request body is not valid UTF-8");
   }
-  if (text.trim() === "") {
-    throw new GatewayError("invalid_request", "request body is empty; expected JSON");
-  }
-  checkStructure(text, maxDepth);
+  const members = checkStructure(text, maxDepth);
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
+    if (text.trim() === "") {
+      throw new GatewayError("invalid_request", "request body is empty; expected JSON");
+    }
     throw new GatewayError("invalid_request", "request body is not valid JSON");
   }
   // Only a `\uD8xx`-style escape can produce an unpaired surrogate (the fatal
-  // decoder refuses them as raw bytes), so most bodies skip the walk.
+  // decoder refuses them as raw bytes), so most bodies skip the walk. (One native
+  // regex scan: cheaper than a JS cursor over a prompt of code's many backslashes.)
   if (SURROGATE_ESCAPE.test(text) && !wellFormed(value)) {
     throw new GatewayError(
       "invalid_request",
       "request body contains an unpaired UTF-16 surrogate escape (not I-JSON)",
     );
   }
-  return value;
+  return { bytes, value, members: byteRanges(text, bytes, members) };
 }
 
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/**
+ * Text offsets → byte offsets. A text as long as its bytes is ASCII (any other
+ * character takes more UTF-8 bytes than UTF-16 units), where they coincide;
+ * otherwise the UTF-8 length of each span between marks is added up (natively).
+ */
+function byteRanges(
+  text: string,
+  bytes: Uint8Array,
+  members: Map<string, [number, number]> | null,
+): Map<string, [number, number]> | null {
+  if (members === null || text.length === bytes.length) return members;
+  let at = 0;
+  let byte = 0;
+  const toByte = (i: number) => {
+    byte += Buffer.byteLength(text.slice(at, i), "utf8");
+    at = i;
+    return byte;
+  };
+  // Members are in text order and do not overlap: one forward pass converts them.
+  for (const r of members.values()) {
+    r[0] = toByte(r[0]);
+    r[1] = toByte(r[1]);
+  }
+  return members;
+}
 
 /**
  * Unpaired surrogates cannot be encoded as UTF-8: forwarding, hashing or
@@ -216,13 +266,17 @@ function wellFormed(v: unknown): boolean {
 }
 
 /**
- * One linear scan over the text for nesting depth and duplicate keys. Invalid
- * JSON is left for JSON.parse to reject; this scan only needs to be right on
- * valid JSON.
+ * One linear scan over the text for nesting depth and duplicate keys, which
+ * also notes the top-level object's members (text offsets, see
+ * {@link JsonDocument}; null when the text is not an object). Invalid JSON is
+ * left for JSON.parse to reject; this scan only needs to be right on valid JSON.
  */
-function checkStructure(text: string, maxDepth: number): void {
+function checkStructure(text: string, maxDepth: number): Map<string, [number, number]> | null {
   const stack: (Set<string> | null)[] = [];
   let expectKey = false;
+  let members: Map<string, [number, number]> | null = null;
+  let memberStart = 0;
+  let memberKey: string | null = null;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
@@ -233,7 +287,8 @@ function checkStructure(text: string, maxDepth: number): void {
         try {
           key = JSON.parse(text.slice(i, j + 1));
         } catch {
-          return; // invalid string: JSON.parse will reject the body
+          // An invalid string: JSON.parse will reject the body.
+          return null;
         }
         if (top.has(key)) {
           throw new GatewayError(
@@ -242,6 +297,7 @@ function checkStructure(text: string, maxDepth: number): void {
           );
         }
         top.add(key);
+        if (stack.length === 1) memberKey = key;
         expectKey = false;
       }
       i = j;
@@ -251,13 +307,24 @@ function checkStructure(text: string, maxDepth: number): void {
         throw new GatewayError("invalid_request", `JSON nesting deeper than ${maxDepth} levels`);
       }
       expectKey = c === 0x7b;
-    } else if (c === 0x7d || c === 0x5d) {
-      stack.pop();
-      expectKey = false;
-    } else if (c === 0x2c /* , */) {
-      expectKey = stack[stack.length - 1] instanceof Set;
+      if (stack.length === 1 && c === 0x7b && members === null) {
+        members = new Map();
+        memberStart = i + 1;
+      }
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */ || c === 0x2c /* , */) {
+      if (stack.length === 1 && members !== null && memberKey !== null) {
+        members.set(memberKey, [memberStart, i]);
+        memberKey = null;
+        memberStart = i + 1;
+      }
+      if (c === 0x2c) expectKey = stack[stack.length - 1] instanceof Set;
+      else {
+        stack.pop();
+        expectKey = false;
+      }
     }
   }
+  return members;
 }
 
 /**
