@@ -25,8 +25,7 @@ export function spliceJson(doc: JsonDocument, out: unknown): Uint8Array<ArrayBuf
   if (members === null || !isPlainObject(out) || !isPlainObject(source)) return serialize(out);
   const pieces: (Uint8Array | string)[] = [];
   let copied = 0;
-  let inOrder = true;
-  const order = members.keys();
+  let serialized = 0;
   for (const key of Object.keys(out)) {
     const v = out[key];
     // JSON.stringify leaves these members out.
@@ -35,21 +34,23 @@ export function spliceJson(doc: JsonDocument, out: unknown): Uint8Array<ArrayBuf
     if (range !== undefined && jsonEqual(v, source[key])) {
       pieces.push(doc.bytes.subarray(range[0], range[1]));
       copied++;
-      if (order.next().value !== key) inOrder = false;
     } else {
-      inOrder = false;
       // Throws as JSON.stringify(out) would (a cycle, a BigInt): the caller's error either way.
-      pieces.push(JSON.stringify(key) + ":" + JSON.stringify(v));
+      const text: string | undefined = JSON.stringify(v);
+      if (text === undefined) continue; // a toJSON giving undefined: left out, as there
+      serialized++;
+      pieces.push(JSON.stringify(key) + ":" + text);
     }
   }
-  if (inOrder && copied === members.size) return whole(doc.bytes);
+  // Every member as the client sent it (in whatever order the validator left them, which
+  // does not change the value): the client's bytes themselves.
+  if (serialized === 0 && copied === members.size) return whole(doc.bytes);
   return join(pieces);
 }
 
 /**
- * The client's bytes as they are (every member unchanged, in its order). A copy
- * only when they are not a whole ArrayBuffer of their own: the same bytes, so
- * the same hash as received.
+ * The client's bytes as they are: the same bytes, so the same hash as received.
+ * Copied only when they are a view into a larger buffer.
  */
 function whole(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   if (
