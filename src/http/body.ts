@@ -212,9 +212,8 @@ export function parseJsonDocument(bytes: Uint8Array, maxDepth = 64): JsonDocumen
     throw new GatewayError("invalid_request", "request body is not valid JSON");
   }
   // Only a `\uD8xx`-style escape can produce an unpaired surrogate (the fatal
-  // decoder refuses them as raw bytes), so most bodies skip the walk. (One native
-  // regex scan: cheaper than a JS cursor over a prompt of code's many backslashes.)
-  if (SURROGATE_ESCAPE.test(text) && !wellFormed(value)) {
+  // decoder refuses them as raw bytes), so most bodies skip the walk.
+  if (surrogateEscape(text) && !wellFormed(value)) {
     throw new GatewayError(
       "invalid_request",
       "request body contains an unpaired UTF-16 surrogate escape (not I-JSON)",
@@ -223,7 +222,24 @@ export function parseJsonDocument(bytes: Uint8Array, maxDepth = 64): JsonDocumen
   return { bytes, value, members: byteRanges(text, bytes, members) };
 }
 
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/g;
+
+/**
+ * Does the text hold a `\uD800`–`\uDFFF` escape? Found by one native regex scan
+ * (cheaper than a JS cursor over a prompt of code's many backslashes); a match
+ * whose backslash is itself escaped (`\\uD83D` in a prompt quoting source code)
+ * is not one, and does not cost the walk over the value. Linear: the backslash
+ * runs counted back from each match are disjoint.
+ */
+function surrogateEscape(text: string): boolean {
+  SURROGATE_ESCAPE.lastIndex = 0;
+  for (let m; (m = SURROGATE_ESCAPE.exec(text)) !== null;) {
+    let k = m.index - 1;
+    while (k >= 0 && text.charCodeAt(k) === 0x5c) k--;
+    if ((m.index - 1 - k) % 2 === 0) return true;
+  }
+  return false;
+}
 
 /**
  * Text offsets → byte offsets. A text as long as its bytes is ASCII (any other

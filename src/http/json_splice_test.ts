@@ -246,6 +246,11 @@ Deno.test("parseJsonDocument refuses what parseJsonBody refuses: duplicates, dep
     const bytes = typeof t === "string" ? enc.encode(t) : t;
     assert.throws(() => parseJsonDocument(bytes), re, String(t));
   }
+  // An escaped backslash before `uD800` is text, not an escape; an odd run is one.
+  assert.deepStrictEqual(parseJsonDocument(enc.encode('{"a":"\\\\ud800"}')).value, {
+    a: "\\ud800",
+  });
+  assert.throws(() => parseJsonDocument(enc.encode('{"a":"\\\\\\ud800"}')), /unpaired/);
   // Depth 64 is allowed, and its members are found.
   const deep = '{"d":' + "[".repeat(63) + "]".repeat(63) + "}";
   assert.deepEqual([...parseJsonDocument(enc.encode(deep)).members!.keys()], ["d"]);
