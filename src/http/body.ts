@@ -7,7 +7,7 @@
 import { GatewayError } from "./errors.ts";
 import { concatBytes } from "../aci/bytes.ts";
 import { type After, timerAfter } from "./deadlines.ts";
-import { Buffer } from "node:buffer";
+import { Buffer, isUtf8 } from "node:buffer";
 
 /** Bounds on reading one body beyond its size (#15): a deadline and reserved memory. */
 export interface BodyIntake {
@@ -166,7 +166,10 @@ export function requireJsonContentType(req: Request): void {
 
 // ignoreBOM keeps a leading BOM in the text, so JSON.parse refuses it like any other
 // stray byte: the hashed bytes and the parsed value must describe the same document.
-const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+// Not `fatal`: the bytes are validated first by `isUtf8` (the same strict UTF-8 as the
+// fatal decoder, which the unit tests check), and the replacing decoder's single pass is
+// 2.3–2.6× faster than the fatal one on a long prompt (#27, docs/decisions/prompt-bytes.md).
+const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
  * A request body parsed once (#27): its bytes, its value, and where each member
@@ -195,12 +198,8 @@ export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {
 
 /** {@link parseJsonBody}, also giving the top-level members' byte ranges. */
 export function parseJsonDocument(bytes: Uint8Array, maxDepth = 64): JsonDocument {
-  let text: string;
-  try {
-    text = decoder.decode(bytes);
-  } catch {
-    throw new GatewayError("invalid_request", "request body is not valid UTF-8");
-  }
+  if (!isUtf8(bytes)) throw new GatewayError("invalid_request", "request body is not valid UTF-8");
+  const text = decoder.decode(bytes);
   const members = checkStructure(text, maxDepth);
   let value: unknown;
   try {
