@@ -12,7 +12,14 @@ import {
   type ErrorFormat,
   GatewayError,
 } from "../http/errors.ts";
-import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
+import {
+  type JsonDocument,
+  largeBodyTurn,
+  parseJsonDocument,
+  readBody,
+  requireJsonContentType,
+} from "../http/body.ts";
+import { freezeJson, spliceJson } from "../http/json_splice.ts";
 import { sha256Prefixed } from "../aci/digest.ts";
 import { newReceiptId } from "../aci/receipt.ts";
 import { ReceiptRecorder } from "../receipts/recorder.ts";
@@ -138,7 +145,16 @@ export async function handleInference(
     const receivedHash = sha256Prefixed(bytes);
     rec.received(receivedHash);
     await largeBodyTurn(bytes);
-    const body = opened ? opened.body : parseJsonBody(bytes);
+    // Parsed once; the upstream body is spliced from these bytes (http/json_splice.ts), so the
+    // value they are compared by is frozen. E2EE restores its body as a value: serialized.
+    let doc: JsonDocument | null = null;
+    let body: unknown;
+    if (opened) body = opened.body;
+    else {
+      doc = parseJsonDocument(bytes);
+      freezeJson(doc.value);
+      body = doc.value;
+    }
     if (
       body && typeof body === "object" && typeof (body as { model?: unknown }).model === "string"
     ) {
@@ -194,11 +210,15 @@ export async function handleInference(
                 upstreamBody = withSalt(upstreamBody, salt);
                 recorder.cacheSalted(c, saltDigest(salt));
               }
-              b = encoder.encode(JSON.stringify(upstreamBody));
+              b = doc
+                ? spliceJson(doc, upstreamBody)
+                : encoder.encode(JSON.stringify(upstreamBody));
               bodies.set(c.routeId, b);
             }
             return b;
           },
+          // The client's bytes sent as they are (nothing changed) were hashed on receipt.
+          bodyHash: (b) => b === bytes ? receivedHash : sha256Prefixed(b),
           verificationRequired: constraints.aciVerified,
           // E2EE: an upstream's error text may echo the decrypted prompt; show none of it.
           withholdUpstreamText: opened !== null,

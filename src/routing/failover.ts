@@ -60,6 +60,8 @@ export interface ForwardPlan {
   path: (c: Candidate) => string;
   /** Builds the exact bytes sent to this candidate. */
   body: (c: Candidate) => Uint8Array<ArrayBuffer>;
+  /** `sha256:` of a body from `body` (default: hashed); lets a caller reuse a hash it has. */
+  bodyHash?: (bytes: Uint8Array) => string;
   /** Whether the client demanded verified serving (for the receipt's `upstream.verified.required`). */
   verificationRequired: boolean;
   modelId: string;
@@ -120,7 +122,7 @@ export async function forward(
     if (plan.signal.aborted) break;
     attempts++;
     const bytes = plan.body(c);
-    const hash = sha256Prefixed(bytes);
+    const hash = plan.bodyHash ? plan.bodyHash(bytes) : sha256Prefixed(bytes);
     log.selected(c, attempts, plan.modelId, plan.verificationRequired);
     // Forwarded only once bytes reached the connection (ACI: absent when the prompt was
     // never sent, e.g. a pin mismatch); a transport without the hook (fetch) proves it by

@@ -1,0 +1,136 @@
+/**
+ * The upstream body from the client's bytes (#27). An upstream body is mostly
+ * the client's body with a few top-level members changed (the upstream's model
+ * name, the output cap, `stream_options`, a cache salt). Serializing the whole
+ * parsed value again costs as much as parsing it (a 256 KB prompt of code is
+ * mostly escapes, V8's slow path) and then as much again to encode it; copying
+ * the members that did not change from the client's bytes costs a `memcpy`.
+ *
+ * What is sent parses to the value `JSON.stringify(out)` would have sent: a
+ * member is copied only when its value in `out` is JSON-equal (below) to the
+ * value the client's bytes of that member parse to; every other member is
+ * serialized as `JSON.stringify` would serialize it, in `out`'s order. The one
+ * difference is spelling (the client's whitespace, escapes and number literals
+ * are kept), which the receipt binds as it binds any forwarded bytes; when no
+ * member changed, the client's bytes themselves are sent (and hashed once).
+ */
+import type { JsonDocument } from "./body.ts";
+
+const encoder = new TextEncoder();
+
+/** `encoder.encode(JSON.stringify(out))`, spliced from `doc`'s bytes where they say the same. */
+export function spliceJson(doc: JsonDocument, out: unknown): Uint8Array<ArrayBuffer> {
+  const members = doc.members;
+  const source = doc.value;
+  if (members === null || !isPlainObject(out) || !isPlainObject(source)) return serialize(out);
+  const pieces: (Uint8Array | string)[] = [];
+  let copied = 0;
+  let serialized = 0;
+  for (const key of Object.keys(out)) {
+    const v = out[key];
+    // JSON.stringify leaves these members out.
+    if (v === undefined || typeof v === "function" || typeof v === "symbol") continue;
+    const range = members.get(key);
+    if (range !== undefined && jsonEqual(v, source[key])) {
+      pieces.push(doc.bytes.subarray(range[0], range[1]));
+      copied++;
+    } else {
+      // Throws as JSON.stringify(out) would (a cycle, a BigInt): the caller's error either way.
+      const text: string | undefined = JSON.stringify(v);
+      if (text === undefined) continue; // a toJSON giving undefined: left out, as there
+      serialized++;
+      pieces.push(JSON.stringify(key) + ":" + text);
+    }
+  }
+  // Every member as the client sent it (in whatever order the validator left them, which
+  // does not change the value): the client's bytes themselves.
+  if (serialized === 0 && copied === members.size) return whole(doc.bytes);
+  return join(pieces);
+}
+
+/**
+ * The client's bytes as they are: the same bytes, so the same hash as received.
+ * Copied only when they are a view into a larger buffer.
+ */
+function whole(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
+  if (
+    bytes.buffer instanceof ArrayBuffer && bytes.byteOffset === 0 &&
+    bytes.byteLength === bytes.buffer.byteLength
+  ) {
+    return bytes as Uint8Array<ArrayBuffer>;
+  }
+  return bytes.slice();
+}
+
+function serialize(out: unknown): Uint8Array<ArrayBuffer> {
+  return encoder.encode(JSON.stringify(out));
+}
+
+/**
+ * Freezes a parsed value (objects and arrays, all the way down), so that nothing
+ * between the parse and the splice can change the value the client's bytes are
+ * compared by without changing the bytes: such a write throws instead of
+ * forwarding bytes that no longer say what the value does.
+ */
+export function freezeJson(v: unknown): void {
+  if (v === null || typeof v !== "object" || Object.isFrozen(v)) return;
+  Object.freeze(v);
+  if (Array.isArray(v)) { for (const x of v) freezeJson(x); }
+  else for (const k in v) freezeJson((v as Record<string, unknown>)[k]);
+}
+
+/** `{` pieces joined by `,` `}`: byte pieces copied, string pieces encoded each. */
+function join(pieces: (Uint8Array | string)[]): Uint8Array<ArrayBuffer> {
+  const encoded = pieces.map((p) => typeof p === "string" ? encoder.encode(p) : p);
+  let total = 2 + Math.max(0, encoded.length - 1);
+  for (const p of encoded) total += p.byteLength;
+  const buf = new Uint8Array(total);
+  buf[0] = 0x7b; // {
+  let at = 1;
+  encoded.forEach((p, i) => {
+    if (i > 0) buf[at++] = 0x2c; // ,
+    buf.set(p, at);
+    at += p.byteLength;
+  });
+  buf[at] = 0x7d; // }
+  return buf;
+}
+
+/**
+ * Would `JSON.parse(JSON.stringify(a))` be deep-equal to `b`, where `b` is a value
+ * JSON.parse made (strings, finite numbers, booleans, null, arrays, plain
+ * objects, nothing undefined)? Conservative: anything JSON.stringify would
+ * transform (`toJSON`, class instances, BigInt, functions and undefined inside
+ * arrays) is unequal, so that member is serialized as before. `-0` is unequal
+ * too: the client's `-0` parses to -0, JSON.stringify sends `0`. Strings the
+ * parser and the validator share compare by pointer; recursion is bounded by
+ * `b`'s depth, which the strict parse bounded.
+ */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (typeof b === "string") return a === b;
+  if (typeof b === "number") return typeof a === "number" && a === b && !Object.is(b, -0);
+  if (typeof b === "boolean" || b === null) return a === b;
+  if (Array.isArray(b)) {
+    if (!Array.isArray(a) || a.length !== b.length) return false;
+    for (let i = 0; i < b.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+    return true;
+  }
+  if (!isPlainObject(a) || !isPlainObject(b)) return false;
+  let n = 0;
+  for (const k in a) {
+    if (!Object.hasOwn(a, k)) continue; // inherited: not an own property, stringify skips it
+    const v = a[k];
+    if (v === undefined) continue; // left out by JSON.stringify, absent from `b`
+    if (!Object.hasOwn(b, k) || !jsonEqual(v, b[k])) return false;
+    n++;
+  }
+  return n === Object.keys(b).length;
+}
+
+/** An object JSON.stringify writes member by member: no `toJSON`, no class, not an array. */
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return (proto === Object.prototype || proto === null) &&
+    typeof (v as { toJSON?: unknown }).toJSON !== "function";
+}
