@@ -6,7 +6,6 @@
  * answer is returned only once its receipt verified (streams: before their
  * final event). Any failure is an {@link AciVerificationError}.
  */
-import { randomBytes as nodeRandomBytes } from "node:crypto";
 import { allPassed, type Check, check } from "../verify/checks.ts";
 import type { QuoteCheck } from "../verify/evidence.ts";
 import { isRecord } from "../verify/json_shape.ts";
@@ -20,6 +19,7 @@ import { type ClientPolicy, type ClientPolicyInput, parsePolicy } from "./policy
 import { hardwareQuoteCheck, type QuoteTrust } from "./quote_check.ts";
 import { verifiedStream } from "./stream.ts";
 import { fetchTransport, type Transport } from "./transport.ts";
+import { randomBytes } from "./random.ts";
 
 export interface VerifyingFetchOptions {
   /** The gateway's API base, e.g. `https://gateway.example/v1`. */
@@ -64,6 +64,11 @@ export type VerifyingFetch =
     attest(): Promise<AttestedGateway>;
     /** The current attestation, if any. */
     current(): AttestedGateway | null;
+    /**
+     * Whether each connection's TLS key is checked against the attested keyset
+     * (false in a browser, whose fetch hides the peer certificate: E2EE is then required).
+     */
+    readonly tlsPinning: boolean;
     close(): void;
   };
 
@@ -129,7 +134,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   const policy: ClientPolicy = parsePolicy(o.policy ?? {});
   const transport = o.transport ?? fetchTransport();
   const now = o.now ?? Date.now;
-  const random = o.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
+  const random = o.randomBytes ?? randomBytes;
   const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const quoteCheck = o.quoteCheck ?? hardwareQuoteCheck({
     fetch: o.quoteTrust?.fetch ?? ((i, x) => fetch(i, x)),
@@ -178,15 +183,17 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   };
 
   const pinNote = (a: AttestedGateway): Check => {
-    if (base.protocol === "http:") {
-      return check("tls.pin", true, "plain http on loopback: no TLS to pin");
-    }
     if (!transport.pinning) {
       return check(
         "tls.pin",
         true,
-        "TLS pinning is impossible in this runtime (browser fetch): relying on E2EE",
+        `TLS pinning is impossible in this runtime (browser fetch hides the peer certificate): ${
+          base.protocol === "http:" ? "plain http on loopback" : "relying on E2EE"
+        }`,
       );
+    }
+    if (base.protocol === "http:") {
+      return check("tls.pin", true, "plain http on loopback: no TLS to pin");
     }
     return check(
       "tls.pin",
@@ -467,6 +474,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   return Object.assign(verifyingFetch, {
     attest: () => attested(),
     current: () => current,
+    tlsPinning: transport.pinning,
     close: () => transport.close(),
   });
 }
