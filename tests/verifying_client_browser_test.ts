@@ -43,7 +43,7 @@ async function openaiBrowserBuild(): Promise<string> {
 
 /** The app's origin: a blank page and the two scripts. */
 async function startApp() {
-  const [client, openai] = await Promise.all([bundleBrowserClient(), openaiBrowserBuild()]);
+  const [{ js: client }, openai] = await Promise.all([bundleBrowserClient(), openaiBrowserBuild()]);
   const js = { "content-type": "text/javascript" };
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
     const path = new URL(req.url).pathname;

@@ -18,8 +18,10 @@ export const BROWSER_SWAPS: Record<string, string> = {
   "src/e2ee/aead.ts": "src/client/browser/aead.ts",
 };
 
-/** The bundled script; throws if anything node- or Deno-only is left in it. */
-export async function bundleBrowserClient(): Promise<string> {
+/** The bundled script (and its declarations); throws if anything node- or Deno-only is left in it. */
+export async function bundleBrowserClient(
+  o: { declaration?: boolean } = {},
+): Promise<{ js: string; dts: string | null }> {
   const deno = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT)));
   const map = {
     imports: {
@@ -46,6 +48,7 @@ export async function bundleBrowserClient(): Promise<string> {
         "--format",
         "esm",
         "--minify",
+        ...(o.declaration ? ["--declaration"] : []),
         "--import-map",
         mapPath,
         "--output",
@@ -63,14 +66,14 @@ export async function bundleBrowserClient(): Promise<string> {
     const js = await Deno.readTextFile(out);
     const leftover = /\bfrom\s*"node:[a-z_/]+"|\bimport\(\s*"node:|\bDeno\.[a-z]/.exec(js);
     if (leftover) throw new Error(`the browser bundle still uses ${leftover[0]}`);
-    return js;
+    return { js, dts: o.declaration ? await Deno.readTextFile(`${dir}/client.d.ts`) : null };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
 }
 
 if (import.meta.main) {
-  const js = await bundleBrowserClient();
+  const { js } = await bundleBrowserClient();
   await Deno.mkdir(new URL(".", BROWSER_OUT), { recursive: true });
   await Deno.writeTextFile(BROWSER_OUT, js);
   console.log(`${BROWSER_OUT.pathname} (${js.length} bytes)`);
