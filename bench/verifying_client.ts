@@ -2,14 +2,17 @@
  * The bench's verifying-client rows: what verification in the transport adds
  * per request in steady state (attestation cached, connections kept alive),
  * against the plain path in the same run. One request at a time with the real
- * `openai` SDK, in alternating batches over four paths to the same gateway:
- * plain (the SDK's own fetch), the library (`verifyingFetch`: receipt fetch
- * and checks, log inclusion), the library with inclusion off, and the local
- * proxy (`proxy.ts`, a separate process on the server core). Standalone:
+ * `openai` SDK, in alternating batches over six paths to the same gateway:
+ * plain (the SDK's own fetch); the library (`verifyingFetch`: receipt fetch
+ * and checks) with the inclusion verdict before the answer (the default:
+ * the answer waits for the log's next checkpoint), deferred (checked after
+ * the answer; the batch settles every deferred verdict outside the timing)
+ * and off; and the local proxy (`proxy.ts`, a separate process on the server
+ * core) with inclusion before the answer and off. Standalone:
  * `deno run -A bench/verifying_client.ts [--rounds N] [--seconds S]`.
  */
 import OpenAI from "openai";
-import { createVerifyingFetch, fetchTransport, verifyingFetch } from "../src/client/node.ts";
+import { verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
 import { spawnPinned } from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
@@ -20,9 +23,10 @@ const BATCH = 10;
 type PathName =
   | "plain"
   | "library"
+  | "library (inclusion deferred)"
   | "library (no inclusion)"
-  | "library (runtime fetch)"
-  | "proxy";
+  | "proxy"
+  | "proxy (no inclusion)";
 
 export interface VerifyingClientBench {
   gatewayUrl: string;
@@ -34,43 +38,52 @@ export interface VerifyingClientBench {
 }
 
 export async function measureVerifyingClient(o: VerifyingClientBench): Promise<Row[]> {
-  const policyPath = `${o.dir}/proxy-policy.json`;
-  await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true }));
-  const proxy = await spawnPinned(o.cpu, [
-    "run",
-    "-A",
-    "proxy.ts",
-    "--gateway",
-    `${o.gatewayUrl}/v1`,
-    "--listen",
-    "127.0.0.1:0",
-    "--policy",
-    policyPath,
-    "--audit",
-    `${o.dir}/proxy-audit.jsonl`,
-  ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
-  const lib = verifyingFetch({
-    baseURL: `${o.gatewayUrl}/v1`,
-    policy: { allow_dev_evidence: true },
-  });
-  const libNoLog = verifyingFetch({
-    baseURL: `${o.gatewayUrl}/v1`,
-    policy: { allow_dev_evidence: true, inclusion: "off" },
-  });
-  // The runtime's fetch instead of node:http (plain http here: nothing to pin either way).
-  const libFetch = createVerifyingFetch({
-    baseURL: `${o.gatewayUrl}/v1`,
-    policy: { allow_dev_evidence: true },
-    transport: fetchTransport(),
-  });
+  const startProxy = async (name: string, policy: Record<string, unknown>) => {
+    const policyPath = `${o.dir}/${name}-policy.json`;
+    await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true, ...policy }));
+    return await spawnPinned(o.cpu, [
+      "run",
+      "-A",
+      "proxy.ts",
+      "--gateway",
+      `${o.gatewayUrl}/v1`,
+      "--listen",
+      "127.0.0.1:0",
+      "--policy",
+      policyPath,
+      "--audit",
+      `${o.dir}/${name}-audit.jsonl`,
+    ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
+  };
+  const proxy = await startProxy("proxy", {});
+  const proxyNoLog = await startProxy("proxy-nolog", { inclusion: "off" });
+  const lib = (policy: Record<string, unknown>) =>
+    verifyingFetch({
+      baseURL: `${o.gatewayUrl}/v1`,
+      policy: { allow_dev_evidence: true, ...policy },
+    });
+  const libs = {
+    library: lib({}),
+    "library (inclusion deferred)": lib({ inclusion_verdict: "deferred" }),
+    "library (no inclusion)": lib({ inclusion: "off" }),
+  };
   const client = (baseURL: string, f?: typeof fetch) =>
     new OpenAI({ baseURL, apiKey: o.key, maxRetries: 0, ...(f ? { fetch: f } : {}) });
   const clients: Record<PathName, OpenAI> = {
     plain: client(`${o.gatewayUrl}/v1`),
-    library: client(`${o.gatewayUrl}/v1`, lib),
-    "library (no inclusion)": client(`${o.gatewayUrl}/v1`, libNoLog),
-    "library (runtime fetch)": client(`${o.gatewayUrl}/v1`, libFetch),
+    library: client(`${o.gatewayUrl}/v1`, libs.library),
+    "library (inclusion deferred)": client(
+      `${o.gatewayUrl}/v1`,
+      libs["library (inclusion deferred)"],
+    ),
+    "library (no inclusion)": client(`${o.gatewayUrl}/v1`, libs["library (no inclusion)"]),
     proxy: client(`${proxy.url}/v1`),
+    "proxy (no inclusion)": client(`${proxyNoLog.url}/v1`),
+  };
+  // Every deferred verdict must arrive (and pass): settled after each batch, outside the timing.
+  const settle = async () => {
+    const late = await libs["library (inclusion deferred)"].settle();
+    if (late.some((v) => !v.ok)) throw new Error("a deferred inclusion check failed");
   };
   const paths = Object.keys(clients) as PathName[];
   const whole: Record<string, number[]> = {};
@@ -90,19 +103,20 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
   };
   try {
     for (const p of paths) for (let i = 0; i < 3; i++) await one(p, false, null); // attest, connect
+    await settle();
     for (let round = 0; round < o.rounds; round++) {
       o.log(`verifying client round ${round + 1}/${o.rounds}`);
       const order = paths.map((_, i) => paths[(i + round) % paths.length]);
       for (const p of order) {
         for (let i = 0; i < BATCH; i++) await one(p, false, whole);
         for (let i = 0; i < BATCH; i++) await one(p, true, streamed);
+        await settle();
       }
     }
   } finally {
-    lib.close();
-    libNoLog.close();
-    libFetch.close();
+    for (const f of Object.values(libs)) f.close();
     await proxy.stop();
+    await proxyNoLog.stop();
   }
   const cell = (samples: Record<string, number[]>, q: number) => {
     const base = percentile(samples.plain, q);

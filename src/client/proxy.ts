@@ -16,6 +16,8 @@ export interface AuditRecord {
   at: number;
   endpoint: string;
   receipt_id: string | null;
+  /** "inclusion": a deferred log-inclusion verdict, after the answer's own line. */
+  phase: "answer" | "inclusion";
   ok: boolean;
   verified: string[];
   error?: string;
@@ -76,6 +78,7 @@ export function createVerifyingProxy(o: ProxyOptions): VerifyingProxy {
       at: Math.floor(o.now() / 1000),
       endpoint: v.endpoint,
       receipt_id: v.receiptId,
+      phase: v.phase,
       ok: v.ok,
       verified: v.verified,
       ...(v.error
@@ -129,6 +132,7 @@ export function createVerifyingProxy(o: ProxyOptions): VerifyingProxy {
           at: Math.floor(o.now() / 1000),
           endpoint,
           receipt_id: null,
+          phase: "answer",
           ok: false,
           verified: [],
           error: "gateway_unreachable",
