@@ -14,7 +14,7 @@
 import OpenAI from "openai";
 import { verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { spawnPinned } from "./processes.ts";
+import { cpuMs, spawnPinned } from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
 import { percentile } from "./stats.ts";
 import { runStandalone } from "./standalone.ts";
@@ -30,6 +30,8 @@ type PathName =
 
 export interface VerifyingClientBench {
   gatewayUrl: string;
+  /** The gateway process, for the CPU it spends per request (receipt and proof lookups). */
+  gatewayPid: number;
   key: string;
   dir: string;
   cpu: number;
@@ -86,6 +88,10 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     if (late.some((v) => !v.ok)) throw new Error("a deferred inclusion check failed");
   };
   const paths = Object.keys(clients) as PathName[];
+  /** Per path: CPU ms of the client side (this process: SDK and library; plus the proxy) and gateway. */
+  const cpu: Record<string, { client: number; gateway: number; n: number }> = {};
+  const pidOf = (p: PathName) =>
+    p === "proxy" ? proxy.pid : p === "proxy (no inclusion)" ? proxyNoLog.pid : null;
   const whole: Record<string, number[]> = {};
   const streamed: Record<string, number[]> = {};
   const body = {
@@ -108,9 +114,16 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
       o.log(`verifying client round ${round + 1}/${o.rounds}`);
       const order = paths.map((_, i) => paths[(i + round) % paths.length]);
       for (const p of order) {
+        const helper = pidOf(p);
+        const c0 = cpuMs(Deno.pid) + (helper ? cpuMs(helper) : 0);
+        const g0 = cpuMs(o.gatewayPid);
         for (let i = 0; i < BATCH; i++) await one(p, false, whole);
         for (let i = 0; i < BATCH; i++) await one(p, true, streamed);
         await settle();
+        const acc = cpu[p] ??= { client: 0, gateway: 0, n: 0 };
+        acc.client += cpuMs(Deno.pid) + (helper ? cpuMs(helper) : 0) - c0;
+        acc.gateway += cpuMs(o.gatewayPid) - g0;
+        acc.n += 2 * BATCH;
       }
     }
   } finally {
@@ -126,6 +139,12 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     }).join(" · ");
   };
   const n = o.rounds * BATCH;
+  const perReq = (p: string, k: "client" | "gateway") => cpu[p][k] / cpu[p].n;
+  const cpuCell = (k: "client" | "gateway") =>
+    paths.map((p) => {
+      const v = perReq(p, k);
+      return p === "plain" ? `plain ${fmt(v)}` : `${p} ${fmt(v)} (+${fmt(v - perReq("plain", k))})`;
+    }).join(" · ");
   return [
     {
       metric: `Verifying client: chat latency, median ms (c=1, ${n} per path)`,
@@ -136,6 +155,15 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
       metric: `Verifying client: streamed chat to its last event, median ms (${n} per path)`,
       gateway: cell(streamed, 50),
     },
+    {
+      metric:
+        "Verifying client: client-side CPU per request, ms (the SDK process; the proxy's added)",
+      gateway: cpuCell("client"),
+    },
+    {
+      metric: "Verifying client: gateway CPU per request, ms (receipt and proof lookups)",
+      gateway: cpuCell("gateway"),
+    },
   ];
 }
 
@@ -145,6 +173,7 @@ if (import.meta.main) {
     try {
       return await measureVerifyingClient({
         gatewayUrl: gw.url,
+        gatewayPid: gw.pid,
         key: gw.key,
         dir: o.dir,
         cpu: o.serverCpu,

@@ -8,6 +8,7 @@
  * the entropy it is handed.
  */
 import { gcmOpen, gcmSeal, hkdfAesKey } from "./aead.ts";
+import { x25519PublicKey, x25519SharedSecret } from "./x25519.ts";
 import { x25519 } from "@noble/curves/ed25519.js";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
 import { bytesToHex, hexToBytes } from "../aci/hex.ts";
@@ -64,7 +65,7 @@ export function generateKeyPair(
 ): { secretKey: Uint8Array; publicKey: Uint8Array } {
   if (algo === X25519_ALGO) {
     const sk = secretKey ?? x25519.utils.randomSecretKey();
-    return { secretKey: sk, publicKey: x25519.getPublicKey(sk) };
+    return { secretKey: sk, publicKey: x25519PublicKey(sk) };
   }
   const sk = secretKey ?? secp256k1.utils.randomSecretKey();
   return { secretKey: sk, publicKey: secp256k1.getPublicKey(sk, false) };
@@ -72,7 +73,7 @@ export function generateKeyPair(
 
 /** The raw ECDH shared secret: X25519 output, or the x coordinate of the secp256k1 point. */
 function sharedSecret(algo: E2eeAlgo, secretKey: Uint8Array, publicKey: Uint8Array): Uint8Array {
-  if (algo === X25519_ALGO) return x25519.getSharedSecret(secretKey, publicKey);
+  if (algo === X25519_ALGO) return x25519SharedSecret(secretKey, publicKey);
   return secp256k1.getSharedSecret(secretKey, publicKey, true).subarray(1);
 }
 

@@ -16,6 +16,7 @@ export const BROWSER_SWAPS: Record<string, string> = {
   "src/aci/hex.ts": "src/verify/browser/hex.ts",
   "src/aci/ed25519.ts": "src/verify/browser/ed25519.ts",
   "src/e2ee/aead.ts": "src/client/browser/aead.ts",
+  "src/e2ee/x25519.ts": "src/client/browser/x25519.ts",
 };
 
 /** The bundled script (and its declarations); throws if anything node- or Deno-only is left in it. */

@@ -67,3 +67,20 @@ Deno.test("browser SHA-256 agrees with node:crypto, whole and incremental", () =
   }
   assert.equal(a.digest(), b.digest());
 });
+
+Deno.test("browser X25519 agrees with node:crypto (public keys, shared secrets, low-order refusal)", async () => {
+  const node = await import("../../e2ee/x25519.ts");
+  const browser = await import("./x25519.ts");
+  for (let i = 0; i < 8; i++) {
+    const a = randomBytes(32);
+    const b = randomBytes(32);
+    const pa = node.x25519PublicKey(a);
+    assert.deepEqual(browser.x25519PublicKey(a), pa);
+    const pb = browser.x25519PublicKey(b);
+    assert.deepEqual(node.x25519SharedSecret(a, pb), browser.x25519SharedSecret(a, pb));
+    assert.deepEqual(node.x25519SharedSecret(b, pa), node.x25519SharedSecret(a, pb));
+  }
+  const zero = new Uint8Array(32);
+  assert.throws(() => node.x25519SharedSecret(randomBytes(32), zero));
+  assert.throws(() => browser.x25519SharedSecret(randomBytes(32), zero));
+});
