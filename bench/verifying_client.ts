@@ -7,7 +7,8 @@
  * and checks) with the inclusion verdict before the answer (the default:
  * the answer waits for the log's next checkpoint), deferred (checked after
  * the answer; the batch settles every deferred verdict outside the timing)
- * and off; and the local proxy (`proxy.ts`, a separate process on the server
+ * and off (and off with E2EE off too: what the receipt check alone costs,
+ * E2EE being on by default when the gateway offers it); and the local proxy (`proxy.ts`, a separate process on the server
  * core) with inclusion before the answer and off. Standalone:
  * `deno run -A bench/verifying_client.ts [--rounds N] [--seconds S]`.
  */
@@ -25,6 +26,7 @@ type PathName =
   | "library"
   | "library (inclusion deferred)"
   | "library (no inclusion)"
+  | "library (no inclusion, no E2EE)"
   | "proxy"
   | "proxy (no inclusion)";
 
@@ -68,6 +70,7 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     library: lib({}),
     "library (inclusion deferred)": lib({ inclusion_verdict: "deferred" }),
     "library (no inclusion)": lib({ inclusion: "off" }),
+    "library (no inclusion, no E2EE)": lib({ inclusion: "off", e2ee: "off" }),
   };
   const client = (baseURL: string, f?: typeof fetch) =>
     new OpenAI({ baseURL, apiKey: o.key, maxRetries: 0, ...(f ? { fetch: f } : {}) });
@@ -79,6 +82,10 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
       libs["library (inclusion deferred)"],
     ),
     "library (no inclusion)": client(`${o.gatewayUrl}/v1`, libs["library (no inclusion)"]),
+    "library (no inclusion, no E2EE)": client(
+      `${o.gatewayUrl}/v1`,
+      libs["library (no inclusion, no E2EE)"],
+    ),
     proxy: client(`${proxy.url}/v1`),
     "proxy (no inclusion)": client(`${proxyNoLog.url}/v1`),
   };

@@ -297,6 +297,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
         waitMs: policy.inclusion_wait_ms,
         now,
         sleep,
+        patient: defer,
       }));
       return "proof" in fetched
         ? inclusionCheck(receipt, fetched.proof, logKey, checkpoints)
