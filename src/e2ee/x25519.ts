@@ -1,7 +1,7 @@
 /**
  * X25519 (RFC 7748) through node:crypto's native implementation: an E2EE
- * field costs one or two scalar multiplications, ~7× cheaper native than in
- * pure JS (bench: 0.66 vs 4.5 ms per operation on the loaded bench machine).
+ * field costs one or two scalar multiplications, ~6× cheaper native than in
+ * pure JS (docs/decisions/e2ee-x25519-native.md).
  * Raw 32-byte keys are wrapped in the fixed RFC 8410 DER prefixes node:crypto
  * imports. The verifying client's browser bundle swaps in
  * `src/client/browser/x25519.ts` (same exports, @noble/curves).
