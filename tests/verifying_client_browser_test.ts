@@ -7,8 +7,10 @@
  * chat answer and a stream verified (receipt, body hashes, log inclusion),
  * E2EE applied without being asked for, TLS pinning reported unavailable; a
  * loopback proxy flipping one byte of the answer makes the SDK call fail with
- * the library's typed error; and a TDX quote (forged under a pinned test
- * root, collateral supplied as JSON) verified by the DCAP code in the page.
+ * the library's typed error; a TDX quote (forged under a pinned test root,
+ * collateral supplied as JSON) verified by the DCAP code in the page; and,
+ * over https, E2EE applied although the policy said off (nothing is pinned,
+ * so only E2EE protects the prompt) and a tools request refused.
  */
 import assert from "node:assert/strict";
 import type { Page } from "puppeteer-core";
@@ -17,7 +19,8 @@ import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { startTamperingProxy } from "./support/tampering_proxy.ts";
 import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
 import { bundleBrowserClient } from "../src/client/browser/build.ts";
-import { bytesToHex } from "../src/aci/hex.ts";
+import { bytesToHex, hexToBytes } from "../src/aci/hex.ts";
+import { issueServerCert, makeTestCa } from "./support/tls_servers.ts";
 import type { QuoteProvider } from "../src/attestation/quote_provider.ts";
 
 const ROOT = new URL("../", import.meta.url);
@@ -41,9 +44,13 @@ async function openaiBrowserBuild(): Promise<string> {
   }
 }
 
+/** Both scripts, built once for the file's tests. */
+let scripts: Promise<[string, string]> | null = null;
+
 /** The app's origin: a blank page and the two scripts. */
 async function startApp() {
-  const [{ js: client }, openai] = await Promise.all([bundleBrowserClient(), openaiBrowserBuild()]);
+  scripts ??= Promise.all([bundleBrowserClient().then((b) => b.js), openaiBrowserBuild()]);
+  const [client, openai] = await scripts;
   const js = { "content-type": "text/javascript" };
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
     const path = new URL(req.url).pathname;
@@ -108,9 +115,16 @@ function inPage(page: Page, baseURL: string, apiKey: string, opts: unknown): Pro
         verdicts,
       };
       try {
+        const tools = opts.tools
+          ? [{
+            type: "function",
+            function: { name: "lookup", parameters: { type: "object", properties: {} } },
+          }]
+          : undefined;
         const r = await client.chat.completions.create({
           model: "demo/echo",
           messages: [{ role: "user", content: "hello from the page" }],
+          ...(tools ? { tools } : {}),
         }).withResponse();
         out.content = r.data.choices[0].message.content;
         out.verified = r.response.headers.get("x-aci-verified");
@@ -158,10 +172,11 @@ function inPage(page: Page, baseURL: string, apiKey: string, opts: unknown): Pro
 async function withBrowser(
   gwOpts: (appOrigin: string) => Parameters<typeof startTestGateway>[0],
   body: (page: Page, gw: TestGateway) => Promise<void>,
+  chromiumArgs: string[] = [],
 ) {
   const app = await startApp();
   const gw = await startTestGateway(gwOpts(app.origin));
-  const browser = await launchChromium();
+  const browser = await launchChromium(chromiumArgs);
   try {
     const page = await browser.newPage();
     await page.goto(`${app.origin}/`);
@@ -263,4 +278,30 @@ Deno.test("verifying client in Chromium: a TDX quote verified by the DCAP code i
     });
     assert.equal(unpinned.error?.code, "attestation_failed", JSON.stringify(unpinned.error));
   });
+});
+
+Deno.test("verifying client in Chromium over https: no pinning, so E2EE is applied even when the policy says off, and a tools request is refused", async () => {
+  const cert = await issueServerCert(await makeTestCa());
+  // The browser trusts exactly this key (as a user who installed the certificate would).
+  const spkiB64 = btoa(String.fromCharCode(...hexToBytes(cert.spkiSha256)));
+  await withBrowser(
+    (origin) => ({ ...cors(origin), tls: cert }),
+    async (page, gw) => {
+      assert.match(gw.baseURL, /^https:/);
+      const policy = { allow_dev_evidence: true, e2ee: "off" };
+      const ok = await inPage(page, gw.baseURL, gw.apiKey, { policy });
+      assert.equal(ok.error, undefined, JSON.stringify(ok.error));
+      assert.match(ok.content ?? "", /hello from the page/);
+      const verified = (ok.verified ?? "").split(",");
+      assert.ok(verified.includes("e2ee") && !verified.includes("tls-pin"), ok.verified);
+      const pin = ok.verdicts![0].checks.find((c) => c.name === "tls.pin");
+      assert.match(pin?.detail ?? "", /impossible in this runtime .*relying on E2EE/);
+      // Tools travel in clear under E2EE v2: with nothing else protecting them, refused.
+      const tools = await inPage(page, gw.baseURL, gw.apiKey, { policy, tools: true });
+      assert.equal(tools.content, undefined);
+      assert.ok(tools.error?.typed, JSON.stringify(tools.error));
+      assert.equal(tools.error?.code, "e2ee_unavailable");
+    },
+    [`--ignore-certificate-errors-spki-list=${spkiB64}`],
+  );
 });
