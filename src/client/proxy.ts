@@ -68,6 +68,8 @@ function errorEvent(endpoint: string, e: AciVerificationError): string {
 
 export interface VerifyingProxy {
   handler(req: Request): Promise<Response>;
+  /** Waits for the deferred inclusion verdicts still due (each is audited as it arrives). */
+  settle(): Promise<void>;
   close(): void;
 }
 
@@ -149,5 +151,10 @@ export function createVerifyingProxy(o: ProxyOptions): VerifyingProxy {
       });
     }
   };
-  return { handler, close: () => f.close() };
+  return {
+    handler,
+    // A failed verdict is already in the audit file: settling only waits for the last ones.
+    settle: () => f.settle().then(() => {}, () => {}),
+    close: () => f.close(),
+  };
 }
