@@ -238,7 +238,7 @@ Deno.test("verifying client in Chromium: openai SDK answers verified (receipt, i
   });
 });
 
-Deno.test("verifying client in Chromium: a TDX quote verified by the DCAP code in the page (pinned root, supplied collateral), another MRTD refused", async () => {
+Deno.test("verifying client in Chromium: a TDX quote verified by the DCAP code in the page (pinned root, supplied collateral), another MRTD refused, a PCS closed to the page refused saying why", async () => {
   const forge = await forgeTdxEnvironment();
   const MRTD = new Uint8Array(48).fill(0x3c);
   const quotes: QuoteProvider = {
@@ -277,6 +277,29 @@ Deno.test("verifying client in Chromium: a TDX quote verified by the DCAP code i
       policy: { accept_any_measurement: true },
     });
     assert.equal(unpinned.error?.code, "attestation_failed", JSON.stringify(unpinned.error));
+    // No collateral given and a PCS that does not allow the page's origin: refused, saying why.
+    const noCors = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      () => new Response("{}"),
+    );
+    try {
+      const unreachable = await inPage(page, gw.baseURL, gw.apiKey, {
+        quoteTrust: {
+          tdxRootCaDer: Array.from(forge.rootCertDer),
+          pcsBaseUrl: `http://127.0.0.1:${noCors.addr.port}`,
+        },
+        policy: { accept_any_measurement: true },
+      });
+      assert.equal(unreachable.error?.code, "attestation_failed");
+      assert.ok(unreachable.error?.typed);
+      assert.match(
+        unreachable.error?.message ?? "",
+        /unreachable from this page.*tdxCollateralJson/,
+      );
+      assert.equal(unreachable.content, undefined);
+    } finally {
+      await noCors.shutdown();
+    }
   });
 });
 

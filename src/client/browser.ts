@@ -26,7 +26,30 @@ export * from "./mod.ts";
 /** False: a browser cannot see, so cannot pin, the gateway's TLS key. */
 export const TLS_PINNING_AVAILABLE = false;
 
+/**
+ * The collateral fetch, saying what to do when the page may not reach a PCS (a cross-origin
+ * refusal surfaces only as a bare TypeError): the report is then refused, `attestation_failed`.
+ */
+function collateralFetch(f: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    try {
+      return await f(input, init);
+    } catch (e) {
+      const where = String(input instanceof Request ? input.url : input).split("?")[0];
+      throw new Error(
+        `${where} is unreachable from this page (${(e as Error).message}): in a browser, supply ` +
+          "quoteTrust.tdxCollateralJson or a quoteTrust.pcsBaseUrl that allows this origin",
+        { cause: e },
+      );
+    }
+  };
+}
+
 /** {@link createVerifyingFetch} over the page's own fetch (no pinning, E2EE required on https). */
 export function verifyingFetch(o: Omit<VerifyingFetchOptions, "transport">): VerifyingFetch {
-  return createVerifyingFetch({ ...o, transport: fetchTransport() });
+  const quoteTrust = {
+    ...o.quoteTrust,
+    fetch: collateralFetch(o.quoteTrust?.fetch ?? ((i, x) => fetch(i, x))),
+  };
+  return createVerifyingFetch({ ...o, quoteTrust, transport: fetchTransport() });
 }
