@@ -24,7 +24,7 @@ export interface QuoteTrust {
   tdxCollateral?: CollateralSource;
   /**
    * TDX collateral supplied as JSON in dcap-qvl's shape (what `task verify --collateral` reads):
-   * the way for a browser, which Intel's PCS does not serve cross-origin.
+   * the way for a browser, which Intel's PCS may not serve cross-origin.
    */
   tdxCollateralJson?: unknown;
   /** A PCS or PCCS to fetch TDX collateral from (default: Intel's PCS). */
