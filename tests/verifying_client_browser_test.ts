@@ -8,7 +8,8 @@
  * E2EE applied without being asked for, TLS pinning reported unavailable; a
  * loopback proxy flipping one byte of the answer makes the SDK call fail with
  * the library's typed error; a TDX quote (forged under a pinned test root,
- * collateral supplied as JSON) verified by the DCAP code in the page; and,
+ * collateral supplied as JSON) verified by the DCAP code in the page, an
+ * SEV-SNP report under pinned AMD roots likewise; and,
  * over https, E2EE applied although the policy said off (nothing is pinned,
  * so only E2EE protects the prompt) and a tools request refused.
  */
@@ -18,6 +19,7 @@ import { launchChromium } from "./support/chromium.ts";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { startTamperingProxy } from "./support/tampering_proxy.ts";
 import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
+import { forgeSnpEnvironment } from "./support/snp_forge.ts";
 import { bundleBrowserClient } from "../src/client/browser/build.ts";
 import { bytesToHex, hexToBytes } from "../src/aci/hex.ts";
 import { issueServerCert, makeTestCa } from "./support/tls_servers.ts";
@@ -96,6 +98,24 @@ function inPage(page: Page, baseURL: string, apiKey: string, opts: unknown): Pro
             ...trust,
             tdxRootCaDer: trust.tdxRootCaDer
               ? Uint8Array.from(trust.tdxRootCaDer as number[])
+              : undefined,
+            // SEV-SNP: the pinned AMD roots and the chip's VCEK, as a page would hold them.
+            snp: trust.snp
+              ? (({ product, askDer, arkDer, vcekDer }) => ({
+                roots: [{
+                  product,
+                  askDer: Uint8Array.from(askDer),
+                  arkDer: Uint8Array.from(arkDer),
+                }],
+                vcek: { get: () => Promise.resolve(Uint8Array.from(vcekDer)) },
+              }))(
+                trust.snp as {
+                  product: string;
+                  askDer: number[];
+                  arkDer: number[];
+                  vcekDer: number[];
+                },
+              )
               : undefined,
           }
           : undefined,
@@ -327,4 +347,48 @@ Deno.test("verifying client in Chromium over https: no pinning, so E2EE is appli
     },
     [`--ignore-certificate-errors-spki-list=${spkiB64}`],
   );
+});
+
+Deno.test("verifying client in Chromium: an SEV-SNP report verified in the page under pinned AMD roots, another MEASUREMENT refused", async () => {
+  const forge = await forgeSnpEnvironment();
+  const MEASUREMENT = new Uint8Array(48).fill(0x5e);
+  const quotes: QuoteProvider = {
+    name: "forged-snp",
+    hardware: true,
+    getQuote: (rd) =>
+      Promise.resolve({
+        tee_type: "sev_snp",
+        provider: "test",
+        quote: forge.mintReport(rd, { measurement: MEASUREMENT }),
+      }),
+  };
+  await withBrowser((origin) => ({ ...cors(origin), quotes }), async (page, gw) => {
+    const quoteTrust = {
+      snp: {
+        product: "Milan",
+        askDer: Array.from(forge.askDer),
+        arkDer: Array.from(forge.arkDer),
+        vcekDer: Array.from(forge.vcekDer),
+      },
+    };
+    const ok = await inPage(page, gw.baseURL, gw.apiKey, {
+      quoteTrust,
+      policy: { measurements: [{ tee_type: "sev_snp", measurement: bytesToHex(MEASUREMENT) }] },
+    });
+    assert.equal(ok.error, undefined, JSON.stringify(ok.error));
+    assert.match(ok.verified ?? "", /hardware-quote/);
+    const quote = ok.verdicts![0].checks.find((c) => c.name === "report.hardware_evidence");
+    assert.ok(quote?.ok, JSON.stringify(quote));
+    assert.match(quote.detail, /SEV-SNP report verified under the pinned Milan ARK/);
+    const other = await inPage(page, gw.baseURL, gw.apiKey, {
+      quoteTrust,
+      policy: { measurements: [{ tee_type: "sev_snp", measurement: "00".repeat(48) }] },
+    });
+    assert.equal(other.error?.code, "policy_refused", JSON.stringify(other.error));
+    // No AMD roots given: refused, not skipped.
+    const none = await inPage(page, gw.baseURL, gw.apiKey, {
+      policy: { accept_any_measurement: true },
+    });
+    assert.equal(none.error?.code, "attestation_failed", JSON.stringify(none.error));
+  });
 });
