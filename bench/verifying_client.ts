@@ -41,6 +41,9 @@ export interface VerifyingClientBench {
   log: (msg: string) => void;
 }
 
+/** A difference with its sign (noise can make an added cost negative). */
+const signed = (d: number) => `${d < 0 ? "−" : "+"}${fmt(Math.abs(d))}`;
+
 export async function measureVerifyingClient(o: VerifyingClientBench): Promise<Row[]> {
   const startProxy = async (name: string, policy: Record<string, unknown>) => {
     const policyPath = `${o.dir}/${name}-policy.json`;
@@ -142,7 +145,7 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
     const base = percentile(samples.plain, q);
     return paths.map((p) => {
       const v = percentile(samples[p], q);
-      return p === "plain" ? `plain ${fmt(v)}` : `${p} ${fmt(v)} (+${fmt(v - base)})`;
+      return p === "plain" ? `plain ${fmt(v)}` : `${p} ${fmt(v)} (${signed(v - base)})`;
     }).join(" · ");
   };
   const n = o.rounds * BATCH;
@@ -150,7 +153,9 @@ export async function measureVerifyingClient(o: VerifyingClientBench): Promise<R
   const cpuCell = (k: "client" | "gateway") =>
     paths.map((p) => {
       const v = perReq(p, k);
-      return p === "plain" ? `plain ${fmt(v)}` : `${p} ${fmt(v)} (+${fmt(v - perReq("plain", k))})`;
+      return p === "plain"
+        ? `plain ${fmt(v)}`
+        : `${p} ${fmt(v)} (${signed(v - perReq("plain", k))})`;
     }).join(" · ");
   return [
     {
