@@ -76,7 +76,8 @@ async function main(): Promise<void> {
     },
   }, proxy.handler);
   const stop = () => {
-    server.shutdown().finally(() => {
+    // Answers already delivered get their deferred inclusion verdicts audited before exit.
+    server.shutdown().then(() => proxy.settle()).finally(() => {
       proxy.close();
       audit.close();
       Deno.exit(0);

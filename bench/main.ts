@@ -409,6 +409,7 @@ async function main(): Promise<void> {
     log("verifying client and proxy vs plain (c=1, alternating batches, same gateway)");
     const verifying = await measureVerifyingClient({
       gatewayUrl: gw.url,
+      gatewayPid: gw.pid,
       key: gw.key,
       dir,
       cpu: SERVER_CPU,

@@ -2,16 +2,20 @@
  * The bench's verifying-client rows: what verification in the transport adds
  * per request in steady state (attestation cached, connections kept alive),
  * against the plain path in the same run. One request at a time with the real
- * `openai` SDK, in alternating batches over four paths to the same gateway:
- * plain (the SDK's own fetch), the library (`verifyingFetch`: receipt fetch
- * and checks, log inclusion), the library with inclusion off, and the local
- * proxy (`proxy.ts`, a separate process on the server core). Standalone:
+ * `openai` SDK, in alternating batches over six paths to the same gateway:
+ * plain (the SDK's own fetch); the library (`verifyingFetch`: receipt fetch
+ * and checks) with the inclusion verdict before the answer (the default:
+ * the answer waits for the log's next checkpoint), deferred (checked after
+ * the answer; the batch settles every deferred verdict outside the timing)
+ * and off (and off with E2EE off too: what the receipt check alone costs,
+ * E2EE being on by default when the gateway offers it); and the local proxy (`proxy.ts`, a separate process on the server
+ * core) with inclusion before the answer and off. Standalone:
  * `deno run -A bench/verifying_client.ts [--rounds N] [--seconds S]`.
  */
 import OpenAI from "openai";
-import { createVerifyingFetch, fetchTransport, verifyingFetch } from "../src/client/node.ts";
+import { verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { spawnPinned } from "./processes.ts";
+import { cpuMs, spawnPinned } from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
 import { percentile } from "./stats.ts";
 import { runStandalone } from "./standalone.ts";
@@ -20,12 +24,16 @@ const BATCH = 10;
 type PathName =
   | "plain"
   | "library"
+  | "library (inclusion deferred)"
   | "library (no inclusion)"
-  | "library (runtime fetch)"
-  | "proxy";
+  | "library (no inclusion, no E2EE)"
+  | "proxy"
+  | "proxy (no inclusion)";
 
 export interface VerifyingClientBench {
   gatewayUrl: string;
+  /** The gateway process, for the CPU it spends per request (receipt and proof lookups). */
+  gatewayPid: number;
   key: string;
   dir: string;
   cpu: number;
@@ -33,56 +41,77 @@ export interface VerifyingClientBench {
   log: (msg: string) => void;
 }
 
+/** A difference with its sign (noise can make an added cost negative). */
+const signed = (d: number) => `${d < 0 ? "−" : "+"}${fmt(Math.abs(d))}`;
+
 /** The rows, and how many requests were answered (each has a receipt in the gateway's store). */
 export async function measureVerifyingClient(
   o: VerifyingClientBench,
 ): Promise<{ rows: Row[]; ok: number }> {
-  const policyPath = `${o.dir}/proxy-policy.json`;
-  await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true }));
-  const proxy = await spawnPinned(o.cpu, [
-    "run",
-    "-A",
-    "proxy.ts",
-    "--gateway",
-    `${o.gatewayUrl}/v1`,
-    "--listen",
-    "127.0.0.1:0",
-    "--policy",
-    policyPath,
-    "--audit",
-    `${o.dir}/proxy-audit.jsonl`,
-  ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
-  const lib = verifyingFetch({
-    baseURL: `${o.gatewayUrl}/v1`,
-    policy: { allow_dev_evidence: true },
-  });
-  const libNoLog = verifyingFetch({
-    baseURL: `${o.gatewayUrl}/v1`,
-    policy: { allow_dev_evidence: true, inclusion: "off" },
-  });
-  // The runtime's fetch instead of node:http (plain http here: nothing to pin either way).
-  const libFetch = createVerifyingFetch({
-    baseURL: `${o.gatewayUrl}/v1`,
-    policy: { allow_dev_evidence: true },
-    transport: fetchTransport(),
-  });
+  let ok = 0;
+  const startProxy = async (name: string, policy: Record<string, unknown>) => {
+    const policyPath = `${o.dir}/${name}-policy.json`;
+    await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true, ...policy }));
+    return await spawnPinned(o.cpu, [
+      "run",
+      "-A",
+      "proxy.ts",
+      "--gateway",
+      `${o.gatewayUrl}/v1`,
+      "--listen",
+      "127.0.0.1:0",
+      "--policy",
+      policyPath,
+      "--audit",
+      `${o.dir}/${name}-audit.jsonl`,
+    ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
+  };
+  const proxy = await startProxy("proxy", {});
+  const proxyNoLog = await startProxy("proxy-nolog", { inclusion: "off" });
+  const lib = (policy: Record<string, unknown>) =>
+    verifyingFetch({
+      baseURL: `${o.gatewayUrl}/v1`,
+      policy: { allow_dev_evidence: true, ...policy },
+    });
+  const libs = {
+    library: lib({}),
+    "library (inclusion deferred)": lib({ inclusion_verdict: "deferred" }),
+    "library (no inclusion)": lib({ inclusion: "off" }),
+    "library (no inclusion, no E2EE)": lib({ inclusion: "off", e2ee: "off" }),
+  };
   const client = (baseURL: string, f?: typeof fetch) =>
     new OpenAI({ baseURL, apiKey: o.key, maxRetries: 0, ...(f ? { fetch: f } : {}) });
   const clients: Record<PathName, OpenAI> = {
     plain: client(`${o.gatewayUrl}/v1`),
-    library: client(`${o.gatewayUrl}/v1`, lib),
-    "library (no inclusion)": client(`${o.gatewayUrl}/v1`, libNoLog),
-    "library (runtime fetch)": client(`${o.gatewayUrl}/v1`, libFetch),
+    library: client(`${o.gatewayUrl}/v1`, libs.library),
+    "library (inclusion deferred)": client(
+      `${o.gatewayUrl}/v1`,
+      libs["library (inclusion deferred)"],
+    ),
+    "library (no inclusion)": client(`${o.gatewayUrl}/v1`, libs["library (no inclusion)"]),
+    "library (no inclusion, no E2EE)": client(
+      `${o.gatewayUrl}/v1`,
+      libs["library (no inclusion, no E2EE)"],
+    ),
     proxy: client(`${proxy.url}/v1`),
+    "proxy (no inclusion)": client(`${proxyNoLog.url}/v1`),
+  };
+  // Every deferred verdict must arrive (and pass): settled after each batch, outside the timing.
+  const settle = async () => {
+    const late = await libs["library (inclusion deferred)"].settle();
+    if (late.some((v) => !v.ok)) throw new Error("a deferred inclusion check failed");
   };
   const paths = Object.keys(clients) as PathName[];
+  /** Per path: CPU ms of the client side (this process: SDK and library; plus the proxy) and gateway. */
+  const cpu: Record<string, { client: number; gateway: number; n: number }> = {};
+  const pidOf = (p: PathName) =>
+    p === "proxy" ? proxy.pid : p === "proxy (no inclusion)" ? proxyNoLog.pid : null;
   const whole: Record<string, number[]> = {};
   const streamed: Record<string, number[]> = {};
   const body = {
     model: gatewayModel("chat"),
     messages: [{ role: "user" as const, content: "bench the verifying client" }],
   };
-  let ok = 0;
   const one = async (p: PathName, stream: boolean, into: Record<string, number[]> | null) => {
     const t0 = performance.now();
     if (stream) {
@@ -90,33 +119,49 @@ export async function measureVerifyingClient(
         // read to the end: the verdict comes before the final event
       }
     } else await clients[p].chat.completions.create(body);
-    (into ? (into[p] ??= []) : []).push(performance.now() - t0);
     ok++; // a failed request throws (and ends the run)
+    (into ? (into[p] ??= []) : []).push(performance.now() - t0);
   };
   try {
     for (const p of paths) for (let i = 0; i < 3; i++) await one(p, false, null); // attest, connect
+    await settle();
     for (let round = 0; round < o.rounds; round++) {
       o.log(`verifying client round ${round + 1}/${o.rounds}`);
       const order = paths.map((_, i) => paths[(i + round) % paths.length]);
       for (const p of order) {
+        const helper = pidOf(p);
+        const c0 = cpuMs(Deno.pid) + (helper ? cpuMs(helper) : 0);
+        const g0 = cpuMs(o.gatewayPid);
         for (let i = 0; i < BATCH; i++) await one(p, false, whole);
         for (let i = 0; i < BATCH; i++) await one(p, true, streamed);
+        await settle();
+        const acc = cpu[p] ??= { client: 0, gateway: 0, n: 0 };
+        acc.client += cpuMs(Deno.pid) + (helper ? cpuMs(helper) : 0) - c0;
+        acc.gateway += cpuMs(o.gatewayPid) - g0;
+        acc.n += 2 * BATCH;
       }
     }
   } finally {
-    lib.close();
-    libNoLog.close();
-    libFetch.close();
+    for (const f of Object.values(libs)) f.close();
     await proxy.stop();
+    await proxyNoLog.stop();
   }
   const cell = (samples: Record<string, number[]>, q: number) => {
     const base = percentile(samples.plain, q);
     return paths.map((p) => {
       const v = percentile(samples[p], q);
-      return p === "plain" ? `plain ${fmt(v)}` : `${p} ${fmt(v)} (+${fmt(v - base)})`;
+      return p === "plain" ? `plain ${fmt(v)}` : `${p} ${fmt(v)} (${signed(v - base)})`;
     }).join(" · ");
   };
   const n = o.rounds * BATCH;
+  const perReq = (p: string, k: "client" | "gateway") => cpu[p][k] / cpu[p].n;
+  const cpuCell = (k: "client" | "gateway") =>
+    paths.map((p) => {
+      const v = perReq(p, k);
+      return p === "plain"
+        ? `plain ${fmt(v)}`
+        : `${p} ${fmt(v)} (${signed(v - perReq("plain", k))})`;
+    }).join(" · ");
   const rows: Row[] = [
     {
       metric: `Verifying client: chat latency, median ms (c=1, ${n} per path)`,
@@ -126,6 +171,15 @@ export async function measureVerifyingClient(
     {
       metric: `Verifying client: streamed chat to its last event, median ms (${n} per path)`,
       gateway: cell(streamed, 50),
+    },
+    {
+      metric:
+        "Verifying client: client-side CPU per request, ms (the SDK process; the proxy's added)",
+      gateway: cpuCell("client"),
+    },
+    {
+      metric: "Verifying client: gateway CPU per request, ms (receipt and proof lookups)",
+      gateway: cpuCell("gateway"),
     },
   ];
   return { rows, ok };
@@ -137,6 +191,7 @@ if (import.meta.main) {
     try {
       return (await measureVerifyingClient({
         gatewayUrl: gw.url,
+        gatewayPid: gw.pid,
         key: gw.key,
         dir: o.dir,
         cpu: o.serverCpu,

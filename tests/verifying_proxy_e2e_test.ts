@@ -22,6 +22,8 @@ interface ProxyProcess {
   url: string;
   auditPath: string;
   audit(): Promise<Record<string, unknown>[]>;
+  /** SIGTERM, then the audit file as the proxy left it. */
+  halt(): Promise<Record<string, unknown>[]>;
   stop(): Promise<void>;
 }
 
@@ -66,15 +68,23 @@ async function startProxy(
   (async () => {
     while (!(await lines.read()).done) { /* drain */ }
   })().catch(() => {});
+  const audit = async (): Promise<Record<string, unknown>[]> =>
+    (await Deno.readTextFile(auditPath)).trim().split("\n").filter((l) => l).map((l) =>
+      JSON.parse(l)
+    );
   return {
     url,
     auditPath,
-    audit: async () =>
-      (await Deno.readTextFile(auditPath)).trim().split("\n").filter((l) => l).map((l) =>
-        JSON.parse(l)
-      ),
-    async stop() {
+    audit,
+    async halt() {
       child.kill("SIGTERM");
+      await child.status;
+      return await audit();
+    },
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* halted already */ }
       await child.status;
       await Deno.remove(dir, { recursive: true });
     },
@@ -166,6 +176,39 @@ for (const e2ee of ["auto", "off"] as const) {
     }
   });
 }
+
+Deno.test("proxy (inclusion deferred): answers carry log-inclusion-deferred, the inclusion verdicts reach the audit file by shutdown", async () => {
+  const gw = await tlsGateway();
+  const proxy = await startProxy(gw.baseURL, {
+    allow_dev_evidence: true,
+    inclusion: "required",
+    inclusion_verdict: "deferred",
+  });
+  try {
+    const openai = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: gw.apiKey, maxRetries: 0 });
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const chat = await openai.chat.completions.create({
+        model: "demo/echo",
+        messages: [{ role: "user", content: `deferred ${i}` }],
+      }).withResponse();
+      const verified = (chat.response.headers.get("x-aci-verified") ?? "").split(",");
+      assert.ok(verified.includes("log-inclusion-deferred"), verified.join());
+      assert.ok(!verified.includes("log-inclusion"), verified.join());
+      ids.push(chat.response.headers.get("x-receipt-id") ?? "");
+    }
+    // Shutting down waits for the verdicts still due: each answer has its inclusion line.
+    const audit = await proxy.halt();
+    for (const id of ids) {
+      const lines = audit.filter((r) => r.receipt_id === id);
+      assert.deepEqual(lines.map((r) => [r.phase, r.ok]), [["answer", true], ["inclusion", true]]);
+      assert.deepEqual(lines[1].verified, ["log-inclusion"]);
+    }
+  } finally {
+    await proxy.stop();
+    await gw.close();
+  }
+});
 
 Deno.test("proxy: a tampered stream ends with an error event instead of [DONE]; a tampered body is refused", async () => {
   const gw = await startTestGateway();

@@ -13,7 +13,7 @@
  * It refuses a key that is not in the verified keyset, and a successful
  * answer that does not say it was encrypted to this request's key.
  */
-import { randomBytes as nodeRandomBytes } from "node:crypto";
+import { randomBytes } from "./random.ts";
 import { CLEAR_TOOLS_HEADER, clearToolsNonce, usesTools } from "../e2ee/clear_text.ts";
 import { bytesToHex } from "../aci/hex.ts";
 import { allPassed } from "../verify/checks.ts";
@@ -101,7 +101,7 @@ const decoder = new TextDecoder();
 /** Fetch and verify a fresh report, and select the E2EE key to use from its keyset. */
 export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKey> {
   const f = opts.fetch ?? fetch;
-  const random = opts.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
+  const random = opts.randomBytes ?? randomBytes;
   const nonce = bytesToHex(random(32));
   const url = new URL(`${opts.baseURL.replace(/\/+$/, "")}/aci/attestation`);
   url.searchParams.set("nonce", nonce);
@@ -245,7 +245,7 @@ export function e2eeApplied(headers: Headers, algo: E2eeAlgo): boolean {
 // Long as one closure over shared state; each inner function is short.
 export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetch> {
   const base = opts.fetch ?? fetch;
-  const random = opts.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
+  const random = opts.randomBytes ?? randomBytes;
   const now = opts.now ?? Date.now;
   let key = await attestE2eeKey(opts);
   const basePath = new URL(opts.baseURL).pathname.replace(/\/+$/, "");

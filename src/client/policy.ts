@@ -63,6 +63,7 @@ export interface ClientPolicy {
   require_verified_upstream: boolean;
   inclusion: "required" | "when_offered" | "off";
   inclusion_wait_ms: number;
+  inclusion_verdict: "before_answer" | "deferred";
   e2ee: "auto" | "required" | "off";
 }
 
@@ -84,6 +85,12 @@ const policySchema = z.strictObject({
   inclusion: z.enum(["required", "when_offered", "off"]).default("when_offered"),
   /** How long to wait for a receipt to reach a checkpoint (503 log_pending), ms. */
   inclusion_wait_ms: z.number().int().min(0).max(600_000).default(15_000),
+  /**
+   * When the inclusion verdict comes: before the answer is released (default; the answer waits
+   * for the log's next checkpoint), or after it ("deferred": the answer is released once its
+   * receipt verified, the inclusion verdict follows through `onVerdict` and `settle()`).
+   */
+  inclusion_verdict: z.enum(["before_answer", "deferred"]).default("before_answer"),
   /** E2EE v2 where the endpoint supports it: when offered, always (refuse otherwise), or never. */
   e2ee: z.enum(["auto", "required", "off"]).default("auto"),
 });

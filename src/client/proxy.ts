@@ -16,6 +16,8 @@ export interface AuditRecord {
   at: number;
   endpoint: string;
   receipt_id: string | null;
+  /** "inclusion": a deferred log-inclusion verdict, after the answer's own line. */
+  phase: "answer" | "inclusion";
   ok: boolean;
   verified: string[];
   error?: string;
@@ -66,6 +68,8 @@ function errorEvent(endpoint: string, e: AciVerificationError): string {
 
 export interface VerifyingProxy {
   handler(req: Request): Promise<Response>;
+  /** Waits for the deferred inclusion verdicts still due (each is audited as it arrives). */
+  settle(): Promise<void>;
   close(): void;
 }
 
@@ -76,6 +80,7 @@ export function createVerifyingProxy(o: ProxyOptions): VerifyingProxy {
       at: Math.floor(o.now() / 1000),
       endpoint: v.endpoint,
       receipt_id: v.receiptId,
+      phase: v.phase,
       ok: v.ok,
       verified: v.verified,
       ...(v.error
@@ -129,6 +134,7 @@ export function createVerifyingProxy(o: ProxyOptions): VerifyingProxy {
           at: Math.floor(o.now() / 1000),
           endpoint,
           receipt_id: null,
+          phase: "answer",
           ok: false,
           verified: [],
           error: "gateway_unreachable",
@@ -145,5 +151,10 @@ export function createVerifyingProxy(o: ProxyOptions): VerifyingProxy {
       });
     }
   };
-  return { handler, close: () => f.close() };
+  return {
+    handler,
+    // A failed verdict is already in the audit file: settling only waits for the last ones.
+    settle: () => f.settle().then(() => {}, () => {}),
+    close: () => f.close(),
+  };
 }

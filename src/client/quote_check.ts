@@ -10,6 +10,7 @@ import type { QuoteCheck } from "../verify/evidence.ts";
 import { parseSnpReport } from "../verify/sev_snp/report.ts";
 import type { SnpTrust } from "../verify/sev_snp/trust.ts";
 import { verifySnpReport } from "../verify/sev_snp/verify_report.ts";
+import { collateralFromDcapQvlJson } from "../verify/tdx/collateral.ts";
 import {
   type CollateralSource,
   INTEL_PCS_BASE_URL,
@@ -19,8 +20,15 @@ import { tdxQuoteCheck } from "../verify/tdx_quote_check.ts";
 
 /** Where the trust material for hardware quotes comes from. */
 export interface QuoteTrust {
-  /** TDX collateral (default: Intel PCS through `fetch`). */
+  /** TDX collateral (default: `tdxCollateralJson`, else PCS at `pcsBaseUrl` through `fetch`). */
   tdxCollateral?: CollateralSource;
+  /**
+   * TDX collateral supplied as JSON in dcap-qvl's shape (what `task verify --collateral` reads):
+   * the way for a browser, which Intel's PCS may not serve cross-origin.
+   */
+  tdxCollateralJson?: unknown;
+  /** A PCS or PCCS to fetch TDX collateral from (default: Intel's PCS). */
+  pcsBaseUrl?: string;
   /** DER of the root TDX quotes chain to (default: Intel's SGX root CA; tests pin their own). */
   tdxRootCaDer?: Uint8Array;
   /** SEV-SNP: pinned AMD roots (ASK + ARK per product) and a VCEK source; none: SNP fails. */
@@ -29,11 +37,28 @@ export interface QuoteTrust {
   now: () => number;
 }
 
+/** Supplied collateral, whatever FMSPC is asked for (DCAP then checks it is the quote's). */
+function jsonCollateral(json: unknown): CollateralSource {
+  const parsed = collateralFromDcapQvlJson(json);
+  return {
+    get: () =>
+      parsed.ok
+        ? Promise.resolve(parsed.collateral)
+        : Promise.reject(new Error(`supplied TDX collateral: ${parsed.reason}`)),
+  };
+}
+
 /** TDX and SEV-SNP quote verification in one `QuoteCheck`. */
 export function hardwareQuoteCheck(t: QuoteTrust): QuoteCheck {
   const tdx = tdxQuoteCheck({
     source: t.tdxCollateral ??
-      new PcsCollateralSource({ baseUrl: INTEL_PCS_BASE_URL, fetch: t.fetch, now: t.now }),
+      (t.tdxCollateralJson !== undefined
+        ? jsonCollateral(t.tdxCollateralJson)
+        : new PcsCollateralSource({
+          baseUrl: t.pcsBaseUrl ?? INTEL_PCS_BASE_URL,
+          fetch: t.fetch,
+          now: t.now,
+        })),
     now: t.now,
     rootCaDer: t.tdxRootCaDer,
   });

@@ -6,7 +6,6 @@
  * answer is returned only once its receipt verified (streams: before their
  * final event). Any failure is an {@link AciVerificationError}.
  */
-import { randomBytes as nodeRandomBytes } from "node:crypto";
 import { allPassed, type Check, check } from "../verify/checks.ts";
 import type { QuoteCheck } from "../verify/evidence.ts";
 import { isRecord } from "../verify/json_shape.ts";
@@ -15,11 +14,12 @@ import { E2EE_ENDPOINTS, type E2eeEndpoint } from "../e2ee/fields.ts";
 import { attest, type AttestedGateway } from "./attest.ts";
 import { e2eeApplied, openResponse, type SealedRequest, sealRequestBody } from "./e2ee.ts";
 import { AciVerificationError, failedText } from "./errors.ts";
-import { fetchInclusionProof, inclusionCheck } from "./inclusion.ts";
+import { CheckpointCache, fetchInclusionProof, inclusionCheck } from "./inclusion.ts";
 import { type ClientPolicy, type ClientPolicyInput, parsePolicy } from "./policy.ts";
 import { hardwareQuoteCheck, type QuoteTrust } from "./quote_check.ts";
 import { verifiedStream } from "./stream.ts";
 import { fetchTransport, type Transport } from "./transport.ts";
+import { randomBytes } from "./random.ts";
 
 export interface VerifyingFetchOptions {
   /** The gateway's API base, e.g. `https://gateway.example/v1`. */
@@ -46,10 +46,12 @@ export interface VerifyingFetchOptions {
   sleep?: (ms: number) => Promise<void>;
 }
 
-/** What was verified for one answer. */
+/** What was verified for one answer (or, with a deferred inclusion verdict, for its log entry). */
 export interface Verdict {
   endpoint: string;
   receiptId: string | null;
+  /** "inclusion": the deferred log-inclusion verdict of an answer already delivered. */
+  phase: "answer" | "inclusion";
   ok: boolean;
   /** Short names of the checks that passed (the `x-aci-verified` value). */
   verified: string[];
@@ -64,6 +66,17 @@ export type VerifyingFetch =
     attest(): Promise<AttestedGateway>;
     /** The current attestation, if any. */
     current(): AttestedGateway | null;
+    /**
+     * Waits for every deferred inclusion check started so far (policy `inclusion_verdict:
+     * "deferred"`): resolves with their verdicts, or rejects with the first failure's
+     * {@link AciVerificationError} (`inclusion_failed`). Nothing deferred: resolves at once.
+     */
+    settle(): Promise<Verdict[]>;
+    /**
+     * Whether each connection's TLS key is checked against the attested keyset
+     * (false in a browser, whose fetch hides the peer certificate: E2EE is then required).
+     */
+    readonly tlsPinning: boolean;
     close(): void;
   };
 
@@ -77,6 +90,9 @@ const RECEIPTED = new Set([
 ]);
 
 const AUTH_HEADERS = ["authorization", "x-api-key", "api-key"];
+
+/** Deferred inclusion checks in flight at most (each holds one receipt and its poll). */
+const MAX_DEFERRED = 256;
 
 /** Whether a 400 says the E2EE key is not (any longer) the gateway's. */
 async function keyMismatch(res: Response): Promise<boolean> {
@@ -129,7 +145,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   const policy: ClientPolicy = parsePolicy(o.policy ?? {});
   const transport = o.transport ?? fetchTransport();
   const now = o.now ?? Date.now;
-  const random = o.randomBytes ?? ((n: number) => new Uint8Array(nodeRandomBytes(n)));
+  const random = o.randomBytes ?? randomBytes;
   const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const quoteCheck = o.quoteCheck ?? hardwareQuoteCheck({
     fetch: o.quoteTrust?.fetch ?? ((i, x) => fetch(i, x)),
@@ -140,6 +156,10 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   const e2eeMode = transport.pinning || base.protocol === "http:" ? policy.e2ee : "required";
 
   let current: AttestedGateway | null = null;
+  const checkpoints = new CheckpointCache();
+  /** Deferred inclusion checks in flight (bounded: past the bound an answer waits, as by default). */
+  const deferred = new Set<Promise<Verdict>>();
+  let settled: Verdict[] = [];
   const byDigest = new Map<string, AttestedGateway>();
   let inflight: Promise<AttestedGateway> | null = null;
 
@@ -178,15 +198,17 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   };
 
   const pinNote = (a: AttestedGateway): Check => {
-    if (base.protocol === "http:") {
-      return check("tls.pin", true, "plain http on loopback: no TLS to pin");
-    }
     if (!transport.pinning) {
       return check(
         "tls.pin",
         true,
-        "TLS pinning is impossible in this runtime (browser fetch): relying on E2EE",
+        `TLS pinning is impossible in this runtime (browser fetch hides the peer certificate): ${
+          base.protocol === "http:" ? "plain http on loopback" : "relying on E2EE"
+        }`,
       );
+    }
+    if (base.protocol === "http:") {
+      return check("tls.pin", true, "plain http on loopback: no TLS to pin");
     }
     return check(
       "tls.pin",
@@ -210,13 +232,15 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
 
   const checkReceipt = async (
     receiptId: string,
+    endpoint: string,
     auth: Headers,
     requestBytes: Uint8Array,
     responseBytes: Uint8Array,
   ): Promise<Check[]> => {
     const url = new URL(`${baseURL}/aci/receipts/${encodeURIComponent(receiptId)}`);
+    const defer = policy.inclusion_verdict === "deferred" && deferred.size < MAX_DEFERRED;
     // The proof is fetched alongside the receipt (one round trip less); checked after it.
-    const proof = policy.inclusion === "off" || current?.logKey == null
+    const proof = policy.inclusion === "off" || current?.logKey == null || defer
       ? null
       : fetchInclusionProof(receiptId, {
         baseURL,
@@ -263,16 +287,35 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       }
       return checks;
     }
-    const fetched = await (proof ?? fetchInclusionProof(receiptId, {
-      baseURL,
-      transport,
-      tlsCheck,
-      auth,
-      waitMs: policy.inclusion_wait_ms,
-      now,
-      sleep,
-    }));
-    const inc = "proof" in fetched ? inclusionCheck(receipt, fetched.proof, a.logKey) : fetched;
+    const logKey = a.logKey;
+    const included = async (): Promise<Check> => {
+      const fetched = await (proof ?? fetchInclusionProof(receiptId, {
+        baseURL,
+        transport,
+        tlsCheck,
+        auth,
+        waitMs: policy.inclusion_wait_ms,
+        now,
+        sleep,
+        patient: defer,
+      }));
+      return "proof" in fetched
+        ? inclusionCheck(receipt, fetched.proof, logKey, checkpoints)
+        : fetched;
+    };
+    if (defer) {
+      deferInclusion(receiptId, endpoint, included);
+      return [
+        ...checks,
+        check(
+          "receipt.log_inclusion_deferred",
+          true,
+          "inclusion is checked after the answer (inclusion_verdict: deferred): its verdict " +
+            "follows through onVerdict and settle()",
+        ),
+      ];
+    }
+    const inc = await included();
     if (!inc.ok) {
       throw new AciVerificationError("inclusion_failed", inc.detail, {
         checks: [...checks, inc],
@@ -280,6 +323,52 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       });
     }
     return [...checks, inc];
+  };
+
+  /** Runs an answer's inclusion check after its release; the verdict goes to onVerdict and settle(). */
+  const deferInclusion = (receiptId: string, endpoint: string, included: () => Promise<Check>) => {
+    const job = included().catch((e): Check =>
+      check("receipt.log_inclusion", false, e instanceof Error ? e.message : String(e))
+    ).then((inc): Verdict => {
+      const v: Verdict = inc.ok
+        ? {
+          endpoint,
+          receiptId,
+          phase: "inclusion",
+          ok: true,
+          verified: ["log-inclusion"],
+          checks: [inc],
+        }
+        : {
+          endpoint,
+          receiptId,
+          phase: "inclusion",
+          ok: false,
+          verified: [],
+          checks: [inc],
+          error: new AciVerificationError("inclusion_failed", inc.detail, {
+            checks: [inc],
+            receiptId,
+          }),
+        };
+      try {
+        o.onVerdict?.(v);
+      } finally {
+        deferred.delete(job);
+        settled.push(v);
+      }
+      return v;
+    });
+    deferred.add(job);
+  };
+
+  const settle = async (): Promise<Verdict[]> => {
+    await Promise.all([...deferred]);
+    const done = settled;
+    settled = [];
+    const failed = done.find((v) => !v.ok);
+    if (failed) throw failed.error;
+    return done;
   };
 
   const shortNames = (checks: Check[], a: AttestedGateway, e2ee: boolean): string[] => {
@@ -295,6 +384,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       names.push("upstream-verified");
     }
     if (has("receipt.log_inclusion")) names.push("log-inclusion");
+    if (has("receipt.log_inclusion_deferred")) names.push("log-inclusion-deferred");
     return names;
   };
 
@@ -387,11 +477,12 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       const checks = [
         ...a.checks,
         pinNote(a),
-        ...await checkReceipt(receiptId, auth, requestBytes, responseBytes),
+        ...await checkReceipt(receiptId, path, auth, requestBytes, responseBytes),
       ];
       const verdict: Verdict = {
         endpoint: path,
         receiptId,
+        phase: "answer",
         ok: true,
         verified: shortNames(checks, a, e2ee),
         checks,
@@ -409,6 +500,7 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       o.onVerdict?.({
         endpoint: path,
         receiptId,
+        phase: "answer",
         ok: false,
         verified: [],
         checks: [...err.checks],
@@ -467,6 +559,8 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
   return Object.assign(verifyingFetch, {
     attest: () => attested(),
     current: () => current,
+    tlsPinning: transport.pinning,
+    settle,
     close: () => transport.close(),
   });
 }

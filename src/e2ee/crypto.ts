@@ -7,11 +7,12 @@
  * Shared by the gateway, the client module and the verifier; pure apart from
  * the entropy it is handed.
  */
-import { createCipheriv, createDecipheriv, hkdfSync } from "node:crypto";
-import { Buffer } from "node:buffer";
+import { gcmOpen, gcmSeal, hkdfAesKey } from "./aead.ts";
+import { x25519PublicKey, x25519SharedSecret } from "./x25519.ts";
 import { x25519 } from "@noble/curves/ed25519.js";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
 import { bytesToHex, hexToBytes } from "../aci/hex.ts";
+import { concatBytes } from "../aci/bytes.ts";
 import { jcsBytes } from "../aci/jcs.ts";
 
 export const E2EE_VERSION = "2";
@@ -64,7 +65,7 @@ export function generateKeyPair(
 ): { secretKey: Uint8Array; publicKey: Uint8Array } {
   if (algo === X25519_ALGO) {
     const sk = secretKey ?? x25519.utils.randomSecretKey();
-    return { secretKey: sk, publicKey: x25519.getPublicKey(sk) };
+    return { secretKey: sk, publicKey: x25519PublicKey(sk) };
   }
   const sk = secretKey ?? secp256k1.utils.randomSecretKey();
   return { secretKey: sk, publicKey: secp256k1.getPublicKey(sk, false) };
@@ -72,13 +73,12 @@ export function generateKeyPair(
 
 /** The raw ECDH shared secret: X25519 output, or the x coordinate of the secp256k1 point. */
 function sharedSecret(algo: E2eeAlgo, secretKey: Uint8Array, publicKey: Uint8Array): Uint8Array {
-  if (algo === X25519_ALGO) return x25519.getSharedSecret(secretKey, publicKey);
+  if (algo === X25519_ALGO) return x25519SharedSecret(secretKey, publicKey);
   return secp256k1.getSharedSecret(secretKey, publicKey, true).subarray(1);
 }
 
-function aesKey(algo: E2eeAlgo, shared: Uint8Array): Buffer {
-  // No salt (RFC 5869: HashLen zero bytes, which an empty salt equals).
-  return Buffer.from(hkdfSync("sha256", shared, new Uint8Array(0), HKDF_INFO[algo], 32));
+function aesKey(algo: E2eeAlgo, shared: Uint8Array): Uint8Array {
+  return hkdfAesKey(shared, HKDF_INFO[algo]);
 }
 
 const P25519 = 2n ** 255n - 19n;
@@ -117,10 +117,8 @@ export function encryptField(
   const eph = generateKeyPair(algo, ephemeralSecret(algo, randomBytes));
   const key = aesKey(algo, sharedSecret(algo, eph.secretKey, hexToBytes(recipientHex)));
   const iv = randomBytes(NONCE_LEN);
-  const cipher = createCipheriv("aes-256-gcm", key, iv);
-  cipher.setAAD(aad);
-  const body = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
-  return bytesToHex(Buffer.concat([eph.publicKey, iv, body]));
+  const body = gcmSeal(key, iv, plaintext, aad);
+  return bytesToHex(concatBytes([eph.publicKey, iv, body]));
 }
 
 function ephemeralSecret(algo: E2eeAlgo, randomBytes: (n: number) => Uint8Array): Uint8Array {
@@ -149,14 +147,7 @@ export function decryptField(
     const e = EPHEMERAL_LEN[algo];
     if (blob.length < e + NONCE_LEN + TAG_LEN) return null;
     const key = aesKey(algo, sharedSecret(algo, secretKey, blob.subarray(0, e)));
-    const decipher = createDecipheriv("aes-256-gcm", key, blob.subarray(e, e + NONCE_LEN));
-    decipher.setAAD(aad);
-    decipher.setAuthTag(blob.subarray(blob.length - TAG_LEN));
-    const out = Buffer.concat([
-      decipher.update(blob.subarray(e + NONCE_LEN, blob.length - TAG_LEN)),
-      decipher.final(),
-    ]);
-    return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+    return gcmOpen(key, blob.subarray(e, e + NONCE_LEN), blob.subarray(e + NONCE_LEN), aad);
   } catch {
     return null;
   }

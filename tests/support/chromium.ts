@@ -17,11 +17,12 @@ export function chromiumPath(): string {
   );
 }
 
-export function launchChromium(): Promise<Browser> {
+/** `extraArgs`: more Chromium switches (e.g. trusting one test server's key). */
+export function launchChromium(extraArgs: string[] = []): Promise<Browser> {
   return puppeteer.launch({
     executablePath: chromiumPath(),
     headless: true,
     // Root in CI containers: Chromium's sandbox needs user namespaces it may not have.
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", ...extraArgs],
   });
 }

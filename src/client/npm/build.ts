@@ -1,10 +1,13 @@
 /**
  * `deno task client-npm`: builds the verifying client as an npm package,
  * `dist/npm/` (one ESM file with its npm dependencies bundled in, so it
- * installs offline, and one declaration file) and its tarball
+ * installs offline, and one declaration file; the same pair for browsers,
+ * `browser.js`, under the `browser` condition and `./browser`) and its tarball
  * `dist/aci-verifying-client-<version>.tgz` (`npm pack`). A build script, run
  * by hand or by the Node test; not part of the gateway.
  */
+import { bundleBrowserClient } from "../browser/build.ts";
+
 const ROOT = new URL("../../../", import.meta.url).pathname;
 const OUT = `${ROOT}dist/npm`;
 const VERSION = "0.1.0";
@@ -14,7 +17,7 @@ const PRIVATE_TYPES: Record<string, string> = {
   QuoteCheck:
     "type QuoteCheck = (quote: Uint8Array, expectedSlot: Uint8Array, teeType: string) => Check | Promise<Check>;",
   QuoteTrust:
-    "interface QuoteTrust { tdxCollateral?: unknown; snp?: unknown; fetch: typeof fetch; now: () => number }",
+    "interface QuoteTrust { tdxCollateral?: unknown; tdxCollateralJson?: unknown; pcsBaseUrl?: string; tdxRootCaDer?: Uint8Array; snp?: unknown; fetch: typeof fetch; now: () => number }",
   AttestedKey:
     "interface AttestedKey { key_id: string; algo: string; public_key: string; keysetDigest: string }",
 };
@@ -60,6 +63,10 @@ if (import.meta.main) {
   ]);
   const dts = await Deno.readTextFile(`${OUT}/index.d.ts`);
   await Deno.writeTextFile(`${OUT}/index.d.ts`, fixDeclarations(dts));
+  // Browsers (bundlers honour the `browser` condition): the build without node: modules.
+  const browser = await bundleBrowserClient({ declaration: true });
+  await Deno.writeTextFile(`${OUT}/browser.js`, browser.js);
+  await Deno.writeTextFile(`${OUT}/browser.d.ts`, fixDeclarations(browser.dts!));
   await Deno.writeTextFile(
     `${OUT}/package.json`,
     JSON.stringify(
@@ -71,10 +78,17 @@ if (import.meta.main) {
         type: "module",
         main: "./index.js",
         types: "./index.d.ts",
-        exports: { ".": { types: "./index.d.ts", import: "./index.js" } },
+        exports: {
+          ".": {
+            browser: { types: "./browser.d.ts", import: "./browser.js" },
+            types: "./index.d.ts",
+            import: "./index.js",
+          },
+          "./browser": { types: "./browser.d.ts", import: "./browser.js" },
+        },
         engines: { node: ">=20" },
         license: "Apache-2.0",
-        files: ["index.js", "index.d.ts", "README.md"],
+        files: ["index.js", "index.d.ts", "browser.js", "browser.d.ts", "README.md"],
       },
       null,
       2,
@@ -90,6 +104,10 @@ if (import.meta.main) {
       'import { verifyingFetch } from "aci-verifying-client";',
       "const client = new OpenAI({ baseURL, apiKey, fetch: verifyingFetch({ baseURL, policy }) });",
       "```",
+      "",
+      "In a browser (the `browser` condition, or `aci-verifying-client/browser`) the same call works",
+      "without TLS pinning, which a page cannot do: E2EE is then required; pass",
+      "`dangerouslyAllowBrowser: true` to the SDK.",
       "",
       'See the gateway\'s README, "Verify automatically".',
       "",

@@ -6,10 +6,11 @@
  */
 import "reflect-metadata";
 import type { X509Certificate, X509Crl } from "@peculiar/x509";
-import { createHash } from "node:crypto";
 import { isRevoked, verifyCrl } from "../x509/crl.ts";
 import { parseCertificate, verifyCertChain } from "../x509/cert_chain.ts";
 import { bytesEqual } from "../../aci/hex.ts";
+import { concatBytes } from "../../aci/bytes.ts";
+import { sha256 } from "../../aci/digest.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { errorText } from "../x509/verify_result.ts";
 import type { TdxCollateral } from "./collateral.ts";
@@ -101,9 +102,9 @@ export async function verifyQuoteSignature(q: TdxQuote): Promise<boolean> {
 
 /** Step 3 binding: `qe_report.report_data = sha256(attestation_key ‖ qe_auth_data) ‖ 32 zero bytes`. */
 export function qeReportBindsAttestationKey(q: TdxQuote): boolean {
-  const h = createHash("sha256").update(q.attestationKey).update(q.qeAuthData).digest();
+  const h = sha256(concatBytes([q.attestationKey, q.qeAuthData]));
   const rd = q.qeReport.reportData;
-  return bytesEqual(rd.subarray(0, 32), new Uint8Array(h)) && rd.subarray(32).every((b) => b === 0);
+  return bytesEqual(rd.subarray(0, 32), h) && rd.subarray(32).every((b) => b === 0);
 }
 
 function checkHeader(q: TdxQuote): string | null {
