@@ -23,8 +23,11 @@ import {
   bundleKey,
   bundlePrefixLength,
   COSIGNED_KEY,
+  encodeQueued,
+  findLeafRef,
   type Head,
   HEAD_KEY,
+  leafAtPrefix,
   leafKey,
   PENDING_PREFIX,
   subtreeReader,
@@ -37,8 +40,12 @@ export type { Head } from "./tiles.ts";
 
 export interface TransparencyLog {
   readonly origin: string;
-  /** The pending-entry write to commit with whatever the entry records (a receipt). */
-  pendingWrite(entry: Uint8Array): KvWrite;
+  /**
+   * The pending-entry write to commit with whatever the entry records. With the
+   * second it was made in (a receipt's `served_at`), its leaf index is kept in
+   * that second's shared rows and found again by `leafIndex(entry, second)`.
+   */
+  pendingWrite(entry: Uint8Array, second?: number): KvWrite;
   /** Queues an entry on its own (sessions, keysets), unless the log already holds it. */
   enqueue(entry: Uint8Array): Promise<void>;
   /** Told that pending entries were committed: sequence them now. */
@@ -49,8 +56,8 @@ export interface TransparencyLog {
   head(): Promise<Head | null>;
   /** A tile's or bundle's bytes for a signed tree size; null when it does not exist. */
   tile(ref: TileRef, entries: boolean): Promise<Uint8Array | null>;
-  /** The leaf index of an entry, null when it is not (yet) in the log. */
-  leafIndex(entry: Uint8Array): Promise<number | null>;
+  /** The leaf index of an entry (queued with `second`, if it was), null when not (yet) logged. */
+  leafIndex(entry: Uint8Array, second?: number): Promise<number | null>;
   inclusion(index: number, size: number): Promise<Uint8Array[]>;
   consistency(from: number, to: number): Promise<Uint8Array[]>;
   /** Resolves once every entry pending now is in the tree (and its cosigning attempted). */
@@ -120,12 +127,10 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       sequencer.kick();
     }, o.batchMs);
   };
+  // Unique across replicas by a random part drawn once, within this one by a counter.
+  const self = bytesToHex(o.randomBytes(8));
   let seq = 0;
-  const pendingKey = (): Deno.KvKey => [
-    ...PENDING_PREFIX,
-    o.now(),
-    bytesToHex(o.randomBytes(6)) + (seq++ % 1_000_000).toString(36),
-  ];
+  const pendingKey = (): Deno.KvKey => [...PENDING_PREFIX, o.now(), self + (seq++).toString(36)];
 
   const checkpoint = async (): Promise<Head | null> => {
     if (witnesses === null) return (await kv.get<Head>(HEAD_KEY)).value;
@@ -141,7 +146,11 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   return {
     origin: o.origin,
     // A frame: the entries of one group commit share one pending row (store/kv_writes.ts).
-    pendingWrite: (entry) => ({ op: "frame", key: pendingKey(), value: entry }),
+    pendingWrite: (entry, second) => ({
+      op: "frame",
+      key: pendingKey(),
+      value: encodeQueued(entry, second),
+    }),
     async enqueue(entry) {
       const known = await kv.get(leafKey(bytesToHex(leafHash(entry))));
       if (known.value !== null) return;
@@ -165,8 +174,17 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       if (bytes === null || bytes.length < ref.width * 32) return null;
       return bytes.slice(0, ref.width * 32);
     },
-    async leafIndex(entry) {
-      return (await kv.get<number>(leafKey(bytesToHex(leafHash(entry))))).value;
+    async leafIndex(entry, second) {
+      const hash = leafHash(entry);
+      if (second !== undefined) {
+        // One row per append that took entries of that second: a few rows, scanned.
+        for await (const e of kv.list<Uint8Array>({ prefix: leafAtPrefix(second) })) {
+          const index = findLeafRef(e.value, hash);
+          if (index !== null) return index;
+        }
+      }
+      // Entries queued without a second (sessions, keysets, receipts from before the rows).
+      return (await kv.get<number>(leafKey(bytesToHex(hash)))).value;
     },
     inclusion: (index, size) => inclusionProof(subtreeReader(tile), index, size),
     consistency: (from, to) => consistencyProof(subtreeReader(tile), from, to),
