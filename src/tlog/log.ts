@@ -7,8 +7,10 @@
  * gathered after each append (witnesses.ts).
  */
 import { bytesToHex } from "../aci/hex.ts";
+import { checkpointBody } from "../aci/note.ts";
 import {
   consistencyProof,
+  emptyRoot,
   inclusionProof,
   leafHash,
   TILE_WIDTH,
@@ -50,7 +52,10 @@ export interface TransparencyLog {
   enqueue(entry: Uint8Array): Promise<void>;
   /** Told that pending entries were committed: sequence them now. */
   kick(): void;
-  /** The checkpoint served (the latest, or the latest with enough cosignatures); null: none yet. */
+  /**
+   * The checkpoint served: the latest, or the latest with enough cosignatures
+   * (null while none has them); before the first append, the signed size-0 one.
+   */
   checkpoint(): Promise<Head | null>;
   /** The latest signed tree head (ahead of the served checkpoint while cosignatures are awaited). */
   head(): Promise<Head | null>;
@@ -132,12 +137,27 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   let seq = 0;
   const pendingKey = (): Deno.KvKey => [...PENDING_PREFIX, o.now(), self + (seq++).toString(36)];
 
+  // The empty tree's checkpoint (C2SP tlog-checkpoint: size 0, root SHA-256 of ""), signed by
+  // the current key; re-signed at most once a second (keys rotate, the public endpoint is cheap).
+  let empty: { at: number; head: Head } | null = null;
+  const emptyHead = (): Head => {
+    const at = o.now();
+    if (empty === null || at - empty.at >= 1000 || at < empty.at) {
+      const root = emptyRoot();
+      const body = checkpointBody(o.origin, 0, root);
+      empty = { at, head: { size: 0, root, checkpoint: body + "\n" + o.sign(body) } };
+    }
+    return empty.head;
+  };
+
   const checkpoint = async (): Promise<Head | null> => {
-    if (witnesses === null) return (await kv.get<Head>(HEAD_KEY)).value;
+    if (witnesses === null) return (await kv.get<Head>(HEAD_KEY)).value ?? emptyHead();
     const [head, cosigned] = await kv.getMany<[Head, Head]>([HEAD_KEY, COSIGNED_KEY]);
+    // Nothing appended yet: the empty tree commits to nothing, so there is nothing to cosign.
+    if (head.value === null) return emptyHead();
     if (o.requiredCosignatures > 0) return cosigned.value;
     // Without a quorum required, the latest head, with its cosignatures once they came.
-    if (cosigned.value && head.value && cosigned.value.size === head.value.size) {
+    if (cosigned.value && cosigned.value.size === head.value.size) {
       return cosigned.value;
     }
     return head.value;
