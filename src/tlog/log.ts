@@ -123,7 +123,20 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     onError: (e) =>
       o.log({ level: "error", msg: "transparency log append failed", error: String(e) }),
   });
-  const sweep = setInterval(() => sequencer.kick(), o.sweepIntervalMs);
+  // The sweep is for entries no live replica's batch timer will sequence (their replica
+  // stopped between commit and append): only rows older than one sweep interval wake it, so
+  // it never cuts a batch short with fresh rows.
+  const sweepStale = async () => {
+    const end: Deno.KvKey = [...PENDING_PREFIX, o.now() - o.sweepIntervalMs];
+    for await (const _ of kv.list({ prefix: PENDING_PREFIX, end }, { limit: 1 })) {
+      sequencer.kick();
+    }
+  };
+  const sweep = setInterval(() => {
+    sweepStale().catch((e) =>
+      o.log({ level: "error", msg: "transparency log sweep failed", error: String(e) })
+    );
+  }, o.sweepIntervalMs);
   let batch: ReturnType<typeof setTimeout> | null = null;
   const kickSoon = () => {
     if (batch !== null) return;

@@ -106,14 +106,18 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       const next = base.clone();
       // The same entry twice in one batch (a session stored by two replicas) is logged once;
       // across batches, enqueue (log.ts) skips entries already in the log.
+      // (Receipts, queued with their second, are unique by construction: their digests
+      // cover their own receipt ids.)
       const seen = new Set<string>();
       const fresh: Queued[] = [];
       const hashes: Uint8Array[] = [];
       for (const q of queued) {
         const h = leafHash(q.entry);
-        const hex = bytesToHex(h);
-        if (seen.has(hex)) continue;
-        seen.add(hex);
+        if (q.second === null) {
+          const hex = bytesToHex(h);
+          if (seen.has(hex)) continue;
+          seen.add(hex);
+        }
         fresh.push(q);
         hashes.push(h);
       }
