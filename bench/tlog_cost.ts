@@ -3,10 +3,11 @@
  * same mock upstream, one logging every receipt (the default) and one started
  * with `GATEWAY_TLOG=off`, measured in alternation with `task bench`'s closed
  * loop; the row reports the gateway process's CPU per answered request with
- * and without (target: the log adds at most 5%). While the logging gateway is
- * under that load, a sampler measures the delay from a response's release
- * (its last byte at the client) to its inclusion in a signed checkpoint (the
- * inclusion endpoint answering 200), p50 and p99. `task bench` adds the rows;
+ * and without (target: the log adds at most 5%). Then, in a phase of its own
+ * (its polls would otherwise count as log CPU), with the logging gateway
+ * under the same load, a sampler measures the delay from a response's
+ * release (its last byte at the client) to its inclusion in a signed
+ * checkpoint (the inclusion endpoint answering 200), p50 and p99. `task bench` adds the rows;
  * alone, for a quick check:
  *
  *   deno run -A bench/tlog_cost.ts [--rounds N] [--seconds S]
@@ -56,7 +57,11 @@ async function sampleInclusion(
   }
 }
 
+/** The 1-minute load average now (the machine is shared: say how busy it was). */
+const loadAvg = () => Deno.readTextFileSync("/proc/loadavg").split(" ")[0];
+
 export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
+  const load0 = loadAvg();
   const cpuUs = { on: [] as number[], off: [] as number[] };
   const rps = { on: [] as number[], off: [] as number[] };
   const delays: number[] = [];
@@ -83,32 +88,34 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
       model: gatewayModel,
     });
     try {
-      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
-      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
+      // Warm both (JIT, KV pages) before anything is recorded.
+      const warm = o.warmSeconds ?? 2;
+      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: warm });
+      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: warm });
       for (let r = 0; r < 2 && cpuUs.on.length < o.rounds; r++) {
         const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
         for (const which of order) {
           const g = which === "on" ? on : off;
-          let done = false;
-          const sampler = which === "on"
-            ? sampleInclusion(g.url, g.key, () => done, delays)
-            : Promise.resolve();
           const cpu0 = cpuMs(g.pid);
           const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
           const cpu = cpuMs(g.pid) - cpu0;
-          done = true;
-          await sampler;
           rps[which].push(res.ok / res.seconds);
           cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
         }
         o.log(
           `tlog pair ${pair + 1} round ${r + 1}: gateway CPU with log ${
             fmt(cpuUs.on.at(-1)!, 1)
-          } µs/req, without ${
-            fmt(cpuUs.off.at(-1)!, 1)
-          } µs/req; ${delays.length} inclusion samples`,
+          } µs/req, without ${fmt(cpuUs.off.at(-1)!, 1)} µs/req`,
         );
       }
+      // The inclusion delay under the same load, in a phase of its own: the sampler's polls
+      // are requests the closed loop does not count, so they must not be in a CPU round.
+      let done = false;
+      const sampler = sampleInclusion(on.url, on.key, () => done, delays);
+      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: o.seconds });
+      done = true;
+      await sampler;
+      o.log(`tlog pair ${pair + 1}: ${delays.length} inclusion samples`);
     } finally {
       await on.stop();
       await off.stop();
@@ -128,7 +135,7 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
         `rounds ${fmt(sorted[0], 2)} to ${fmt(sorted.at(-1)!, 2)} %; ${
           fmt(median(rps.on), 0)
         } vs ` +
-        `${fmt(median(rps.off), 0)} rps)`,
+        `${fmt(median(rps.off), 0)} rps; load average ${load0} → ${loadAvg()})`,
       gateway: `${fmt(cost, 2)} %`,
       target: `≤ ${TARGET_PCT} %`,
       verdict: atMost(cost, TARGET_PCT, "%"),

@@ -92,7 +92,7 @@ export async function receiptLeaf(
     }
     throw e;
   }
-  const index = await ctx.tlog.leafIndex(receiptEntry(jcs(receipt)));
+  const index = await ctx.tlog.leafIndex(receiptEntry(jcs(receipt)), receipt.served_at);
   if (index === null) throw pending("the receipt is not in the log yet");
   return { receipt, index };
 }

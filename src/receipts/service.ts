@@ -65,7 +65,7 @@ export function createReceiptService(
     refusals?: RefusalPolicy & { write: (ops: KvWrite[]) => Promise<void> };
     onError?: (e: unknown) => void;
     /** The transparency log: every stored receipt's digest is queued in the receipt's own commit. */
-    log?: { pendingWrite(entry: Uint8Array): KvWrite };
+    log?: { pendingWrite(entry: Uint8Array, second?: number): KvWrite };
   },
 ): ReceiptService {
   const defaultExpireIn = opts.retentionDays * 86_400_000;
@@ -90,6 +90,7 @@ export function createReceiptService(
   };
   const persist = (draft: ReceiptDraft, expireIn: number): KvWrite[] => {
     const { keys, digest } = opts.identity.current();
+    const servedAt = Math.floor(opts.now() / 1000);
     const signed = signReceiptJcs({
       api_version: "aci/1",
       receipt_id: draft.receiptId,
@@ -98,7 +99,7 @@ export function createReceiptService(
       workload_keyset_digest: digest,
       endpoint: draft.endpoint,
       method: draft.method,
-      served_at: Math.floor(opts.now() / 1000),
+      served_at: servedAt,
       // Events are hashes and metadata only (see ReceiptRecorder).
       event_log: draft.events,
     }, keys);
@@ -115,7 +116,8 @@ export function createReceiptService(
       value,
       expireIn,
     }];
-    if (opts.log) writes.push(opts.log.pendingWrite(receiptEntry(signed.jcs)));
+    // With its served_at: the receipt's leaf index is found from the receipt alone.
+    if (opts.log) writes.push(opts.log.pendingWrite(receiptEntry(signed.jcs), servedAt));
     if (draft.chatId !== null) {
       writes.push({
         op: "set",

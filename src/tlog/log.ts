@@ -7,8 +7,10 @@
  * gathered after each append (witnesses.ts).
  */
 import { bytesToHex } from "../aci/hex.ts";
+import { checkpointBody } from "../aci/note.ts";
 import {
   consistencyProof,
+  emptyRoot,
   inclusionProof,
   leafHash,
   TILE_WIDTH,
@@ -23,8 +25,11 @@ import {
   bundleKey,
   bundlePrefixLength,
   COSIGNED_KEY,
+  encodeQueued,
+  findLeafRef,
   type Head,
   HEAD_KEY,
+  leafAtPrefix,
   leafKey,
   PENDING_PREFIX,
   subtreeReader,
@@ -37,20 +42,27 @@ export type { Head } from "./tiles.ts";
 
 export interface TransparencyLog {
   readonly origin: string;
-  /** The pending-entry write to commit with whatever the entry records (a receipt). */
-  pendingWrite(entry: Uint8Array): KvWrite;
+  /**
+   * The pending-entry write to commit with whatever the entry records. With the
+   * second it was made in (a receipt's `served_at`), its leaf index is kept in
+   * that second's shared rows and found again by `leafIndex(entry, second)`.
+   */
+  pendingWrite(entry: Uint8Array, second?: number): KvWrite;
   /** Queues an entry on its own (sessions, keysets), unless the log already holds it. */
   enqueue(entry: Uint8Array): Promise<void>;
   /** Told that pending entries were committed: sequence them now. */
   kick(): void;
-  /** The checkpoint served (the latest, or the latest with enough cosignatures); null: none yet. */
+  /**
+   * The checkpoint served: the latest, or the latest with enough cosignatures
+   * (null while none has them); before the first append, the signed size-0 one.
+   */
   checkpoint(): Promise<Head | null>;
   /** The latest signed tree head (ahead of the served checkpoint while cosignatures are awaited). */
   head(): Promise<Head | null>;
   /** A tile's or bundle's bytes for a signed tree size; null when it does not exist. */
   tile(ref: TileRef, entries: boolean): Promise<Uint8Array | null>;
-  /** The leaf index of an entry, null when it is not (yet) in the log. */
-  leafIndex(entry: Uint8Array): Promise<number | null>;
+  /** The leaf index of an entry (queued with `second`, if it was), null when not (yet) logged. */
+  leafIndex(entry: Uint8Array, second?: number): Promise<number | null>;
   inclusion(index: number, size: number): Promise<Uint8Array[]>;
   consistency(from: number, to: number): Promise<Uint8Array[]>;
   /** Resolves once every entry pending now is in the tree (and its cosigning attempted). */
@@ -114,7 +126,20 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     onError: (e) =>
       o.log({ level: "error", msg: "transparency log append failed", error: String(e) }),
   });
-  const sweep = setInterval(() => sequencer.kick(), o.sweepIntervalMs);
+  // The sweep is for entries no live replica's batch timer will sequence (their replica
+  // stopped between commit and append): only rows older than one sweep interval wake it, so
+  // it never cuts a batch short with fresh rows.
+  const sweepStale = async () => {
+    const end: Deno.KvKey = [...PENDING_PREFIX, o.now() - o.sweepIntervalMs];
+    for await (const _ of kv.list({ prefix: PENDING_PREFIX, end }, { limit: 1 })) {
+      sequencer.kick();
+    }
+  };
+  const sweep = setInterval(() => {
+    sweepStale().catch((e) =>
+      o.log({ level: "error", msg: "transparency log sweep failed", error: String(e) })
+    );
+  }, o.sweepIntervalMs);
   let batch: ReturnType<typeof setTimeout> | null = null;
   const kickSoon = () => {
     if (batch !== null) return;
@@ -123,19 +148,32 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       sequencer.kick();
     }, o.batchMs);
   };
+  // Unique across replicas by a random part drawn once, within this one by a counter.
+  const self = bytesToHex(o.randomBytes(8));
   let seq = 0;
-  const pendingKey = (): Deno.KvKey => [
-    ...PENDING_PREFIX,
-    o.now(),
-    bytesToHex(o.randomBytes(6)) + (seq++ % 1_000_000).toString(36),
-  ];
+  const pendingKey = (): Deno.KvKey => [...PENDING_PREFIX, o.now(), self + (seq++).toString(36)];
+
+  // The empty tree's checkpoint (C2SP tlog-checkpoint: size 0, root SHA-256 of ""), signed by
+  // the current key; re-signed at most once a second (keys rotate, the public endpoint is cheap).
+  let empty: { at: number; head: Head } | null = null;
+  const emptyHead = (): Head => {
+    const at = o.now();
+    if (empty === null || at - empty.at >= 1000 || at < empty.at) {
+      const root = emptyRoot();
+      const body = checkpointBody(o.origin, 0, root);
+      empty = { at, head: { size: 0, root, checkpoint: body + "\n" + o.sign(body) } };
+    }
+    return empty.head;
+  };
 
   const checkpoint = async (): Promise<Head | null> => {
-    if (witnesses === null) return (await kv.get<Head>(HEAD_KEY)).value;
+    if (witnesses === null) return (await kv.get<Head>(HEAD_KEY)).value ?? emptyHead();
     const [head, cosigned] = await kv.getMany<[Head, Head]>([HEAD_KEY, COSIGNED_KEY]);
+    // Nothing appended yet: the empty tree commits to nothing, so there is nothing to cosign.
+    if (head.value === null) return emptyHead();
     if (o.requiredCosignatures > 0) return cosigned.value;
     // Without a quorum required, the latest head, with its cosignatures once they came.
-    if (cosigned.value && head.value && cosigned.value.size === head.value.size) {
+    if (cosigned.value && cosigned.value.size === head.value.size) {
       return cosigned.value;
     }
     return head.value;
@@ -144,7 +182,11 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   return {
     origin: o.origin,
     // A frame: the entries of one group commit share one pending row (store/kv_writes.ts).
-    pendingWrite: (entry) => ({ op: "frame", key: pendingKey(), value: entry }),
+    pendingWrite: (entry, second) => ({
+      op: "frame",
+      key: pendingKey(),
+      value: encodeQueued(entry, second),
+    }),
     async enqueue(entry) {
       const known = await kv.get(leafKey(bytesToHex(leafHash(entry))));
       if (known.value !== null) return;
@@ -168,8 +210,17 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       if (bytes === null || bytes.length < ref.width * 32) return null;
       return bytes.slice(0, ref.width * 32);
     },
-    async leafIndex(entry) {
-      return (await kv.get<number>(leafKey(bytesToHex(leafHash(entry))))).value;
+    async leafIndex(entry, second) {
+      const hash = leafHash(entry);
+      if (second !== undefined) {
+        // One row per append that took entries of that second: a few rows, scanned.
+        for await (const e of kv.list<Uint8Array>({ prefix: leafAtPrefix(second) })) {
+          const index = findLeafRef(e.value, hash);
+          if (index !== null) return index;
+        }
+      }
+      // Entries queued without a second (sessions, keysets, receipts from before the rows).
+      return (await kv.get<number>(leafKey(bytesToHex(hash)))).value;
     },
     inclusion: (index, size) => inclusionProof(subtreeReader(tile), index, size),
     consistency: (from, to) => consistencyProof(subtreeReader(tile), from, to),

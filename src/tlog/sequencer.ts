@@ -13,21 +13,28 @@
  */
 import { bytesToHex } from "../aci/hex.ts";
 import { checkpointBody } from "../aci/note.ts";
-import { leafHash, treeHash } from "../aci/merkle.ts";
+import { leafHash } from "../aci/merkle.ts";
 import { retryTransient } from "../store/transient.ts";
 import {
   bundleKey,
   decodeBundle,
+  decodeQueued,
   Edge,
   type Head,
   HEAD_KEY,
+  leafAtKey,
   leafKey,
+  packLeafRefs,
   PENDING_PREFIX,
+  type Queued,
   tileKey,
   type TileSource,
 } from "./tiles.ts";
 
-/** Entries per append (a leaf-index row each, ~80 key bytes), inside KV's atomic limits. */
+/**
+ * Entries per append, inside KV's atomic limits even when every one is an
+ * entry with a leaf-index row of its own (~80 key bytes; receipts share rows).
+ */
 const BATCH = 400;
 
 export interface SequencerOptions {
@@ -66,51 +73,88 @@ export function createSequencer(o: SequencerOptions): Sequencer {
   const bundle: TileSource = async (_level, index) =>
     (await kv.get<Uint8Array>(bundleKey(index))).value;
 
-  /** One append; returns how many pending entries it consumed (0: nothing pending). */
-  const once = async (): Promise<number> => {
+  /**
+   * One append of what is pending (up to BATCH entries). "more": the batch was
+   * full and more may wait; "done": appended, the rest waits for the next kick
+   * (so entries that arrive during an append join the next batch instead of
+   * making a small append of their own); "empty": nothing was pending.
+   */
+  const once = async (): Promise<"more" | "done" | "empty"> => {
     for (;;) {
       // Pending rows hold the framed entries of one commit each; take rows up to BATCH entries.
       const pending: Deno.KvEntry<Uint8Array>[] = [];
-      const entries: Uint8Array[] = [];
+      const queued: Queued[] = [];
+      let full = false;
       for await (const e of kv.list<Uint8Array>({ prefix: PENDING_PREFIX }, { limit: BATCH })) {
         const rows = decodeBundle(e.value);
-        if (pending.length > 0 && entries.length + rows.length > BATCH) break;
+        if (pending.length > 0 && queued.length + rows.length > BATCH) {
+          full = true;
+          break;
+        }
         pending.push(e);
-        entries.push(...rows);
+        for (const r of rows) queued.push(decodeQueued(r));
       }
-      if (pending.length === 0) return 0;
-      const head = await kv.get<Head>(HEAD_KEY);
-      const size = head.value?.size ?? 0;
-      const base = edge !== null && edge.versionstamp === head.versionstamp
-        ? edge.edge
-        : await Edge.load(size, tile, bundle);
+      if (pending.length === 0) return "empty";
+      if (pending.length === BATCH) full = true;
+      // The edge of our own last append is current unless another replica appended since:
+      // the head check below finds that out, so the head is read only after a lost race.
+      let base: Edge;
+      let check: Deno.AtomicCheck;
+      if (edge !== null) {
+        base = edge.edge;
+        check = { key: HEAD_KEY, versionstamp: edge.versionstamp };
+      } else {
+        const head = await kv.get<Head>(HEAD_KEY);
+        base = await Edge.load(head.value?.size ?? 0, tile, bundle);
+        check = head;
+      }
+      const size = base.size;
       const next = base.clone();
       // The same entry twice in one batch (a session stored by two replicas) is logged once;
       // across batches, enqueue (log.ts) skips entries already in the log.
+      // (Receipts, queued with their second, are unique by construction: their digests
+      // cover their own receipt ids.)
       const seen = new Set<string>();
-      const fresh: Uint8Array[] = [];
-      for (const entry of entries) {
-        const h = bytesToHex(leafHash(entry));
-        if (seen.has(h)) continue;
-        seen.add(h);
-        fresh.push(entry);
+      const fresh: Queued[] = [];
+      const hashes: Uint8Array[] = [];
+      for (const q of queued) {
+        const h = leafHash(q.entry);
+        if (q.second === null) {
+          const hex = bytesToHex(h);
+          if (seen.has(hex)) continue;
+          seen.add(hex);
+        }
+        fresh.push(q);
+        hashes.push(h);
       }
-      const writes = next.append(fresh);
-      const root = await treeHash(next.reader(), next.size);
+      const writes = next.append(fresh.map((q) => q.entry), hashes);
+      const root = next.root();
       const body = checkpointBody(o.origin, next.size, root);
       const newHead: Head = { size: next.size, root, checkpoint: body + "\n" + o.sign(body) };
       // The head check alone serializes appends: every append changes the head.
-      const atomic = kv.atomic().check(head);
+      const atomic = kv.atomic().check(check);
       for (const p of pending) atomic.delete(p.key);
       for (const t of writes.tiles) atomic.set(tileKey(t.level, t.index), t.bytes);
       for (const b of writes.bundles) atomic.set(bundleKey(b.index), b.bytes);
-      writes.leaves.forEach((h, i) => atomic.set(leafKey(bytesToHex(h)), size + i));
+      // Leaf indexes: entries with a known second in one row per second (no row per receipt),
+      // the others (sessions, keysets: few) in a row each, found by their hash alone.
+      const bySecond = new Map<number, { index: number; hash: Uint8Array }[]>();
+      fresh.forEach((q, i) => {
+        const ref = { index: size + i, hash: writes.leaves[i] };
+        if (q.second === null) return void atomic.set(leafKey(bytesToHex(ref.hash)), ref.index);
+        const refs = bySecond.get(q.second);
+        if (refs) refs.push(ref);
+        else bySecond.set(q.second, [ref]);
+      });
+      for (const [second, refs] of bySecond) {
+        atomic.set(leafAtKey(second, refs[0].index), packLeafRefs(refs));
+      }
       atomic.set(HEAD_KEY, newHead);
       const res = await atomic.commit();
       if (res.ok) {
         edge = { versionstamp: res.versionstamp, edge: next };
         o.onAppend?.(newHead, fresh.length);
-        return entries.length;
+        return full ? "more" : "done";
       }
       // Another replica appended first (maybe these very entries): re-read and retry.
       edge = null;
@@ -121,7 +165,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
     do {
       again = false;
       try {
-        while (!closed && await retryTransient(once) > 0) { /* until nothing is pending */ }
+        while (!closed && await retryTransient(once) === "more") { /* full batches back to back */ }
       } catch (e) {
         o.onError?.(e);
       }

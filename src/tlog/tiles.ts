@@ -3,15 +3,18 @@
  * (level, index) as the concatenation of its hashes, grown in place until
  * full, and each entry bundle the same way (u16 length-prefixed entries), so
  * a tile or bundle request is one KV read and a slice. The edge — the
- * rightmost, partial tile at every level and the last bundle — is all an
- * append touches and all the root hash needs.
+ * rightmost, partial tile at every level, the last bundle, and the roots of
+ * the tree's complete subtrees (its compact range) — is all an append touches
+ * and all the root hash needs.
  */
 import {
+  emptyRoot,
   HASH_BYTES,
-  hashOfHashes,
   leafHash,
+  nodeHash,
   type SubtreeReader,
   subtreeReaderOver,
+  TILE_HEIGHT,
   TILE_WIDTH,
   tilesAtLevel,
 } from "../aci/merkle.ts";
@@ -23,6 +26,20 @@ export const PENDING_PREFIX: Deno.KvKey = [TLOG, "pending"];
 export const tileKey = (level: number, index: number): Deno.KvKey => [TLOG, "tile", level, index];
 export const bundleKey = (index: number): Deno.KvKey => [TLOG, "bundle", index];
 export const leafKey = (hashHex: string): Deno.KvKey => [TLOG, "leaf", hashHex];
+/**
+ * Leaf indexes of the entries of one append that were queued in one second
+ * (receipts: their `served_at`), in one row: `[TLOG, "at", second, first index]`
+ * → `LEAF_REF_BYTES`-byte records (see `packLeafRefs`). A receipt's index is
+ * found from its own `served_at` in a handful of rows, with no row per entry.
+ */
+export const LEAF_AT = "at";
+export const leafAtPrefix = (second: number): Deno.KvKey => [TLOG, LEAF_AT, second];
+export const leafAtKey = (second: number, first: number): Deno.KvKey => [
+  TLOG,
+  LEAF_AT,
+  second,
+  first,
+];
 export const witnessKey = (name: string): Deno.KvKey => [TLOG, "witness", name];
 
 /** The tree head: one KV value, written atomically with the tiles it covers. */
@@ -81,6 +98,54 @@ export function bundlePrefixLength(bytes: Uint8Array, count: number): number {
   return pos <= bytes.length ? pos : -1;
 }
 
+/**
+ * A pending entry as queued: the entry itself, or — when the entry's second is
+ * known (a receipt's `served_at`) — a 0x00 tag, that second as a big-endian
+ * u32, and the entry. Entries are JCS objects and start with "{", never 0x00.
+ */
+export interface Queued {
+  entry: Uint8Array;
+  second: number | null;
+}
+
+export function encodeQueued(entry: Uint8Array, second?: number): Uint8Array {
+  if (second === undefined || !(second >= 0 && second < 2 ** 32)) return entry;
+  const out = new Uint8Array(5 + entry.length);
+  new DataView(out.buffer).setUint32(1, second);
+  out.set(entry, 5);
+  return out;
+}
+
+export function decodeQueued(bytes: Uint8Array): Queued {
+  if (bytes.length < 5 || bytes[0] !== 0) return { entry: bytes, second: null };
+  const second = new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1);
+  return { entry: bytes.subarray(5), second };
+}
+
+/** One leaf reference: the leaf index (big-endian u64) and the leaf hash. */
+export const LEAF_REF_BYTES = 8 + HASH_BYTES;
+
+export function packLeafRefs(refs: readonly { index: number; hash: Uint8Array }[]): Uint8Array {
+  const out = new Uint8Array(refs.length * LEAF_REF_BYTES);
+  const view = new DataView(out.buffer);
+  refs.forEach((r, i) => {
+    view.setBigUint64(i * LEAF_REF_BYTES, BigInt(r.index));
+    out.set(r.hash, i * LEAF_REF_BYTES + 8);
+  });
+  return out;
+}
+
+/** The index of `hash` among packed leaf references, or null. */
+export function findLeafRef(packed: Uint8Array, hash: Uint8Array): number | null {
+  const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
+  for (let at = 0; at + LEAF_REF_BYTES <= packed.length; at += LEAF_REF_BYTES) {
+    let same = true;
+    for (let i = 0; i < HASH_BYTES && same; i++) same = packed[at + 8 + i] === hash[i];
+    if (same) return Number(view.getBigUint64(at));
+  }
+  return null;
+}
+
 /** What one append changes in KV: the tiles and the bundle it wrote (whole values). */
 export interface EdgeWrites {
   tiles: { level: number; index: number; bytes: Uint8Array }[];
@@ -97,15 +162,23 @@ export class Edge {
   size: number;
   levels: EdgeTile[];
   bundle: { index: number; entries: Uint8Array[] };
+  /** Roots of the complete subtrees the tree splits into, largest (leftmost) first. */
+  peaks: Uint8Array[];
 
-  constructor(size: number, levels: EdgeTile[], bundle: { index: number; entries: Uint8Array[] }) {
+  constructor(
+    size: number,
+    levels: EdgeTile[],
+    bundle: { index: number; entries: Uint8Array[] },
+    peaks: Uint8Array[],
+  ) {
     this.size = size;
     this.levels = levels;
     this.bundle = bundle;
+    this.peaks = peaks;
   }
 
   static empty(): Edge {
-    return new Edge(0, [{ index: 0, hashes: [] }], { index: 0, entries: [] });
+    return new Edge(0, [{ index: 0, hashes: [] }], { index: 0, entries: [] }, []);
   }
 
   /** Loads the edge of a tree of `size` from stored tiles. */
@@ -134,7 +207,18 @@ export class Edge {
       entries = decodeBundle(bytes, inBundle).map((e) => e.slice());
       if (entries.length !== inBundle) throw new Error(`log entry bundle ${b} is short`);
     }
-    return new Edge(size, levels, { index: b, entries });
+    // The compact range, once per load: one complete subtree per set bit of the size.
+    const read = subtreeReader(tile);
+    const peaks: Uint8Array[] = [];
+    let start = 0;
+    for (let k = Math.floor(Math.log2(Math.max(1, size))) + 1; k >= 0; k--) {
+      const span = 2 ** k;
+      if (size - start >= span) {
+        peaks.push(await read(k, start / span));
+        start += span;
+      }
+    }
+    return new Edge(size, levels, { index: b, entries }, peaks);
   }
 
   clone(): Edge {
@@ -142,19 +226,56 @@ export class Edge {
       this.size,
       this.levels.map((l) => ({ index: l.index, hashes: [...l.hashes] })),
       { index: this.bundle.index, entries: [...this.bundle.entries] },
+      [...this.peaks],
     );
   }
 
-  /** Appends entries (mutating this edge); returns the tiles and bundles to store and the leaf hashes. */
-  append(entries: readonly Uint8Array[]): EdgeWrites & { leaves: Uint8Array[] } {
+  /** The tree's root hash, from the compact range (RFC 6962: right-heavy fold). */
+  root(): Uint8Array {
+    if (this.peaks.length === 0) return emptyRoot();
+    let r = this.peaks[this.peaks.length - 1];
+    for (let i = this.peaks.length - 2; i >= 0; i--) r = nodeHash(this.peaks[i], r);
+    return r;
+  }
+
+  /**
+   * Appends entries (mutating this edge), given or computing their leaf hashes;
+   * returns the tiles and bundles to store and the leaf hashes. Two hashes per
+   * entry: its leaf hash and, amortized, one node of the compact range — whose
+   * nodes at heights 8, 16, … are the hashes tiles one level up hold.
+   */
+  append(
+    entries: readonly Uint8Array[],
+    hashes: readonly Uint8Array[] = entries.map(leafHash),
+  ): EdgeWrites & { leaves: Uint8Array[] } {
     const writes: EdgeWrites = { tiles: [], bundles: [] };
-    const leaves: Uint8Array[] = [];
     // Levels whose current (partial) tile changed, written once at the end.
     const touched = new Set<number>();
+    const push = (level: number, hash: Uint8Array) => {
+      if (level === this.levels.length) this.levels.push({ index: 0, hashes: [] });
+      const t = this.levels[level];
+      t.hashes.push(hash);
+      touched.add(level);
+      if (t.hashes.length === TILE_WIDTH) {
+        // A full tile is final: written now (its hash reaches the level above as a peak).
+        writes.tiles.push({ level, index: t.index, bytes: concatHashes(t.hashes) });
+        this.levels[level] = { index: t.index + 1, hashes: [] };
+        touched.delete(level);
+      }
+    };
     let bundleTouched = false;
-    for (const entry of entries) {
-      const h = leafHash(entry);
-      leaves.push(h);
+    entries.forEach((entry, i) => {
+      const h = hashes[i];
+      push(0, h);
+      // Compact range: the new leaf merges with each complete subtree of its size to its left.
+      this.peaks.push(h);
+      let height = 0;
+      for (let n = this.size; n % 2 === 1; n = Math.floor(n / 2)) {
+        const right = this.peaks.pop()!;
+        const node = nodeHash(this.peaks.pop()!, right);
+        this.peaks.push(node);
+        if (++height % TILE_HEIGHT === 0) push(height / TILE_HEIGHT, node);
+      }
       this.bundle.entries.push(entry);
       bundleTouched = true;
       if (this.bundle.entries.length === TILE_WIDTH) {
@@ -162,23 +283,8 @@ export class Edge {
         this.bundle = { index: this.bundle.index + 1, entries: [] };
         bundleTouched = false;
       }
-      let carry: Uint8Array | null = h;
-      for (let level = 0; carry !== null; level++) {
-        if (level === this.levels.length) this.levels.push({ index: 0, hashes: [] });
-        const t = this.levels[level];
-        t.hashes.push(carry);
-        touched.add(level);
-        carry = null;
-        if (t.hashes.length === TILE_WIDTH) {
-          // A full tile is final: written now, and its hash goes one level up.
-          writes.tiles.push({ level, index: t.index, bytes: concatHashes(t.hashes) });
-          carry = hashOfHashes(t.hashes);
-          this.levels[level] = { index: t.index + 1, hashes: [] };
-          touched.delete(level);
-        }
-      }
       this.size++;
-    }
+    });
     for (const level of touched) {
       const t = this.levels[level];
       writes.tiles.push({ level, index: t.index, bytes: concatHashes(t.hashes) });
@@ -186,15 +292,7 @@ export class Edge {
     if (bundleTouched) {
       writes.bundles.push({ index: this.bundle.index, bytes: encodeBundle(this.bundle.entries) });
     }
-    return { ...writes, leaves };
-  }
-
-  /** Reads the edge's own (partial) tiles: enough for the root hash. */
-  reader(): SubtreeReader {
-    return subtreeReader((level, index) => {
-      const t = this.levels[level];
-      return Promise.resolve(t && t.index === index ? concatHashes(t.hashes) : null);
-    });
+    return { ...writes, leaves: [...hashes] };
   }
 }
 

@@ -251,6 +251,17 @@ export async function followLog(
   if (cp.size < from) throw new Error(`rollback: size ${cp.size} < last seen ${from}`);
   const root = await reader.root(cp.size);
   if (!bytesEqual(root, cp.root)) throw new Error("the checkpoint's root is not its tiles' root");
+  if (cp.size === 0 && given === undefined) {
+    // The empty tree (root SHA-256 of ""): it commits to nothing and every later tree is
+    // consistent with it, so following it proves nothing yet. Its signature cannot be
+    // checked against the log's own keysets (it holds none yet) and is not needed: the
+    // next round follows from size 0. A witness cosigns only what it could verify.
+    lines.push(`checkpoint ${cp.origin} size 0 (the empty tree): nothing logged yet`);
+    return {
+      state: { origin: cp.origin, size: 0, root: b64(cp.root), checkpoint: note, keysets: [] },
+      lines,
+    };
+  }
   if (oldRoot !== null && from > 0) {
     const proof = await reader.consistencyProof(from, cp.size);
     if (!verifyConsistency(from, cp.size, proof, oldRoot, cp.root)) {

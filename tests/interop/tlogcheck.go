@@ -212,6 +212,16 @@ func main() {
 	origin := verifier.Name()
 	tree := parseCheckpoint(get(prefix+"/checkpoint"), verifier, origin)
 	fmt.Printf("checkpoint: %s size %d root %s (note signature verified by sumdb/note)\n", origin, tree.N, tree.Hash)
+	if tree.N == 0 {
+		// sumdb's tlog.TreeHash(0) is the zero hash; C2SP tlog-checkpoint (RFC 6962) names
+		// SHA-256 of the empty string as the empty tree's root. There are no tiles to read.
+		if tree.Hash != tlog.Hash(sha256.Sum256(nil)) {
+			fail("the empty tree's root is %s, not SHA-256 of the empty string", tree.Hash)
+		}
+		fmt.Println("empty tree: root is SHA-256 of the empty string")
+		fmt.Println("OK")
+		return
+	}
 
 	hr := tlog.TileHashReader(tree, &tileReader{prefix})
 	root, err := tlog.TreeHash(tree.N, hr)

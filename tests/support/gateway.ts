@@ -60,6 +60,8 @@ export interface TestGatewayOptions {
    * (`unlisted`: as if TLS ended outside the TEE, at a load balancer).
    */
   tls?: { certPem: string; keyPem: string; spkiSha256: string; unlisted?: boolean };
+  /** false: nothing enters the transparency log (as the bench's `GATEWAY_TLOG=off`). */
+  logEntries?: boolean;
 }
 
 export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -106,6 +108,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   }, {
     verifiers,
     transport: opts.transport?.(upstream) ?? upstream,
+    logEntries: opts.logEntries,
     tlsSpkiSha256s: opts.tls && !opts.tls.unlisted
       ? [{ spki_sha256: opts.tls.spkiSha256 }]
       : undefined,
