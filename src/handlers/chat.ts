@@ -1,5 +1,5 @@
 /** `POST /v1/chat/completions`: the chat plan for the shared pipeline. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   chatResponseForClient,
   checkChatAgainstModel,

@@ -1,5 +1,5 @@
 /** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   countCompletionPrompts,
   parseCompletionRequest,

@@ -1,5 +1,5 @@
 /** `POST /v1/embeddings`: the embeddings plan for the shared pipeline (never streamed). */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   checkEmbeddingAgainstModel,
   embeddingDimension,

@@ -1,5 +1,5 @@
 /** `POST /v1/messages` (Anthropic format): translated to chat for chat upstreams, forwarded to native ones. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   chatToMessagesResponse,
   createMessagesStreamTranslator,

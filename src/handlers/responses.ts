@@ -1,5 +1,5 @@
 /** `POST /v1/responses` (OpenAI Responses format): translated to chat, or forwarded to native upstreams. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   chatToResponsesResponse,
   createResponsesStreamTranslator,
