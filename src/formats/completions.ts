@@ -70,3 +70,8 @@ export function upstreamCompletionBody(
   if (out.stream) out.stream_options = { include_usage: true };
   return out;
 }
+
+/** The upstream's completion as the client gets it: the model id it asked for. */
+export function completionForClient(upstream: unknown, model: string): unknown {
+  return { ...(upstream as Record<string, unknown>), model };
+}
