@@ -5,8 +5,8 @@ import {
   checkChatAgainstModel,
   parseChatRequest,
   upstreamChatBody,
-} from "../formats/chat.ts";
-import type { ChatResponse } from "../formats/chat_types.ts";
+} from "../formats/chat/request.ts";
+import type { ChatResponse } from "../formats/chat/types.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";

@@ -5,7 +5,7 @@ import {
   countCompletionPrompts,
   parseCompletionRequest,
   upstreamCompletionBody,
-} from "../formats/completions.ts";
+} from "../formats/completions/request.ts";
 import { badParam } from "../http/errors.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";

@@ -6,7 +6,7 @@ import {
   embeddingUsage,
   parseEmbeddingRequest,
   upstreamEmbeddingBody,
-} from "../formats/embeddings.ts";
+} from "../formats/embeddings/request.ts";
 import { GatewayError } from "../http/errors.ts";
 import { basePlan } from "./plan.ts";
 

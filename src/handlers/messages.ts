@@ -5,8 +5,8 @@ import {
   createMessagesStreamTranslator,
   parseMessagesRequest,
 } from "../formats/messages/mod.ts";
-import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
-import type { ChatResponse } from "../formats/chat_types.ts";
+import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat/request.ts";
+import type { ChatResponse } from "../formats/chat/types.ts";
 import { nativeBody, nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
 import { basePlan, costOf, nativeOrTranslated } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";

@@ -5,8 +5,8 @@ import {
   createResponsesStreamTranslator,
   parseResponsesRequest,
 } from "../formats/responses/mod.ts";
-import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
-import type { ChatResponse } from "../formats/chat_types.ts";
+import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat/request.ts";
+import type { ChatResponse } from "../formats/chat/types.ts";
 import {
   nativeBody,
   nativeResponsesPassthrough,

@@ -5,9 +5,9 @@
  */
 import { SignedPolicy } from "../sessions/policy/document.ts";
 import { z } from "zod";
-import { chatRequestSchema } from "../formats/chat.ts";
-import { completionRequestSchema } from "../formats/completions.ts";
-import { embeddingRequestSchema } from "../formats/embeddings.ts";
+import { chatRequestSchema } from "../formats/chat/request.ts";
+import { completionRequestSchema } from "../formats/completions/request.ts";
+import { embeddingRequestSchema } from "../formats/embeddings/request.ts";
 import { MessagesRequestSchema } from "../formats/messages/schema.ts";
 import { ResponsesRequestSchema } from "../formats/responses/schema.ts";
 import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";

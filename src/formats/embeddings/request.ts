@@ -1,12 +1,12 @@
 /** `/v1/embeddings`: validation against the embedding model, the upstream body and the answer. Pure. */
-import { countText, newBpeBudget } from "../tokens/count.ts";
+import { countText, newBpeBudget } from "../../tokens/count.ts";
 import { z } from "zod";
-import { badParam, GatewayError } from "../http/errors.ts";
-import type { EmbeddingModel } from "../catalog/catalog.ts";
-import { parseWith } from "./zod_error.ts";
-import { mediaUrl } from "./chat.ts";
-import type { TokenUsage } from "./stream_translator.ts";
-import { usageField } from "./upstream_fields.ts";
+import { badParam, GatewayError } from "../../http/errors.ts";
+import type { EmbeddingModel } from "../../catalog/catalog.ts";
+import { parseWith } from "../zod_error.ts";
+import { mediaUrl } from "../chat/request.ts";
+import type { TokenUsage } from "../stream_translator.ts";
+import { usageField } from "../upstream_fields.ts";
 
 export const MAX_EMBEDDING_INPUTS = 2048;
 

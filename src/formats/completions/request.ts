@@ -1,7 +1,7 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
-import { countText, newBpeBudget, type TokenizerName } from "../tokens/count.ts";
+import { countText, newBpeBudget, type TokenizerName } from "../../tokens/count.ts";
 import { z } from "zod";
-import { parseWith } from "./zod_error.ts";
+import { parseWith } from "../zod_error.ts";
 
 export const completionRequestSchema = z.looseObject({
   model: z.string().min(1),
