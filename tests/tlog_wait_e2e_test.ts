@@ -92,6 +92,27 @@ const slowBatch = () =>
     },
   });
 
+/**
+ * An answer whose receipt starts a batch of its own: the log has nothing pending before it
+ * (the previous answers' entries were appended), so its append comes ~BATCH_MS later.
+ */
+async function settledAnswer(gw: TestGateway, content: string): Promise<string> {
+  await gw.gateway.ctx.tlog.settle();
+  return await answer(gw.url, gw.apiKey, content);
+}
+
+/**
+ * Runs a timed scenario again (three tries) when the machine was too slow for its premise
+ * (`null`: the append came before the request could wait for it).
+ */
+async function unlessLoadInterferes<T>(what: string, f: () => Promise<T | null>): Promise<T> {
+  for (let i = 0; i < 3; i++) {
+    const got = await f();
+    if (got !== null) return got;
+  }
+  throw new Error(`${what}: the append came first three times`);
+}
+
 async function waiters(gw: TestGateway, n: number, withinMs: number): Promise<boolean> {
   const end = performance.now() + withinMs;
   while (gw.gateway.ctx.tlog.waiters.size !== n) {
@@ -121,38 +142,52 @@ Deno.test("inclusion ?wait: answered right after the append, 503 when the wait r
     }
 
     // A wait shorter than the batch runs out: today's 503 log_pending, after the wait.
-    const timedOut = await inclusion(base, first, gw.apiKey, "150");
+    const timedOut = await unlessLoadInterferes("timeout", async () => {
+      const id = await settledAnswer(gw, "time me out");
+      const r = await inclusion(base, id, gw.apiKey, "150");
+      return r.status === 200 ? null : r; // appended within 150 ms after all: a slow machine
+    });
     assert.equal(timedOut.status, 503, JSON.stringify(timedOut.body));
     assert.equal((timedOut.body.error as Json).code, "log_pending");
     assert.equal(timedOut.headers.get("retry-after"), "1");
     assert.ok(timedOut.ms >= 150, `answered after ${timedOut.ms} ms`);
     assert.ok(timedOut.ms < 2_000, `answered after ${timedOut.ms} ms`);
     assert.ok(await waiters(gw, 0, 100));
-    // The first receipt's append passes; the next answer starts a batch of its own.
-    assert.equal((await inclusion(base, first, gw.apiKey, "4000")).status, 200);
 
     // Held until the append, answered with a proof that verifies right after it.
-    const watch = await watchCheckpoint(base);
-    const id = await answer(base, gw.apiKey, "prove me");
-    const held = await inclusion(base, id, gw.apiKey, "4000");
-    const appendSeen = await watch.stop();
+    const { id, held, appendSeen } = await unlessLoadInterferes("held", async () => {
+      const id = await settledAnswer(gw, "prove me");
+      const watch = await watchCheckpoint(base);
+      const sent = performance.now();
+      const held = await inclusion(base, id, gw.apiKey, "4000");
+      const appendSeen = await watch.stop();
+      // The append came before the request was even sent: nothing to show here.
+      return appendSeen < sent ? null : { id, held, appendSeen };
+    });
     assert.equal(held.status, 200, JSON.stringify(held.body));
-    assert.ok(held.ms > 100, `held ${held.ms} ms: it did wait for the batch`);
     assert.ok(held.ms < 2_000, `held ${held.ms} ms: well before the wait of 4000`);
     const sinceAppend = held.at - appendSeen;
-    // The watcher polls every 5 ms: the answer may even arrive before it saw the append.
-    assert.ok(sinceAppend < 150, `answered ${sinceAppend} ms after the checkpoint changed`);
+    // The watcher polls every 5 ms (and may itself lag on a loaded machine): the answer may
+    // even arrive before it saw the append; polling every 10–50 ms would add that much.
+    assert.ok(sinceAppend < 300, `answered ${sinceAppend} ms after the checkpoint changed`);
     const receipt = (await fetchReceipt(base, id, gw.apiKey)).body as Json;
     checkInclusion(held.body as unknown as InclusionAnswer, receiptEntryOf(receipt), keys);
 
     // A client that goes away: its waiter is gone at once, not at its deadline.
-    const gone = await answer(base, gw.apiKey, "abandon me");
-    const abort = new AbortController();
-    const abandoned = inclusion(base, gone, gw.apiKey, "4000", abort.signal).catch((e) => e);
-    assert.ok(await waiters(gw, 1, 300), "the request waits at the gateway");
-    abort.abort();
-    assert.ok(await abandoned instanceof Error);
-    assert.ok(await waiters(gw, 0, 200), "the waiter left with its client");
+    await unlessLoadInterferes("abort", async () => {
+      const gone = await settledAnswer(gw, "abandon me");
+      const abort = new AbortController();
+      const abandoned = inclusion(base, gone, gw.apiKey, "4000", abort.signal).catch((e) => e);
+      // Not seen waiting: it came after the append (answered at once) on a slow machine.
+      if (!await waiters(gw, 1, 300)) {
+        await abandoned;
+        return null;
+      }
+      abort.abort();
+      assert.ok(await abandoned instanceof Error);
+      assert.ok(await waiters(gw, 0, 200), "the waiter left with its client");
+      return true;
+    });
   } finally {
     await gw.close();
   }
@@ -212,7 +247,7 @@ Deno.test("inclusion ?wait: a waiter on replica B is answered after replica A's 
       const id = await answer(a.url, key, `replicated ${i}`);
       const r = await inclusion(b.url, id, key, "4000");
       assert.equal(r.status, 200, JSON.stringify(r.body));
-      assert.ok(r.ms < 1_000, `B answered after ${r.ms} ms (the wait was 4000)`);
+      assert.ok(r.ms < 3_000, `B answered after ${r.ms} ms (the wait was 4000)`);
       const receipt = (await fetchReceipt(b.url, id, key)).body as Json;
       // Each replica signs its appends with its own log key: either one may verify.
       const origin = String((r.body as Json).origin);
@@ -233,7 +268,7 @@ Deno.test("inclusion ?wait: a waiter on replica B is answered after replica A's 
     const r = await waiting;
     assert.equal(r.status, 503, JSON.stringify(r.body));
     assert.equal((r.body.error as Json).code, "log_pending");
-    assert.ok(r.ms < 1_000, `answered ${r.ms} ms after asking: at the drain, not the deadline`);
+    assert.ok(r.ms < 3_000, `answered ${r.ms} ms after asking: at the drain, not the deadline`);
     assert.equal((await stopped).code, 0);
   } finally {
     await a.stop();
