@@ -13,6 +13,7 @@ import {
   GatewayError,
 } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
+import { missError } from "./route_miss.ts";
 import type { GatewayContext } from "../handlers/context.ts";
 import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
 import { chatEndpoint } from "../handlers/chat.ts";
@@ -165,6 +166,7 @@ export function createApp(
           pattern: "preflight",
         }
         : router.match(req.method, url.pathname);
+      if (m.handler === null) throw missError(req.method, m);
       pattern = m.pattern;
       infos.set(req, info);
       res = await m.handler(req, handlerCtx, m.params);
