@@ -16,47 +16,17 @@ import { jsonResponse } from "../http/json.ts";
 import { missError } from "./route_miss.ts";
 import type { GatewayContext } from "../handlers/context.ts";
 import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
-import { chatEndpoint } from "../handlers/chat.ts";
-import { completionsEndpoint } from "../handlers/completions.ts";
-import { embeddingsEndpoint } from "../handlers/embeddings.ts";
-import { messagesEndpoint } from "../handlers/messages.ts";
-import { responsesEndpoint } from "../handlers/responses.ts";
-import {
-  listEmbeddingModels,
-  listModels,
-  retrieveModel,
-  vendorModels,
-} from "../handlers/catalog.ts";
-import { getLegacySignature, getReceipt } from "../handlers/receipts.ts";
-import { attestationHandlers } from "../handlers/attestation.ts";
-import { getSession, listSessions } from "../handlers/sessions.ts";
-import { getOwnKey, getOwnUsage } from "../handlers/key_info.ts";
-import { healthz } from "../handlers/health.ts";
-import { ADMIN_ROUTES } from "../handlers/admin.ts";
-import { CONFIG_ROUTES } from "../handlers/admin_config.ts";
-import { openApiDocument } from "../operator/openapi.ts";
-import { verifyPage, verifyScript } from "../handlers/verify_page.ts";
+import { guarded } from "../handlers/admin.ts";
 import { corsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
-import { countTokens } from "../handlers/count_tokens.ts";
-import { getEvidenceBundle } from "../handlers/evidence_bundle.ts";
-import {
-  getCheckpoint,
-  getConsistency,
-  getInclusion,
-  getTile,
-  TILE_SEGMENTS,
-} from "../handlers/tlog.ts";
+import { API_VERSION, ROUTES } from "./routes/table.ts";
+import { envelopeOf, type RouteRow } from "./routes/row.ts";
+
+export { API_VERSION };
 
 export type ExtraRoutes = (
   router: Router<GatewayContext>,
   inference: (ep: InferenceEndpoint) => void,
 ) => void;
-
-/** The version of the HTTP API described at /openapi.json. */
-export const API_VERSION = "1.0.0";
-
-/** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
-const ANTHROPIC_PATHS = new Set(["/v1/messages", "/v1/messages/count_tokens"]);
 
 export type AppHandler = ((req: Request) => Promise<Response>) & {
   /** The route table (for the API document's test). */
@@ -67,10 +37,9 @@ export type AppHandler = ((req: Request) => Promise<Response>) & {
 export function createApp(
   ctx: GatewayContext,
   extra?: ExtraRoutes,
+  routes: readonly RouteRow[] = ROUTES,
 ): AppHandler {
   const router = new Router<GatewayContext>();
-  let openapi: string | undefined; // built on first request, then served as is
-  const attestation = attestationHandlers(ctx.reports);
   const infos = new WeakMap<Request, RequestInfo>();
   // The handlers' view of the context: the same context (read through, so later
   // changes show) plus a way to name the authenticated key in the log line.
@@ -85,48 +54,15 @@ export function createApp(
     inferencePaths.add(ep.endpoint);
     router.on("POST", ep.endpoint, (req, c) => handleInference(req, c, ep, infos.get(req)!));
   };
-
-  inference(chatEndpoint);
-  inference(completionsEndpoint);
-  inference(embeddingsEndpoint);
-  inference(messagesEndpoint);
-  inference(responsesEndpoint);
-  router
-    .on("POST", "/v1/messages/count_tokens", countTokens)
-    .on("GET", "/v1/models", listModels)
-    .on("GET", "/v1/models/:vendor", vendorModels)
-    .on("GET", "/v1/models/:provider/:model", retrieveModel)
-    .on("GET", "/v1/embeddings/models", listEmbeddingModels)
-    .on("GET", "/v1/aci/receipts/:id", getReceipt)
-    .on("GET", "/v1/signature/:id", getLegacySignature)
-    .on("GET", "/v1/aci/attestation", attestation.canonical)
-    .on("GET", "/v1/aci/sessions", listSessions)
-    .on("GET", "/v1/aci/sessions/:id", getSession)
-    .on("GET", "/v1/attestation/report", attestation.legacy)
-    .on("GET", "/v1/key", getOwnKey)
-    .on("GET", "/v1/usage", getOwnUsage)
-    .on("GET", "/healthz", healthz)
-    .on("GET", "/verify", verifyPage)
-    .on("GET", "/verify/app.js", verifyScript)
-    .on("GET", "/openapi.json", () => {
-      openapi ??= JSON.stringify(openApiDocument(API_VERSION));
-      return new Response(openapi, {
-        headers: { "content-type": "application/json", "cache-control": "public, max-age=300" },
-      });
-    });
-  router
-    .on("GET", "/v1/aci/receipts/:id/inclusion", getInclusion)
-    .on("GET", "/v1/aci/receipts/:id/bundle", getEvidenceBundle)
-    .on("GET", "/v1/aci/log/checkpoint", getCheckpoint)
-    .on("GET", "/v1/aci/log/consistency", getConsistency);
-  // Tile paths have 2 to TILE_SEGMENTS segments after `tile/` (the index is split in threes).
-  const segNames = ["level", "a", "b", "c", "d", "e", "f", "g"].slice(0, TILE_SEGMENTS);
-  for (let n = 2; n <= TILE_SEGMENTS; n++) {
-    const segs = segNames.slice(0, n).map((s) => ":" + s).join("/");
-    router.on("GET", `/v1/aci/log/tile/${segs}`, getTile);
+  /** Routes whose errors use the Anthropic envelope (the Anthropic SDK parses that shape). */
+  const anthropicPaths = new Set<string>();
+  for (const row of routes) {
+    if (envelopeOf(row) === "anthropic") anthropicPaths.add(row.path);
+    if (row.inference) inference(row.inference);
+    else if (row.auth !== "operator") router.on(row.method, row.path, row.handler);
+    else if (row.action) router.on(row.method, row.path, guarded(row.action, row.handler));
+    else throw new Error(`route ${row.method} ${row.path}: an operator route needs an action`);
   }
-  for (const [method, pattern, handler] of ADMIN_ROUTES) router.on(method, pattern, handler);
-  for (const [method, pattern, handler] of CONFIG_ROUTES) router.on(method, pattern, handler);
   extra?.(router, inference);
   const cors = corsPolicy(ctx.config.cors.allowed_origins);
 
@@ -134,7 +70,7 @@ export function createApp(
     const started = ctx.monotonic();
     ctx.metrics.inFlight(1);
     const url = new URL(req.url);
-    const format: ErrorFormat = ANTHROPIC_PATHS.has(url.pathname) ? "anthropic" : "openai";
+    const format: ErrorFormat = anthropicPaths.has(url.pathname) ? "anthropic" : "openai";
     const info: RequestInfo = {
       requestId: ctx.randomUUID(),
       traceId: "",
