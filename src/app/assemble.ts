@@ -187,8 +187,10 @@ export function assembleGateway(
   const replicaId = worker
     ? `${worker.host}.${worker.index}.${bytesToHex(world.randomBytes(4))}`
     : bytesToHex(world.randomBytes(8));
+  const deadlines = new DeadlineWheel(world.monotonic);
   const tlog = createTransparencyLog({
     kv,
+    after: deadlines.after,
     origin: logOrigin,
     now,
     randomBytes: world.randomBytes,
@@ -293,7 +295,6 @@ export function assembleGateway(
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
-  const deadlines = new DeadlineWheel(world.monotonic);
   const admitter = createAdmitter(kv, {
     tiers: config.tiers,
     now,

@@ -96,7 +96,14 @@ export const PUBLIC_ROUTES: RouteRow[] = [
       summary: "The receipt's leaf index and inclusion proof against the served checkpoint " +
         "(503 log_pending until it is in one)",
       tag: "receipts",
-      query: [{ name: "tree_size", description: "prove against an older checkpoint size" }],
+      query: [
+        { name: "tree_size", description: "prove against an older checkpoint size" },
+        {
+          name: "wait",
+          description: "milliseconds (0–5000) to hold the request until the receipt is in a " +
+            "signed checkpoint, instead of answering 503 log_pending at once",
+        },
+      ],
       errors: [400, 401, 404, 503],
     },
   },
