@@ -10,7 +10,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs } from "./processes.ts";
+import { cpuMs, startAll } from "./processes.ts";
 import { median } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -39,8 +39,10 @@ export async function metricsCostRow(o: MeasureOptions): Promise<Row> {
         GATEWAY_ADMIN_TOKEN: TOKEN,
         ...(which === "off" ? { GATEWAY_METRICS: "off" } : {}),
       });
-    const first = await start(pair % 2 === 0 ? "on" : "off");
-    const second = await start(pair % 2 === 0 ? "off" : "on");
+    const [first, second] = await startAll(o.concurrentStarts ?? false, [
+      () => start(pair % 2 === 0 ? "on" : "off"),
+      () => start(pair % 2 === 0 ? "off" : "on"),
+    ]);
     const [on, off] = pair % 2 === 0 ? [first, second] : [second, first];
     const target = (g: typeof on): Target => ({
       base: g.url,
@@ -61,8 +63,9 @@ export async function metricsCostRow(o: MeasureOptions): Promise<Row> {
     })();
     try {
       // One unrecorded warm-up each, then alternate which goes first.
-      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
-      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
+      const warm = o.warmSeconds ?? 1;
+      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: warm });
+      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: warm });
       for (let r = 0; r < 2 && rps.on.length < o.rounds; r++) {
         const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
         for (const which of order) {

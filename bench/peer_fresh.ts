@@ -12,8 +12,8 @@
  *   deno run -A bench/peer_fresh.ts [--rounds N] [--seconds S]
  */
 import { closedLoop, streamLoop, type Target } from "./load.ts";
-import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, type Server, spawnPinned } from "./processes.ts";
+import { gatewayModel, type GatewayUnderTest, startGateway } from "./gateway_setup.ts";
+import { cpuMs, type Server, spawnPinned, startAll } from "./processes.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { median } from "./stats.ts";
 import { atLeast, atMost, fmt, type Row } from "./report.ts";
@@ -22,20 +22,43 @@ import { type MeasureOptions, runStandalone } from "./standalone.ts";
 const CONCURRENCY = 32;
 const WARMUP_SECONDS = 10;
 
-export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
+/** A fresh gateway, receipt floor and Portkey: this row's, and in `--quick` the prompt sizes' too. */
+export interface FreshTrio {
+  gw: GatewayUnderTest;
+  floor: Server;
+  peer: Server;
+}
+
+/** Starts a trio in `dir` (sequentially unless `concurrent`); `limits` as startGateway's. */
+export async function startTrio(
+  o: MeasureOptions,
+  limits?: Record<string, number>,
+): Promise<FreshTrio> {
   await Deno.mkdir(o.dir, { recursive: true });
-  const servers: Server[] = [];
+  const [gw, floor, peer] = await startAll(o.concurrentStarts ?? false, [
+    () => startGateway(o.dir, o.mockUrl, o.serverCpu, [], undefined, {}, undefined, limits),
+    () =>
+      spawnPinned(
+        o.serverCpu,
+        ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
+        /floor listening on (\S+)/,
+      ),
+    () => startPeer(o.serverCpu),
+  ]);
+  return { gw, floor, peer };
+}
+
+export const stopTrio = async (t: FreshTrio) => {
+  await t.peer.stop();
+  await t.floor.stop();
+  await t.gw.stop();
+};
+
+/** `trio`: servers started (and stopped) by the caller, still fresh when this row runs. */
+export async function peerFreshRows(o: MeasureOptions & { trio?: FreshTrio }): Promise<Row[]> {
+  const own = o.trio ? undefined : await startTrio(o);
+  const { gw, floor, peer } = o.trio ?? own!;
   try {
-    const gw = await startGateway(o.dir, o.mockUrl, o.serverCpu);
-    servers.push(gw);
-    const floor = await spawnPinned(
-      o.serverCpu,
-      ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
-      /floor listening on (\S+)/,
-    );
-    servers.push(floor);
-    const peer = await startPeer(o.serverCpu);
-    servers.push(peer);
     const paths: [string, Server, Target][] = [
       ["gateway", gw, {
         base: gw.url,
@@ -131,7 +154,7 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
       },
     ];
   } finally {
-    for (const s of servers.reverse()) await s.stop();
+    if (own) await stopTrio(own);
   }
 }
 

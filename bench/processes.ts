@@ -5,6 +5,49 @@
 
 export const ROOT = new URL("../", import.meta.url).pathname;
 
+/**
+ * `--quick` (#27): start-up is mostly one thread compiling modules, so a server
+ * pinned to one core starts on every core and is pinned to its own once it
+ * listens (before anything is measured); nothing is measured while servers start.
+ */
+let startWide = false;
+/** Cores of the machine (not this process's affinity: the bench pins itself to one). */
+const machineCores = () =>
+  Deno.readTextFileSync("/proc/cpuinfo").split("\n").filter((l) => /^processor\s*:/.test(l))
+    .length;
+export function startOnEveryCore(on: boolean): void {
+  startWide = on;
+}
+
+/**
+ * Starts servers concurrently (`--quick`) or one after another; if one fails, the
+ * others are stopped before the error is thrown.
+ */
+export async function startAll<T extends readonly { stop(): Promise<void> }[]>(
+  concurrent: boolean,
+  starts: { [K in keyof T]: () => Promise<T[K]> },
+): Promise<T> {
+  const fns = starts as readonly (() => Promise<{ stop(): Promise<void> }>)[];
+  const out: { stop(): Promise<void> }[] = [];
+  if (!concurrent) {
+    try {
+      for (const s of fns) out.push(await s());
+    } catch (e) {
+      for (const s of out) await s.stop();
+      throw e;
+    }
+    return out as unknown as T;
+  }
+  const settled = await Promise.allSettled(fns.map((s) => s()));
+  for (const r of settled) if (r.status === "fulfilled") out.push(r.value);
+  const failed = settled.find((r) => r.status === "rejected");
+  if (failed) {
+    for (const s of out) await s.stop();
+    throw failed.reason;
+  }
+  return out as unknown as T;
+}
+
 export interface Server {
   url: string;
   pid: number;
@@ -23,8 +66,11 @@ export async function spawnPinned(
   /** `stdoutTo`: a file receiving the process's stdout (e.g. V8's `--trace-gc` lines); else discarded. */
   opts: { program?: string; cwd?: string; env?: Record<string, string>; stdoutTo?: string } = {},
 ): Promise<Server> {
+  // Only a single core is widened: a list (workers, bench/workers.ts) spawns children later.
+  const wide = startWide && typeof cpu === "number";
+  const startCpus = wide ? `0-${machineCores() - 1}` : String(cpu);
   const child = new Deno.Command("taskset", {
-    args: ["-c", String(cpu), opts.program ?? Deno.execPath(), ...denoArgs],
+    args: ["-c", startCpus, opts.program ?? Deno.execPath(), ...denoArgs],
     cwd: opts.cwd ?? ROOT,
     stdin: "null",
     // The gateway logs one JSON line per request: discard rather than let a pipe fill.
@@ -62,6 +108,7 @@ export async function spawnPinned(
       reject(new Error(`exited early (${s.code}):\n${stderr.join("\n")}`));
     });
   });
+  if (wide) await pinPid(child.pid, cpu);
   return {
     url,
     pid: child.pid,
@@ -93,9 +140,31 @@ export function rssBytes(pid: number): number {
 }
 
 /** Pins this process (all its threads) to `cpu`. */
-export async function pinSelf(cpu: number): Promise<void> {
+export function pinSelf(cpu: number): Promise<void> {
+  return pinPid(Deno.pid, cpu);
+}
+
+/**
+ * Pins `pid` and its child processes (a supervisor's workers), all their threads, to `cpu`:
+ * for a server started on every core whose children were spawned before it was pinned.
+ */
+export async function pinTree(pid: number, cpu: number): Promise<void> {
+  await pinPid(pid, cpu);
+  for (const t of Deno.readDirSync(`/proc/${pid}/task`)) {
+    let children = "";
+    try {
+      children = Deno.readTextFileSync(`/proc/${pid}/task/${t.name}/children`);
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    for (const c of children.trim().split(/\s+/)) if (c !== "") await pinTree(Number(c), cpu);
+  }
+}
+
+/** Pins process `pid` (all its threads; later ones inherit) to `cpu`. */
+async function pinPid(pid: number, cpu: number): Promise<void> {
   const out = await new Deno.Command("taskset", {
-    args: ["-a", "-p", "-c", String(cpu), String(Deno.pid)],
+    args: ["-a", "-p", "-c", String(cpu), String(pid)],
     stdout: "null",
     stderr: "piped",
   }).output();

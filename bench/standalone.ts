@@ -24,6 +24,8 @@ export interface MeasureOptions {
   seconds: number;
   /** Seconds of unrecorded warm-up load per server, where the measurement has one. */
   warmSeconds?: number;
+  /** `--quick`: a section's servers start together (bench/processes.ts startAll). */
+  concurrentStarts?: boolean;
   log: (msg: string) => void;
 }
 

@@ -14,7 +14,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs } from "./processes.ts";
+import { cpuMs, startAll } from "./processes.ts";
 import { median, percentile } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -79,8 +79,10 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
         undefined,
         which === "off" ? { GATEWAY_TLOG: "off" } : {},
       );
-    const first = await start(pair % 2 === 0 ? "on" : "off");
-    const second = await start(pair % 2 === 0 ? "off" : "on");
+    const [first, second] = await startAll(o.concurrentStarts ?? false, [
+      () => start(pair % 2 === 0 ? "on" : "off"),
+      () => start(pair % 2 === 0 ? "off" : "on"),
+    ]);
     const [on, off] = pair % 2 === 0 ? [first, second] : [second, first];
     const target = (g: typeof on): Target => ({
       base: g.url,

@@ -15,12 +15,12 @@
 import OpenAI from "openai";
 import { verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, spawnPinned } from "./processes.ts";
+import { cpuMs, spawnPinned, startAll } from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
 import { percentile } from "./stats.ts";
 import { runStandalone } from "./standalone.ts";
 
-const BATCH = 10;
+const FULL_BATCH = 10;
 type PathName =
   | "plain"
   | "library"
@@ -38,6 +38,11 @@ export interface VerifyingClientBench {
   dir: string;
   cpu: number;
   rounds: number;
+  /** Requests per batch (whole, then streamed) and unrecorded ones per path; `--quick` passes fewer. */
+  batch?: number;
+  warmups?: number;
+  /** Start the two proxies together (`--quick`). */
+  concurrentStarts?: boolean;
   log: (msg: string) => void;
 }
 
@@ -66,8 +71,11 @@ export async function measureVerifyingClient(
       `${o.dir}/${name}-audit.jsonl`,
     ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
   };
-  const proxy = await startProxy("proxy", {});
-  const proxyNoLog = await startProxy("proxy-nolog", { inclusion: "off" });
+  const BATCH = o.batch ?? FULL_BATCH;
+  const [proxy, proxyNoLog] = await startAll(o.concurrentStarts ?? false, [
+    () => startProxy("proxy", {}),
+    () => startProxy("proxy-nolog", { inclusion: "off" }),
+  ]);
   const lib = (policy: Record<string, unknown>) =>
     verifyingFetch({
       baseURL: `${o.gatewayUrl}/v1`,
@@ -123,7 +131,8 @@ export async function measureVerifyingClient(
     (into ? (into[p] ??= []) : []).push(performance.now() - t0);
   };
   try {
-    for (const p of paths) for (let i = 0; i < 3; i++) await one(p, false, null); // attest, connect
+    // attest, connect
+    for (const p of paths) for (let i = 0; i < (o.warmups ?? 3); i++) await one(p, false, null);
     await settle();
     for (let round = 0; round < o.rounds; round++) {
       o.log(`verifying client round ${round + 1}/${o.rounds}`);
