@@ -85,7 +85,8 @@ export function benchPlan(
       verifying: { rounds: Math.max(1, Math.min(rounds, 4)), batch: 2, warmups: 1 },
       tlog: { rounds, seconds, warmSeconds: 0.25 },
       workers: { rounds, seconds, warmSeconds: 0.25 },
-      promptSizes: { rounds: 1, seconds: 0.2, warmSeconds: 0.1 },
+      // No per-size warm-up: the shared servers come warm from the fresh-peer row.
+      promptSizes: { rounds: 1, seconds: 0.2, warmSeconds: 0 },
       shareServers: true,
     };
   }
@@ -149,10 +150,16 @@ export function loadSeconds(p: BenchPlan): number {
   const peer = 3 * p.peer.warmSeconds + p.peer.rounds * 10 * p.peer.seconds;
   // The tail: the gateway's window of 8 s, the floor's and the mock's.
   const tail = p.tail.rounds * (8 + 2 * p.tail.referenceSeconds);
-  // Prompt sizes: four paths per size, warmed, then c=N for `seconds` and c=1 for half.
+  // Prompt sizes: four paths per size, warmed, then c=N for `seconds` and c=1 for half. A
+  // 1 MB loop lasts at least a request per connection (8 at ~15 req/s: ~0.6 s), whatever its
+  // seconds.
   const ps = p.promptSizes;
-  const prompt = (ps.sizesKiB ?? PROMPT_SIZES).length * 4 *
-    (ps.warmSeconds + ps.rounds * 1.5 * ps.seconds);
+  const loop = (kib: number, s: number) => s === 0 ? 0 : kib >= 1024 ? Math.max(s, 0.6) : s;
+  const prompt = (ps.sizesKiB ?? PROMPT_SIZES).reduce(
+    (a, kib) =>
+      a + 4 * (loop(kib, ps.warmSeconds) + ps.rounds * (loop(kib, ps.seconds) + ps.seconds / 2)),
+    0,
+  );
   return rounds * perRound + held + e2ee + profile + verifying + metrics + tlog + workers +
     peer + tail + prompt;
 }
