@@ -21,6 +21,7 @@ import {
 } from "./load.ts";
 import {
   cpuMs,
+  EarlyStarts,
   machine,
   pinSelf,
   ROOT,
@@ -43,18 +44,18 @@ import { profileGateway } from "./profile_run.ts";
 import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
-import { metricsCostRow } from "./metrics_cost.ts";
-import { tlogCostRows } from "./tlog_cost.ts";
-import { workersRows } from "./workers.ts";
+import { metricsCostRow, metricsEarly } from "./metrics_cost.ts";
+import { tlogCostRows, tlogEarly } from "./tlog_cost.ts";
+import { workersEarly, workersRows } from "./workers.ts";
 import { type HeldRss, measureHeld } from "./held_rss.ts";
-import { type FreshTrio, peerFreshRows, startTrio, stopTrio } from "./peer_fresh.ts";
+import { type FreshTrio, peerFreshRows, startTrio, stopTrio, trioEarly } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { issue27Rows } from "./targets27.ts";
 import { TAIL_WINDOW_S, tailRows } from "./tail_window.ts";
 import { measureE2ee } from "./e2ee.ts";
-import { measureVerifyingClient } from "./verifying_client.ts";
+import { measureVerifyingClient, verifyingEarly } from "./verifying_client.ts";
 import { benchPlan, loadSeconds, startupSeconds } from "./plan.ts";
 import { receiptVerdict } from "./receipt_check.ts";
 import { PROMPT_LIMITS, promptSizeRows } from "./prompt_size.ts";
@@ -174,6 +175,8 @@ async function main(): Promise<void> {
   const kvCommit = await kvCommitLatency(dir, plan.quick ? 100 : 300);
   const servers: Server[] = [];
   let tlsClientClose: (() => void) | undefined;
+  // --quick: later sections' servers start during the held streams, frozen until their rows.
+  const early = together ? new EarlyStarts() : undefined;
   let gatewayOk = 0;
   const countGw = (name: PathName, r: LoadResult) => {
     if (isGateway(name)) gatewayOk += r.ok;
@@ -263,6 +266,29 @@ async function main(): Promise<void> {
     };
     const rssStart = rssBytes(gw.pid);
 
+    // Each later section's options, here so --quick can start their servers ahead.
+    const section = (name: string) => ({
+      dir: `${dir}/${name}`,
+      mockUrl: mock.url,
+      serverCpu: SERVER_CPU,
+      concurrentStarts: together,
+      early,
+      log,
+    });
+    const metricsOpts = { ...section("metrics"), ...plan.metrics };
+    const tlogOpts = { ...section("tlog"), ...plan.tlog };
+    const workersOpts = { ...section("workers"), ...plan.workers };
+    const trioOpts = { ...section("peer-fresh"), rounds, seconds };
+    const verifyingOpts = { dir, gatewayUrl: gw.url, cpu: SERVER_CPU };
+    if (early) {
+      verifyingEarly(verifyingOpts, early);
+      metricsEarly(metricsOpts, early);
+      tlogEarly(tlogOpts, early);
+      workersEarly(workersOpts, early);
+      trioEarly(trioOpts, early, PROMPT_LIMITS);
+      log("later sections' servers starting during the held streams (RSS, not time, measured)");
+    }
+
     log(`${HELD_STREAMS} held streams, ${HELD_SAMPLES} samples (fresh servers each)`);
     const waits = plan.heldWaits;
     const held: Record<HeldPath, HeldRss[]> = {
@@ -325,6 +351,11 @@ async function main(): Promise<void> {
         await g.stop();
         if (early) servers.splice(servers.indexOf(early), 1);
       }
+    }
+
+    if (early) {
+      await early.ready();
+      log("later sections' servers started, frozen until their rows");
     }
 
     const stats: Record<PathName, RoundStats> = {
@@ -433,13 +464,12 @@ async function main(): Promise<void> {
 
     log("verifying client and proxy vs plain (c=1, alternating batches, same gateway)");
     const verifying = await measureVerifyingClient({
-      gatewayUrl: gw.url,
+      ...verifyingOpts,
       gatewayPid: gw.pid,
       key: gw.key,
-      dir,
-      cpu: SERVER_CPU,
       ...plan.verifying,
       concurrentStarts: together,
+      early,
       log,
     });
 
@@ -645,54 +675,24 @@ async function main(): Promise<void> {
     }
     // Metrics on vs off, on two fresh gateways (bench/metrics_cost.ts); gw is stopped by now.
     rows.push(
-      await metricsCostRow({
-        dir: `${dir}/metrics`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
-        rounds: plan.metrics.rounds,
-        seconds: plan.metrics.seconds,
-        warmSeconds: plan.metrics.warmSeconds,
-        concurrentStarts: together,
-        log,
-      }),
+      // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
+      await metricsCostRow(metricsOpts),
     );
 
     // The transparency log on vs off, and release → inclusion delay (bench/tlog_cost.ts).
     rows.push(
-      ...await tlogCostRows({
-        dir: `${dir}/tlog`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        ...plan.tlog,
-        concurrentStarts: together,
-        log,
-      }),
+      ...await tlogCostRows(tlogOpts),
     );
 
     // #27 every core: 2 workers on one core vs 1, and 1/2/4 workers where there are cores.
     rows.push(
-      ...await workersRows({
-        dir: `${dir}/workers`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        ...plan.workers,
-        log,
-      }),
+      ...await workersRows(workersOpts),
     );
 
     // The peer ratio on fresh processes, c=32 only (bench/peer_fresh.ts). In --quick the
     // prompt-size rows then run on the same three servers rather than three more.
     const trio: FreshTrio | undefined = together
-      ? await startTrio({
-        dir: `${dir}/peer-fresh`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        rounds,
-        seconds,
-        concurrentStarts: true,
-        log,
-      }, PROMPT_LIMITS)
+      ? await startTrio(trioOpts, PROMPT_LIMITS)
       : undefined;
     try {
       rows.push(
@@ -744,6 +744,7 @@ async function main(): Promise<void> {
     }
   } finally {
     tlsClientClose?.();
+    await early?.stopAll();
     // Nothing is measured any more: --quick stops them together.
     if (together) await Promise.all(servers.map((s) => s.stop()));
     else for (const s of servers.reverse()) await s.stop();

@@ -13,7 +13,14 @@
  */
 import { closedLoop, streamLoop, type Target } from "./load.ts";
 import { gatewayModel, type GatewayUnderTest, startGateway } from "./gateway_setup.ts";
-import { cpuMs, type Server, spawnPinned, startAll } from "./processes.ts";
+import {
+  cpuMs,
+  type EarlyStarts,
+  type Server,
+  spawnPinned,
+  startAll,
+  takeOr,
+} from "./processes.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { median } from "./stats.ts";
 import { atLeast, atMost, fmt, type Row } from "./report.ts";
@@ -29,21 +36,42 @@ export interface FreshTrio {
   peer: Server;
 }
 
-/** Starts a trio in `dir` (sequentially unless `concurrent`); `limits` as startGateway's. */
+/** How each of a trio starts (in `o.dir`); `limits` as startGateway's. */
+const trioRecipes = (o: MeasureOptions, limits?: Record<string, number>) => ({
+  gateway: async () => {
+    await Deno.mkdir(o.dir, { recursive: true });
+    return startGateway(o.dir, o.mockUrl, o.serverCpu, [], undefined, {}, undefined, limits);
+  },
+  floor: async () => {
+    await Deno.mkdir(o.dir, { recursive: true });
+    return spawnPinned(
+      o.serverCpu,
+      ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
+      /floor listening on (\S+)/,
+    );
+  },
+  peer: () => startPeer(o.serverCpu),
+});
+
+/** `--quick`: the trio started ahead (bench/processes.ts EarlyStarts). */
+export function trioEarly(o: MeasureOptions, early: EarlyStarts, limits?: Record<string, number>) {
+  const r = trioRecipes(o, limits);
+  early.start("trio/gateway", r.gateway);
+  early.start("trio/floor", r.floor);
+  early.start("trio/peer", r.peer);
+}
+
+/** Starts a trio in `dir` (sequentially unless `concurrent`), or takes the one started ahead. */
 export async function startTrio(
   o: MeasureOptions,
   limits?: Record<string, number>,
 ): Promise<FreshTrio> {
   await Deno.mkdir(o.dir, { recursive: true });
+  const r = trioRecipes(o, limits);
   const [gw, floor, peer] = await startAll(o.concurrentStarts ?? false, [
-    () => startGateway(o.dir, o.mockUrl, o.serverCpu, [], undefined, {}, undefined, limits),
-    () =>
-      spawnPinned(
-        o.serverCpu,
-        ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
-        /floor listening on (\S+)/,
-      ),
-    () => startPeer(o.serverCpu),
+    () => takeOr(o.early, "trio/gateway", r.gateway),
+    () => takeOr(o.early, "trio/floor", r.floor),
+    () => takeOr(o.early, "trio/peer", r.peer),
   ]);
   return { gw, floor, peer };
 }

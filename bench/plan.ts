@@ -8,7 +8,9 @@
  * bare proxy and gateway (the verified path's on a fresh gateway started with
  * the main servers), and the prompt-size rows on the fresh-peer row's floor,
  * gateway and Portkey rather than three more. Every section starts its servers
- * concurrently, each on every core until it listens (bench/processes.ts).
+ * concurrently, each on every core until it listens, and the later sections'
+ * first servers start during the held streams, frozen until their rows
+ * (bench/processes.ts EarlyStarts).
  */
 import { type PromptSizePlan, promptSizePlan } from "./prompt_size.ts";
 
@@ -171,29 +173,37 @@ const PROMPT_SIZES = [1, 32, 256, 1024];
  * A fresh server's start-up, seconds, on a quiet machine: a gateway measured 1.1–1.3 s (CPU
  * bound, one thread), a floor or bare proxy 0.3 s, Portkey about 1 s. One allowance per
  * process, sequential; with `shareServers` a section's processes start together over two
- * cores, so a section costs half its sum (never less than its slowest start-up).
+ * cores, so a section costs half its sum (never less than its slowest start-up), and later
+ * sections' servers start during the held streams.
  */
 export const STARTUP_S = { gateway: 1.3, small: 0.3, peer: 1, proxy: 1 };
 
 /** Seconds of start-ups the plan waits for (the bench process's own boot excluded). */
 export function startupSeconds(p: BenchPlan): number {
   const { gateway: g, small: s, peer: k, proxy: x } = STARTUP_S;
+  const sum = (each: number[]) => each.reduce((a, b) => a + b, 0);
   const section = (...each: number[]) =>
-    p.shareServers
-      ? Math.max(...each, each.reduce((a, b) => a + b, 0) / 2)
-      : each.reduce((a, b) => a + b, 0);
-  const heldFresh = p.shareServers ? 1 : 3 * p.heldSamples - 2; // verified each; bare+gw after the 1st
+    p.shareServers ? Math.max(...each, sum(each) / 2) : sum(each);
   const metricsPairs = Math.max(1, Math.ceil(p.metrics.rounds / 2));
   const tlogPairs = Math.max(1, Math.ceil(p.tlog.rounds / 2));
   const sets = Math.max(1, Math.ceil(p.workers.rounds / 2));
-  return section(s, s) + // mock, TLS mock
-    section(s, s, g, k, ...(p.shareServers ? [g] : [])) + // bare, floor, gateway, Portkey
-    (p.shareServers ? 0 : heldFresh * g) +
+  const main = section(s, s) + section(s, s, g, k, ...(p.shareServers ? [g] : []));
+  if (p.shareServers) {
+    // The first of every later section's servers start during the held streams (EarlyStarts),
+    // but the two-worker gateway (a supervisor and its two workers) and further pairs or sets.
+    const w = p.heldWaits;
+    const held = 3 * p.heldSamples * (2 * w.settleMs + w.idleMs + w.afterMs) / 1000;
+    const ahead = section(x, x, g, g, g, g, g, g, g, g, s, k);
+    return main + Math.max(0, ahead - held) + sets * section(g, g) +
+      (metricsPairs - 1 + tlogPairs - 1) * section(g, g) + (sets - 1) * section(g, g, g);
+  }
+  const heldFresh = 3 * p.heldSamples - 2; // the verified path's each; bare and gateway after the 1st
+  return main + heldFresh * g +
     section(x, x) + // the verifying proxies
     metricsPairs * section(g, g) +
     tlogPairs * section(g, g) +
     sets * section(g, g, g, g, g) + // one worker, two (a supervisor and 2), the control's two
     section(g, s, k) + // fresh peer row
-    (p.shareServers ? 0 : section(g, s, k)) + // prompt sizes' own
+    section(g, s, k) + // prompt sizes' own
     (p.profile ? g : 0);
 }

@@ -48,6 +48,59 @@ export async function startAll<T extends readonly { stop(): Promise<void> }[]>(
   return out as unknown as T;
 }
 
+/**
+ * `--quick`: servers of later sections started while the held streams run (RSS is measured
+ * there, not time), then frozen (SIGSTOP: an idle gateway still takes ~1% of a core) until
+ * their section takes them, so nothing runs beside the rows measured meanwhile. Keys name a
+ * server the way its section asks for it (`take`); a section finding none starts its own.
+ */
+export class EarlyStarts {
+  #started = new Map<string, Promise<Server>>();
+  #all: Server[] = [];
+  start(key: string, fn: () => Promise<Server>): void {
+    const p = fn().then((s) => {
+      this.#all.push(s);
+      Deno.kill(s.pid, "SIGSTOP");
+      return s;
+    });
+    p.catch(() => {}); // reported by ready()
+    this.#started.set(key, p);
+  }
+  /** Every early start-up done (and frozen); the first failure thrown. */
+  async ready(): Promise<void> {
+    await Promise.all(this.#started.values());
+  }
+  /** The server started early under `key`, running again; or `fn()`. */
+  async take<T extends Server>(key: string, fn: () => Promise<T>): Promise<T> {
+    const p = this.#started.get(key);
+    if (!p) return fn();
+    this.#started.delete(key);
+    const s = await p;
+    Deno.kill(s.pid, "SIGCONT");
+    // The caller asked for this key with the same recipe (`fn`), so it is a T.
+    return s as T;
+  }
+  /** Stops every early server (thawed first: a frozen one would not see SIGTERM). */
+  async stopAll(): Promise<void> {
+    await Promise.allSettled(this.#started.values());
+    await Promise.all(this.#all.map(async (s) => {
+      try {
+        Deno.kill(s.pid, "SIGCONT");
+      } catch {
+        // already gone
+      }
+      await s.stop();
+    }));
+  }
+}
+
+/** `early.take(key, fn)` where there is an `early`; else `fn()`. */
+export const takeOr = <T extends Server>(
+  early: EarlyStarts | undefined,
+  key: string,
+  fn: () => Promise<T>,
+): Promise<T> => early ? early.take(key, fn) : fn();
+
 export interface Server {
   url: string;
   pid: number;

@@ -15,7 +15,14 @@
 import OpenAI from "openai";
 import { verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, spawnPinned, startAll } from "./processes.ts";
+import {
+  cpuMs,
+  type EarlyStarts,
+  type Server,
+  spawnPinned,
+  startAll,
+  takeOr,
+} from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
 import { percentile } from "./stats.ts";
 import { runStandalone } from "./standalone.ts";
@@ -41,9 +48,48 @@ export interface VerifyingClientBench {
   /** Requests per batch (whole, then streamed) and unrecorded ones per path; `--quick` passes fewer. */
   batch?: number;
   warmups?: number;
-  /** Start the two proxies together (`--quick`). */
+  /** Start the two proxies together (`--quick`), or take them started ahead. */
   concurrentStarts?: boolean;
+  early?: EarlyStarts;
   log: (msg: string) => void;
+}
+
+/** The local proxies measured: with the inclusion verdict before the answer, and off. */
+const PROXIES: [string, Record<string, unknown>][] = [
+  ["proxy", {}],
+  ["proxy-nolog", { inclusion: "off" }],
+];
+
+async function startProxy(
+  o: Pick<VerifyingClientBench, "dir" | "gatewayUrl" | "cpu">,
+  name: string,
+  policy: Record<string, unknown>,
+) {
+  const policyPath = `${o.dir}/${name}-policy.json`;
+  await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true, ...policy }));
+  return await spawnPinned(o.cpu, [
+    "run",
+    "-A",
+    "proxy.ts",
+    "--gateway",
+    `${o.gatewayUrl}/v1`,
+    "--listen",
+    "127.0.0.1:0",
+    "--policy",
+    policyPath,
+    "--audit",
+    `${o.dir}/${name}-audit.jsonl`,
+  ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
+}
+
+/** `--quick`: both proxies started ahead (bench/processes.ts EarlyStarts). */
+export function verifyingEarly(
+  o: Pick<VerifyingClientBench, "dir" | "gatewayUrl" | "cpu">,
+  early: EarlyStarts,
+): void {
+  for (const [name, policy] of PROXIES) {
+    early.start(`proxy/${name}`, () => startProxy(o, name, policy));
+  }
 }
 
 /** A difference with its sign (noise can make an added cost negative). */
@@ -54,28 +100,13 @@ export async function measureVerifyingClient(
   o: VerifyingClientBench,
 ): Promise<{ rows: Row[]; ok: number }> {
   let ok = 0;
-  const startProxy = async (name: string, policy: Record<string, unknown>) => {
-    const policyPath = `${o.dir}/${name}-policy.json`;
-    await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true, ...policy }));
-    return await spawnPinned(o.cpu, [
-      "run",
-      "-A",
-      "proxy.ts",
-      "--gateway",
-      `${o.gatewayUrl}/v1`,
-      "--listen",
-      "127.0.0.1:0",
-      "--policy",
-      policyPath,
-      "--audit",
-      `${o.dir}/${name}-audit.jsonl`,
-    ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
-  };
   const BATCH = o.batch ?? FULL_BATCH;
-  const [proxy, proxyNoLog] = await startAll(o.concurrentStarts ?? false, [
-    () => startProxy("proxy", {}),
-    () => startProxy("proxy-nolog", { inclusion: "off" }),
-  ]);
+  const [proxy, proxyNoLog] = await startAll(
+    o.concurrentStarts ?? false,
+    PROXIES.map(([name, policy]) => () =>
+      takeOr(o.early, `proxy/${name}`, () => startProxy(o, name, policy))
+    ) as [() => Promise<Server>, () => Promise<Server>],
+  );
   const lib = (policy: Record<string, unknown>) =>
     verifyingFetch({
       baseURL: `${o.gatewayUrl}/v1`,

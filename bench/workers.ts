@@ -17,7 +17,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, type GatewayUnderTest, startGateway } from "./gateway_setup.ts";
-import { cpuMs, pinTree } from "./processes.ts";
+import { cpuMs, type EarlyStarts, pinTree, takeOr } from "./processes.ts";
 import { median } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -93,9 +93,30 @@ async function start(
   dir: string,
   o: MeasureOptions,
   workers: number,
-  /** A number for one worker: `--quick` may start it on every core first (bench/processes.ts). */
+  /** A number: `--quick` may start it on every core first (bench/processes.ts). */
   cpus: string | number,
 ): Promise<{ g: GatewayUnderTest; stdout: string }> {
+  const g = await takeOr(o.early, `workers/${dir}`, () => startRaw(dir, o, workers, cpus));
+  return { g, stdout: `${dir}/stdout.log` };
+}
+
+/**
+ * `--quick`: the first set's one-worker gateways started ahead (bench/processes.ts
+ * EarlyStarts); the two-worker one is not (its supervisor watches its workers' timing).
+ */
+export function workersEarly(o: MeasureOptions, early: EarlyStarts): void {
+  for (const name of ["one", "ctl-a", "ctl-b"]) {
+    const dir = `${o.dir}/pair-0/${name}`;
+    early.start(`workers/${dir}`, () => startRaw(dir, o, 1, o.serverCpu));
+  }
+}
+
+async function startRaw(
+  dir: string,
+  o: MeasureOptions,
+  workers: number,
+  cpus: string | number,
+): Promise<GatewayUnderTest> {
   await Deno.mkdir(dir, { recursive: true });
   const stdout = `${dir}/stdout.log`;
   const g = await startGateway(
@@ -116,7 +137,7 @@ async function start(
   }
   // Started on every core (`--quick`): its workers too, now on its one core like it.
   if (typeof cpus === "number") await pinTree(g.pid, cpus);
-  return { g, stdout };
+  return g;
 }
 
 const target = (g: GatewayUnderTest): Target => ({
