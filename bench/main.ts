@@ -375,6 +375,11 @@ async function main(): Promise<void> {
     const runPath = async (p: PathName, into: RoundStats | null) => {
       const t = targets[p];
       const s = into ?? emptyStats();
+      // --quick has no warm-up round: a short unrecorded load first, so loads of a fraction of
+      // a second do not measure a fresh process's JIT (the verified path's follows, below).
+      if (!plan.warmupRound && p !== "verified") {
+        countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds: plan.warmSeconds }));
+      }
       const cpu0 = p === "direct" ? 0 : cpuMs(pid[p]);
       const threads0 = p === "gateway" && into ? threadCpuMs(gw.pid) : null;
       // Verified path, steady state: the pinned pool filled by a short unrecorded load at the
