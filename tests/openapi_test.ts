@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { compileErrors, validate } from "@readme/openapi-parser";
 import { z } from "zod";
 import { startTestGateway } from "./support/gateway.ts";
-import { chatRequestSchema } from "../src/formats/chat.ts";
+import { chatRequestSchema } from "../src/formats/chat/request.ts";
 import { MessagesRequestSchema } from "../src/formats/messages/schema.ts";
 import { OwnKeySchema } from "../src/accounts/key_views.ts";
 

@@ -9,7 +9,7 @@ import type {
   ChatResponse,
   ChatToolCall,
   ChatUsage,
-} from "../formats/chat_types.ts";
+} from "../formats/chat/types.ts";
 import type { ChatPlan, CompletionPlan } from "./fake_model.ts";
 
 /** Identity of one response: `created` is in epoch seconds. */

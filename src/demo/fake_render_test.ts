@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { ChatChunk } from "../formats/chat_types.ts";
+import type { ChatChunk } from "../formats/chat/types.ts";
 import { planChat, planCompletion } from "./fake_model.ts";
 import {
   renderChatChunks,

@@ -12,7 +12,7 @@ import { parseResponsesRequest } from "./responses/request.ts";
 import { messageIdFor } from "./messages/ids.ts";
 import { decodeEvents, delta, types, usageChunk } from "./messages/testing.ts";
 import { SseDecoder } from "./sse.ts";
-import type { ChatChunk } from "./chat_types.ts";
+import type { ChatChunk } from "./chat/types.ts";
 import { GatewayError } from "../http/errors.ts";
 
 const MSG_ID = messageIdFor("chatcmpl-test");

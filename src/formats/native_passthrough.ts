@@ -88,3 +88,21 @@ export function nativeResponsesPassthrough(model: string): Translator {
 export function withModel(body: unknown, model: string): unknown {
   return isObj(body) ? { ...body, model } : body;
 }
+
+/**
+ * The client's own body for an upstream that speaks its format: the model the
+ * candidate serves it under, the gateway's `provider` block dropped, and
+ * `defaults` for what the client left out.
+ */
+export function nativeBody(
+  body: unknown,
+  upstreamModel: string,
+  defaults?: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    ...defaults,
+    ...(body as Record<string, unknown>),
+    model: upstreamModel,
+    provider: undefined,
+  };
+}

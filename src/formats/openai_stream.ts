@@ -11,7 +11,7 @@
  * Pure.
  */
 import { errorBody, type GatewayError } from "../http/errors.ts";
-import type { ChatUsage } from "./chat_types.ts";
+import type { ChatUsage } from "./chat/types.ts";
 import type { TokenUsage, Translator } from "./stream_translator.ts";
 
 interface OpenAiChunk {

@@ -13,7 +13,7 @@ import { createResponsesStreamTranslator } from "./responses/stream.ts";
 import { chatToResponsesResponse } from "./responses/response.ts";
 import { parseResponsesRequest } from "./responses/request.ts";
 import { delta, usageChunk } from "./messages/testing.ts";
-import type { ChatChunk, ChatResponse } from "./chat_types.ts";
+import type { ChatChunk, ChatResponse } from "./chat/types.ts";
 import type { StreamTranslator } from "./stream_translator.ts";
 import { GatewayError } from "../http/errors.ts";
 

@@ -5,7 +5,7 @@
  * without a server and the gateway owns timing, keep-alive cadence and failover.
  */
 
-import type { ChatChunk } from "./chat_types.ts";
+import type { ChatChunk } from "./chat/types.ts";
 import type { GatewayError } from "../http/errors.ts";
 
 export interface StreamTranslator {

@@ -1,13 +1,13 @@
 /** `POST /v1/chat/completions`: the chat plan for the shared pipeline. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   chatResponseForClient,
   checkChatAgainstModel,
   parseChatRequest,
   upstreamChatBody,
-} from "../formats/chat.ts";
-import type { ChatResponse } from "../formats/chat_types.ts";
-import { costOf, idOf, usageField } from "./plan.ts";
+} from "../formats/chat/request.ts";
+import type { ChatResponse } from "../formats/chat/types.ts";
+import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -34,24 +34,15 @@ export const chatEndpoint: InferenceEndpoint = {
       config.limits.default_output_reserve,
       promptTokens,
     );
-    return {
-      modelId: p.model,
-      provider: p.provider,
-      routes: model.config.routes,
-      stream: p.stream,
-      estimate: {
-        promptTokens,
-        outputTokens: out.perCompletion * (p.chat.n ?? 1),
-        maxPromptTokens: model.config.context_length,
-        exactPromptTokens: prompt.exact,
-      },
-      pricing: model.config.pricing,
-      tokenizer: model.tokenizer,
+    return basePlan(p, model, {
+      promptTokens,
+      outputTokens: out.perCompletion * (p.chat.n ?? 1),
+      maxPromptTokens: model.config.context_length,
+      exactPromptTokens: prompt.exact,
+    }, {
       upstreamPath: () => "/v1/chat/completions",
       upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
-      respond: (u) => chatResponseForClient(u as ChatResponse, p.model),
-      usage: usageField,
-      chatId: idOf,
+      respond: (u: ChatResponse) => chatResponseForClient(u, p.model),
       translator: () =>
         createOpenAiStreamPassthrough({
           model: p.model,
@@ -59,6 +50,6 @@ export const chatEndpoint: InferenceEndpoint = {
           obfuscate: p.obfuscate,
           cost: costOf(model.config.pricing),
         }),
-    };
+    });
   },
 };

@@ -1,12 +1,13 @@
 /** `POST /v1/completions` (legacy): the text-completion plan for the shared pipeline. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
+  completionForClient,
   countCompletionPrompts,
   parseCompletionRequest,
   upstreamCompletionBody,
-} from "../formats/completions.ts";
+} from "../formats/completions/request.ts";
 import { badParam } from "../http/errors.ts";
-import { costOf, idOf, usageField } from "./plan.ts";
+import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/context.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
@@ -45,30 +46,21 @@ export const completionsEndpoint: InferenceEndpoint = {
       config.limits.default_output_reserve,
       Math.max(...counts),
     );
-    return {
-      modelId: p.model,
-      provider: p.provider,
-      routes: model.config.routes,
-      stream: p.stream,
-      estimate: {
-        promptTokens,
-        outputTokens: out.perCompletion * perPrompt * prompts,
-        maxPromptTokens: model.config.context_length * prompts,
-      },
-      pricing: model.config.pricing,
-      tokenizer: model.tokenizer,
+    return basePlan(p, model, {
+      promptTokens,
+      outputTokens: out.perCompletion * perPrompt * prompts,
+      maxPromptTokens: model.config.context_length * prompts,
+    }, {
       upstreamPath: () => "/v1/completions",
       upstreamBody: (c) =>
         upstreamCompletionBody({ ...p.body, max_tokens: out.cap }, c.upstreamModel),
-      respond: (u) => ({ ...(u as Record<string, unknown>), model: p.model }),
-      usage: usageField,
-      chatId: idOf,
+      respond: (u) => completionForClient(u, p.model),
       translator: () =>
         createOpenAiStreamPassthrough({
           model: p.model,
           clientWantsUsage: p.clientWantsUsage,
           cost: costOf(model.config.pricing),
         }),
-    };
+    });
   },
 };

@@ -14,8 +14,8 @@ import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { parseMessagesRequest } from "../formats/messages/mod.ts";
-import { estimateChatTokens } from "../formats/chat.ts";
-import { authenticateCaller } from "./pipeline.ts";
+import { estimateChatTokens } from "../formats/chat/request.ts";
+import { authenticateCaller } from "./auth.ts";
 import { checkContextLength } from "../tokens/context.ts";
 
 /** Members of a Messages request that describe generation, not input: accepted and not counted. */

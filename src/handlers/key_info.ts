@@ -8,7 +8,7 @@
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import { dayRange } from "../accounts/usage_daily.ts";
-import { authenticateCaller } from "./pipeline.ts";
+import { authenticateCaller } from "./auth.ts";
 import { ownKeyView } from "../accounts/key_views.ts";
 import type { Authenticator } from "../accounts/keys.ts";
 import type { KeyAdmin } from "../accounts/key_admin.ts";

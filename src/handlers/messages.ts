@@ -1,14 +1,14 @@
 /** `POST /v1/messages` (Anthropic format): translated to chat for chat upstreams, forwarded to native ones. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   chatToMessagesResponse,
   createMessagesStreamTranslator,
   parseMessagesRequest,
 } from "../formats/messages/mod.ts";
-import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
-import type { ChatResponse } from "../formats/chat_types.ts";
-import { nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
-import { costOf, idOf, nativeOrTranslated, usageField } from "./plan.ts";
+import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat/request.ts";
+import type { ChatResponse } from "../formats/chat/types.ts";
+import { nativeBody, nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
+import { basePlan, costOf, nativeOrTranslated } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 
@@ -33,34 +33,24 @@ export const messagesEndpoint: InferenceEndpoint = {
     );
     const promptTokens = prompt.reserve;
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
-    return {
-      modelId: p.model,
-      provider: p.provider,
-      routes: model.config.routes,
-      stream: p.stream,
-      estimate: {
+    return basePlan(
+      p,
+      model,
+      {
         promptTokens,
         outputTokens: out.perCompletion,
         maxPromptTokens: model.config.context_length,
         exactPromptTokens: prompt.exact,
       },
-      pricing: model.config.pricing,
-      tokenizer: model.tokenizer,
-      usage: usageField,
-      chatId: idOf,
-      ...nativeOrTranslated("messages", {
+      nativeOrTranslated("messages", {
         path: "/v1/messages",
-        body: (c) => ({
-          ...(body as Record<string, unknown>),
-          model: c.upstreamModel,
-          provider: undefined,
-        }),
+        body: (c) => nativeBody(body, c.upstreamModel),
         respond: (u) => withModel(u, p.model),
         translator: () => nativeMessagesPassthrough(p.model),
       }, {
         path: "/v1/chat/completions",
         body: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
-        respond: (u) => chatToMessagesResponse(u as ChatResponse, p.model, p.stopSequences),
+        respond: (u: ChatResponse) => chatToMessagesResponse(u, p.model, p.stopSequences),
         translator: () =>
           createMessagesStreamTranslator({
             model: p.model,
@@ -70,6 +60,6 @@ export const messagesEndpoint: InferenceEndpoint = {
             cost: costOf(model.config.pricing),
           }),
       }),
-    };
+    );
   },
 };

@@ -9,6 +9,7 @@ import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
 import type { TokenizerName } from "../tokens/count.ts";
 import type { KvWrite } from "../store/group_commit.ts";
+import { idOf, usageField } from "../formats/upstream_fields.ts";
 
 // The stream contract lives with the formats that implement it.
 export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
@@ -88,35 +89,14 @@ export function costOf(pricing: { prompt: number; completion: number }): (u: Tok
   return (u) => costCredits(u, pricing);
 }
 
-export function idOf(upstream: unknown): string | null {
-  if (upstream && typeof upstream === "object" && "id" in upstream) {
-    const id = (upstream as { id: unknown }).id;
-    if (typeof id === "string") return id;
-  }
-  return null;
-}
-
-export function usageField(upstream: unknown): TokenUsage | undefined {
-  if (!upstream || typeof upstream !== "object") return undefined;
-  const u = (upstream as { usage?: unknown }).usage;
-  if (!u || typeof u !== "object") return undefined;
-  const { prompt_tokens, completion_tokens, input_tokens, output_tokens } = u as Record<
-    string,
-    unknown
-  >;
-  const p = prompt_tokens !== undefined ? prompt_tokens : input_tokens;
-  const c = completion_tokens !== undefined ? completion_tokens : output_tokens;
-  if (p === undefined) return undefined;
-  // Passed on as sent (even when not a number): the settlement bounds it (usage_bounds.ts) and
-  // says so in the receipt, instead of this reader silently dropping it.
-  return { prompt_tokens: p as number, completion_tokens: c === undefined ? 0 : c as number };
-}
-
-/** How a plan reaches one kind of upstream: its path, body, answer and stream translation. */
-export interface UpstreamSide {
+/**
+ * How a plan reaches one kind of upstream: its path, body, answer and stream translation.
+ * `U` is the answer's type in the upstream's format (`ChatResponse` for chat upstreams).
+ */
+export interface UpstreamSide<U = unknown> {
   path: string;
   body(c: Candidate): unknown;
-  respond(upstream: unknown): unknown;
+  respond(upstream: U): unknown;
   translator(): Translator;
 }
 
@@ -125,16 +105,78 @@ export interface UpstreamSide {
  * (`native_formats`): those get the client's format passed through, the others
  * the request translated to chat.
  */
-export function nativeOrTranslated(
+export function nativeOrTranslated<T>(
   format: "messages" | "responses",
   native: UpstreamSide,
-  translated: UpstreamSide,
-): Pick<InferencePlan, "upstreamPath" | "upstreamBody" | "respond" | "translator"> {
-  const side = (c: Candidate) => c.provider.native_formats.includes(format) ? native : translated;
+  translated: UpstreamSide<T>,
+): PlanSides {
+  const side = (c: Candidate) =>
+    c.provider.native_formats.includes(format) ? native : translated as UpstreamSide;
   return {
     upstreamPath: (c) => side(c).path,
     upstreamBody: (c) => side(c).body(c),
     respond: (u, c) => side(c).respond(u),
     translator: (c) => side(c).translator(),
   };
+}
+
+/** The per-candidate part of a plan: path, body, answer and stream translation. */
+export interface PlanSides<U = unknown> {
+  upstreamPath(c: Candidate): string;
+  upstreamBody(c: Candidate): unknown;
+  /** Non-streamed: the upstream's answer, as its format's type → the client's JSON. */
+  respond(upstream: U, c: Candidate): unknown;
+  translator(c: Candidate): Translator;
+}
+
+/** What every plan takes from the parsed request. */
+export interface PlanRequest {
+  model: string;
+  provider: unknown;
+  stream?: boolean;
+}
+
+/** What every plan takes from the catalog's model. */
+export interface PlanModel {
+  config: {
+    routes: { provider: string; model: string }[];
+    /** An embedding model prices only its input: its completion price is 0. */
+    pricing: { prompt: number; completion: number } | { prompt: number };
+  };
+  tokenizer?: TokenizerName;
+}
+
+/**
+ * The one place a plan is made: the fields every endpoint shares from its parsed
+ * request and model, its estimate, and its per-candidate sides. `overrides`: an
+ * endpoint whose answers are not chat-shaped (embeddings) reads usage and ids its own way.
+ */
+export function basePlan<U>(
+  p: PlanRequest,
+  model: PlanModel,
+  estimate: InferencePlan["estimate"],
+  sides: PlanSides<U>,
+  overrides?: Pick<InferencePlan, "usage" | "chatId">,
+): InferencePlan {
+  return {
+    modelId: p.model,
+    provider: p.provider,
+    routes: model.config.routes,
+    stream: p.stream === true,
+    estimate,
+    pricing: pricingOf(model.config.pricing),
+    tokenizer: model.tokenizer,
+    upstreamPath: sides.upstreamPath,
+    upstreamBody: sides.upstreamBody,
+    // The upstream's JSON read as the format's answer type: the upstream was asked in that
+    // format, and the format's translators read the answer defensively.
+    respond: sides.respond,
+    usage: overrides?.usage ?? usageField,
+    chatId: overrides?.chatId ?? idOf,
+    translator: sides.translator,
+  };
+}
+
+function pricingOf(p: PlanModel["config"]["pricing"]): { prompt: number; completion: number } {
+  return "completion" in p ? p : { prompt: p.prompt, completion: 0 };
 }

@@ -13,8 +13,8 @@
  * the model's tokenizer, stopping past its context.
  */
 import type { ChatModel } from "../catalog/catalog.ts";
-import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat.ts";
-import type { ChatRequest } from "../formats/chat_types.ts";
+import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat/request.ts";
+import type { ChatRequest } from "../formats/chat/types.ts";
 import { checkContextLength } from "../tokens/context.ts";
 
 export interface PromptTokens {

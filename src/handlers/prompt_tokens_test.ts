@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import type { ChatModel } from "../catalog/catalog.ts";
-import type { ChatRequest } from "../formats/chat_types.ts";
+import type { ChatRequest } from "../formats/chat/types.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import { GatewayError } from "../http/errors.ts";
-import { estimateChatTokens } from "../formats/chat.ts";
+import { estimateChatTokens } from "../formats/chat/request.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 
 const model = (contextLength: number): ChatModel => ({

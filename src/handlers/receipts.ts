@@ -5,7 +5,7 @@ import type { Params } from "../http/params.ts";
 import { jsonResponse } from "../http/json.ts";
 import { signatureEnvelope } from "../aci/legacy.ts";
 import { signingAlgo } from "./attestation.ts";
-import { authenticateCaller, credentialHeader } from "./pipeline.ts";
+import { authenticateCaller, credentialHeader } from "./auth.ts";
 
 /**
  * The digest of the presented key (Bearer or `x-api-key`), null when no

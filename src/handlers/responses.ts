@@ -1,14 +1,18 @@
 /** `POST /v1/responses` (OpenAI Responses format): translated to chat, or forwarded to native upstreams. */
-import type { InferenceEndpoint } from "./pipeline.ts";
+import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   chatToResponsesResponse,
   createResponsesStreamTranslator,
   parseResponsesRequest,
 } from "../formats/responses/mod.ts";
-import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat.ts";
-import type { ChatResponse } from "../formats/chat_types.ts";
-import { nativeResponsesPassthrough, withModel } from "../formats/native_passthrough.ts";
-import { costOf, idOf, nativeOrTranslated, usageField } from "./plan.ts";
+import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat/request.ts";
+import type { ChatResponse } from "../formats/chat/types.ts";
+import {
+  nativeBody,
+  nativeResponsesPassthrough,
+  withModel,
+} from "../formats/native_passthrough.ts";
+import { basePlan, costOf, nativeOrTranslated } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 import { bytesToHex } from "../aci/hex.ts";
@@ -36,36 +40,25 @@ export const responsesEndpoint: InferenceEndpoint = {
       config.limits.default_output_reserve,
       promptTokens,
     );
-    return {
-      modelId: p.model,
-      provider: p.provider,
-      routes: model.config.routes,
-      stream: p.stream,
-      estimate: {
+    return basePlan(
+      p,
+      model,
+      {
         promptTokens,
         outputTokens: out.perCompletion,
         maxPromptTokens: model.config.context_length,
         exactPromptTokens: prompt.exact,
       },
-      pricing: model.config.pricing,
-      tokenizer: model.tokenizer,
-      usage: usageField,
-      chatId: idOf,
-      ...nativeOrTranslated("responses", {
+      nativeOrTranslated("responses", {
         path: "/v1/responses",
-        body: (c) => ({
-          max_output_tokens: out.cap,
-          ...(body as Record<string, unknown>),
-          model: c.upstreamModel,
-          provider: undefined,
-        }),
+        body: (c) => nativeBody(body, c.upstreamModel, { max_output_tokens: out.cap }),
         respond: (u) => withModel(u, p.model),
         translator: () => nativeResponsesPassthrough(p.model),
       }, {
         path: "/v1/chat/completions",
         body: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
-        respond: (u) =>
-          chatToResponsesResponse(u as ChatResponse, p.model, { createdAt, echo: p.echo }),
+        respond: (u: ChatResponse) =>
+          chatToResponsesResponse(u, p.model, { createdAt, echo: p.echo }),
         translator: () =>
           createResponsesStreamTranslator({
             model: p.model,
@@ -76,6 +69,6 @@ export const responsesEndpoint: InferenceEndpoint = {
             cost: costOf(model.config.pricing),
           }),
       }),
-    };
+    );
   },
 };

@@ -8,7 +8,7 @@ import type { GatewayContext } from "./context.ts";
 import { badParam, GatewayError } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { Params } from "../http/params.ts";
-import { authenticateCaller } from "./pipeline.ts";
+import { authenticateCaller } from "./auth.ts";
 
 export async function getSession(
   req: Request,

@@ -46,30 +46,178 @@ const encoder = new TextEncoder();
 
 type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 
-// Long as one closure over a stream's state (its pull, the deadlines the shared ticker reads,
-// finish); split, that state would be an object allocated and dereferenced per chunk (hot path).
 export function streamResponse(a: StreamArgs): Response {
-  // Closures below use these, never `a`: a held stream keeps only what it needs.
-  const { ctx, rec, translator, abortUpstream, promptEstimate, settle, info, countTokens } = a;
-  const openAiUpstream = a.openAiUpstream;
   if (!a.upstream.body) throw new GatewayError("upstream_error", "upstream sent no stream body");
-  const reader = chunkReader(a.upstream.body, undefined, bodySourceOf(a.upstream));
-  const received = new BodyHasher();
-  const returned = new BodyHasher();
-  const limits = ctx.config.limits;
-  // One event may not outgrow max_sse_event_bytes (a line that never ends is refused).
-  const decoder = new SseDecoder({ maxPendingChars: limits.max_sse_event_bytes });
-  const maxStreamBytes = limits.max_upstream_stream_bytes;
-  let streamBytes = 0;
-  const startedAt = ctx.monotonic();
-  // Tokens of the generated text of every choice written to the client so far.
-  let deliveredTokens = 0;
-  let sawDone = false;
-  let sawFinish = false;
-  let done = false;
-  // chat_id: the id the client sees in the stream, when the upstream gave one.
-  let upstreamId: string | null = null;
-  const clientId = new StreamIdFinder();
+  const relay = new StreamRelay(a, a.upstream.body);
+  const body = new ReadableStream<Uint8Array>(relay, { highWaterMark: 0 });
+  a.headers.set("content-type", a.contentType ?? "text/event-stream; charset=utf-8");
+  a.headers.set("cache-control", "no-cache");
+  a.info.deferLog = true;
+  return new Response(body, { status: 200, headers: a.headers });
+}
+
+/**
+ * One stream's state and the source the client's body pulls from: a pull reads the upstream
+ * until it has text for the client, translating as it goes. Fields, not a closure's scope, so
+ * each step is a method; it keeps what it needs from the arguments, never `a` itself (nor the
+ * upstream Response's headers).
+ */
+class StreamRelay implements UnderlyingDefaultSource<Uint8Array> {
+  private readonly ctx: GatewayContext;
+  private readonly rec: ReceiptRecorder;
+  private readonly translator: Translator;
+  private readonly abortUpstream: (reason?: unknown) => void;
+  private readonly promptEstimate: () => number;
+  private readonly settle: Settle;
+  private readonly info: RequestInfo;
+  private readonly countTokens: (text: string) => number;
+  private readonly openAiUpstream: boolean;
+  private readonly reader: ReturnType<typeof chunkReader>;
+  private readonly received = new BodyHasher();
+  private readonly returned = new BodyHasher();
+  private readonly decoder: SseDecoder;
+  private readonly maxStreamBytes: number;
+  private streamBytes = 0;
+  private readonly startedAt: number;
+  /** Tokens of the generated text of every choice written to the client so far. */
+  private deliveredTokens = 0;
+  private sawDone = false;
+  private sawFinish = false;
+  private done = false;
+  /** chat_id: the id the client sees in the stream, when the upstream gave one. */
+  private upstreamId: string | null = null;
+  private readonly clientId = new StreamIdFinder();
+  // Deadlines are checked by the shared ticker while an upstream read is pending:
+  // silence for `idleMs` fails the stream; silence for `keepAliveMs` sends the
+  // format's keep-alive frame (Anthropic `ping`), when it has one. A slow client
+  // is never the upstream's silence: no read is pending while it lags.
+  private readonly idleMs: number;
+  private readonly keepAliveMs: number;
+  private readonly keepAlive: boolean;
+  private readonly totalMs: number;
+  /** When the pending read began; 0 = none pending. */
+  private readSince = 0;
+  /** The last keep-alive sent during this read. */
+  private beatSince = 0;
+  private idleError: GatewayError | null = null;
+  private ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
+  private readonly untick: () => void;
+
+  constructor(a: StreamArgs, upstreamBody: ReadableStream<Uint8Array>) {
+    this.ctx = a.ctx;
+    this.rec = a.rec;
+    this.translator = a.translator;
+    this.abortUpstream = a.abortUpstream;
+    this.promptEstimate = a.promptEstimate;
+    this.settle = a.settle;
+    this.info = a.info;
+    this.countTokens = a.countTokens;
+    this.openAiUpstream = a.openAiUpstream;
+    this.reader = chunkReader(upstreamBody, undefined, bodySourceOf(a.upstream));
+    const limits = a.ctx.config.limits;
+    // One event may not outgrow max_sse_event_bytes (a line that never ends is refused).
+    this.decoder = new SseDecoder({ maxPendingChars: limits.max_sse_event_bytes });
+    this.maxStreamBytes = limits.max_upstream_stream_bytes;
+    this.startedAt = a.ctx.monotonic();
+    this.idleMs = limits.stream_idle_timeout_ms;
+    this.keepAliveMs = limits.sse_keepalive_ms;
+    this.keepAlive = a.translator.keepAlive !== undefined;
+    this.totalMs = limits.upstream_body_timeout_ms;
+    this.untick = a.ctx.streamTicker.add((now) => this.tick(now));
+  }
+
+  start(controller: ReadableStreamDefaultController<Uint8Array>): void {
+    this.ctrl = controller;
+  }
+
+  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    if (this.done) return;
+    const { reader, translator } = this;
+    try {
+      while (true) {
+        // Awaited right here (no helper): a held stream waits in one suspended function.
+        this.readSince = this.ctx.monotonic();
+        this.beatSince = 0;
+        let r: ReadableStreamReadResult<Uint8Array>;
+        try {
+          r = await reader.read();
+        } finally {
+          this.readSince = 0;
+        }
+        if (this.idleError) throw this.idleError;
+        if (r.done) {
+          const { out } = this.translate(this.decoder.end());
+          if (
+            this.openAiUpstream && !this.sawDone &&
+            !(this.sawFinish && translator.usage() !== undefined)
+          ) {
+            // Cut short (a clean chunked end or EOF): never relayed as a complete answer.
+            if (out) this.emit(controller, out);
+            throw new GatewayError("upstream_error", "upstream stream ended before its end marker");
+          }
+          await this.finish(controller, out + translator.end(), "completed");
+          return;
+        }
+        this.streamBytes += r.value.byteLength;
+        if (this.streamBytes > this.maxStreamBytes) {
+          throw new GatewayError(
+            "upstream_error",
+            "upstream stream exceeded max_upstream_stream_bytes",
+          );
+        }
+        this.received.update(r.value);
+        const { out, finished } = this.translate(this.decoder.push(r.value));
+        if (finished) {
+          drainRest(reader, { maxReads: 4, graceMs: 1_000 });
+          await this.finish(controller, out + translator.end(), "completed");
+          return;
+        }
+        if (out) {
+          this.emit(controller, out);
+          return;
+        }
+      }
+    } catch (e) {
+      if (this.done) return;
+      if (this.idleError === null) this.abortUpstream(e); // the ticker already aborted an idle one
+      reader.cancel().catch(() => {});
+      const err = this.idleError ??
+        (e instanceof GatewayError
+          ? e
+          : new GatewayError("upstream_error", "upstream stream failed"));
+      await this.finish(controller, translator.fail(err), "upstream_failed");
+    }
+  }
+
+  async cancel(): Promise<void> {
+    if (this.done) return;
+    this.done = true;
+    this.abortUpstream(new Error("client disconnected"));
+    this.reader.cancel().catch(() => {});
+    await this.finalize("client_disconnected").catch((e) =>
+      this.ctx.log({ level: "error", error: String(e) })
+    );
+  }
+
+  /** The shared ticker's check of this stream's deadlines. */
+  private tick(now: number): void {
+    const { readSince } = this;
+    if (readSince === 0 || this.done) return;
+    const late = now - this.startedAt >= this.totalMs;
+    if (late || now - readSince >= this.idleMs) {
+      this.idleError ??= new GatewayError(
+        "upstream_timeout",
+        late ? "upstream stream exceeded upstream_body_timeout_ms" : "upstream stream went idle",
+      );
+      this.abortUpstream(this.idleError);
+      this.reader.cancel(this.idleError).catch(() => {}); // settles the pending read
+    } else if (
+      this.keepAlive && this.ctrl && now - Math.max(readSince, this.beatSince) >= this.keepAliveMs
+    ) {
+      this.beatSince = now;
+      this.emit(this.ctrl, this.translator.keepAlive!());
+    }
+  }
 
   /**
    * The settlement, which must not throw: a stream that was answered always gets its receipt
@@ -77,55 +225,63 @@ export function streamResponse(a: StreamArgs): Response {
    * estimate of the prompt and the delivered text's tokens are billed; a reported field that is
    * not a valid count is replaced by them (usage_bounds.ts).
    */
-  const settlement = (): readonly KvWrite[] => {
+  private settlement(): readonly KvWrite[] {
+    const { promptEstimate, settle } = this;
     // The prompt's exact count is made only if read (prompt_tokens.ts).
     const fallback: TokenUsage = {
       get prompt_tokens() {
         return promptEstimate();
       },
-      completion_tokens: deliveredTokens,
+      completion_tokens: this.deliveredTokens,
     };
     try {
-      return settle(translator.usage() ?? fallback, fallback);
+      return settle(this.translator.usage() ?? fallback, fallback);
     } catch (e) {
-      ctx.log({ level: "error", request_id: info.requestId, msg: "settlement", error: String(e) });
+      this.ctx.log({
+        level: "error",
+        request_id: this.info.requestId,
+        msg: "settlement",
+        error: String(e),
+      });
       try {
         return settle(fallback, fallback);
       } catch {
         return [];
       }
     }
-  };
+  }
 
-  const finalize = async (outcome: Outcome): Promise<void> => {
-    untick();
+  private async finalize(outcome: Outcome): Promise<void> {
+    const { ctx, info, rec } = this;
+    this.untick();
     // The receipt and the debit, durable in one commit before the stream ends.
     await rec.close({
       kind: "answer",
-      receivedHash: received.digest(),
-      returnedHash: returned.digest(),
+      receivedHash: this.received.digest(),
+      returnedHash: this.returned.digest(),
       cut: outcome === "completed" ? undefined : outcome,
-      chatId: upstreamId === null ? null : clientId.id ?? upstreamId,
-    }, settlement());
+      chatId: this.upstreamId === null ? null : this.clientId.id ?? this.upstreamId,
+    }, this.settlement());
     ctx.logRequest(info, 200, outcome);
     if (outcome === "completed" && info.provider) {
       ctx.answered?.({
         provider: info.provider,
-        upstreamChatId: upstreamId,
+        upstreamChatId: this.upstreamId,
         forwardedHash: rec.forwardedHash,
-        receivedHash: received.digest(),
+        receivedHash: this.received.digest(),
       });
     }
-  };
+  }
 
   /** Feed decoded upstream events to the translator; returns text for the client. */
-  const translate = (
+  private translate(
     events: { data: string; event?: string }[],
-  ): { out: string; finished: boolean } => {
+  ): { out: string; finished: boolean } {
+    const { translator } = this;
     let out = "";
     for (const ev of events) {
       if (ev.data === "[DONE]") {
-        sawDone = true;
+        this.sawDone = true;
         return { out, finished: true };
       }
       let chunk: unknown;
@@ -137,141 +293,41 @@ export function streamResponse(a: StreamArgs): Response {
       if (chunk && typeof chunk === "object" && ("error" in chunk || ev.event === "error")) {
         throw new GatewayError("upstream_error", "upstream reported an error mid-stream");
       }
-      if (upstreamId === null) upstreamId = responseIdOf(chunk);
+      if (this.upstreamId === null) this.upstreamId = responseIdOf(chunk);
       // Read before the translator (E2EE seals the chunk in place), counted once it is written.
       const generated = generatedText(chunk);
-      if (!sawFinish && hasFinish(chunk)) sawFinish = true;
+      if (!this.sawFinish && hasFinish(chunk)) this.sawFinish = true;
       out += translator.chunk(chunk as never, ev.event);
-      if (generated !== "") deliveredTokens += countTokens(generated);
+      if (generated !== "") this.deliveredTokens += this.countTokens(generated);
     }
     return { out, finished: false };
-  };
+  }
 
-  const idleMs = ctx.config.limits.stream_idle_timeout_ms;
-  const keepAliveMs = ctx.config.limits.sse_keepalive_ms;
-  const keepAlive = translator.keepAlive !== undefined;
-  // Deadlines are checked by the shared ticker while an upstream read is pending:
-  // silence for `idleMs` fails the stream; silence for `keepAliveMs` sends the
-  // format's keep-alive frame (Anthropic `ping`), when it has one. A slow client
-  // is never the upstream's silence: no read is pending while it lags.
-  let readSince = 0; // when the pending read began; 0 = none pending
-  let beatSince = 0; // last keep-alive sent during this read
-  let idleError: GatewayError | null = null;
-  let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
-  const totalMs = limits.upstream_body_timeout_ms;
-  const untick = ctx.streamTicker.add((now) => {
-    if (readSince === 0 || done) return;
-    const late = now - startedAt >= totalMs;
-    if (late || now - readSince >= idleMs) {
-      idleError ??= new GatewayError(
-        "upstream_timeout",
-        late ? "upstream stream exceeded upstream_body_timeout_ms" : "upstream stream went idle",
-      );
-      abortUpstream(idleError);
-      reader.cancel(idleError).catch(() => {}); // settles the pending read
-    } else if (keepAlive && ctrl && now - Math.max(readSince, beatSince) >= keepAliveMs) {
-      beatSince = now;
-      emit(ctrl, translator.keepAlive!());
-    }
-  });
-
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      ctrl = controller;
-    },
-    async pull(controller) {
-      if (done) return;
-      try {
-        while (true) {
-          // Awaited right here (no helper): a held stream waits in one suspended function.
-          readSince = ctx.monotonic();
-          beatSince = 0;
-          let r: ReadableStreamReadResult<Uint8Array>;
-          try {
-            r = await reader.read();
-          } finally {
-            readSince = 0;
-          }
-          if (idleError) throw idleError;
-          if (r.done) {
-            const { out } = translate(decoder.end());
-            if (openAiUpstream && !sawDone && !(sawFinish && translator.usage() !== undefined)) {
-              // Cut short (a clean chunked end or EOF): never relayed as a complete answer.
-              if (out) emit(controller, out);
-              throw new GatewayError(
-                "upstream_error",
-                "upstream stream ended before its end marker",
-              );
-            }
-            await finish(controller, out + translator.end(), "completed");
-            return;
-          }
-          streamBytes += r.value.byteLength;
-          if (streamBytes > maxStreamBytes) {
-            throw new GatewayError(
-              "upstream_error",
-              "upstream stream exceeded max_upstream_stream_bytes",
-            );
-          }
-          received.update(r.value);
-          const { out, finished } = translate(decoder.push(r.value));
-          if (finished) {
-            drainRest(reader, { maxReads: 4, graceMs: 1_000 });
-            await finish(controller, out + translator.end(), "completed");
-            return;
-          }
-          if (out) {
-            emit(controller, out);
-            return;
-          }
-        }
-      } catch (e) {
-        if (done) return;
-        if (idleError === null) abortUpstream(e); // the ticker already aborted an idle one
-        reader.cancel().catch(() => {});
-        const err = idleError ??
-          (e instanceof GatewayError
-            ? e
-            : new GatewayError("upstream_error", "upstream stream failed"));
-        await finish(controller, translator.fail(err), "upstream_failed");
-      }
-    },
-    async cancel() {
-      if (done) return;
-      done = true;
-      abortUpstream(new Error("client disconnected"));
-      reader.cancel().catch(() => {});
-      await finalize("client_disconnected").catch((e) =>
-        ctx.log({ level: "error", error: String(e) })
-      );
-    },
-  }, { highWaterMark: 0 });
-
-  function emit(controller: ReadableStreamDefaultController<Uint8Array>, text: string): void {
+  private emit(controller: ReadableStreamDefaultController<Uint8Array>, text: string): void {
     const bytes = encoder.encode(text);
-    returned.update(bytes);
-    clientId.push(text);
+    this.returned.update(bytes);
+    this.clientId.push(text);
     controller.enqueue(bytes);
   }
 
-  async function finish(
+  private async finish(
     controller: ReadableStreamDefaultController<Uint8Array>,
     tail: string,
     outcome: Outcome,
   ): Promise<void> {
-    if (done) return;
-    done = true;
+    if (this.done) return;
+    this.done = true;
     const bytes = encoder.encode(tail);
-    returned.update(bytes);
-    clientId.push(tail);
+    this.returned.update(bytes);
+    this.clientId.push(tail);
     try {
-      await finalize(outcome);
+      await this.finalize(outcome);
     } catch (e) {
       // No durable receipt, so no clean end: the client sees the response fail rather
       // than a terminator that promises a receipt which does not exist.
-      ctx.log({
+      this.ctx.log({
         level: "error",
-        request_id: info.requestId,
+        request_id: this.info.requestId,
         msg: "stream receipt not stored",
         error: String(e),
       });
@@ -281,11 +337,6 @@ export function streamResponse(a: StreamArgs): Response {
     if (bytes.byteLength) controller.enqueue(bytes);
     controller.close();
   }
-
-  a.headers.set("content-type", a.contentType ?? "text/event-stream; charset=utf-8");
-  a.headers.set("cache-control", "no-cache");
-  info.deferLog = true;
-  return new Response(body, { status: 200, headers: a.headers });
 }
 
 type Obj = Record<string, unknown>;

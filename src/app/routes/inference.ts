@@ -5,9 +5,9 @@ import { embeddingsEndpoint } from "../../handlers/embeddings.ts";
 import { messagesEndpoint } from "../../handlers/messages.ts";
 import { responsesEndpoint } from "../../handlers/responses.ts";
 import { countTokens } from "../../handlers/count_tokens.ts";
-import { chatRequestSchema } from "../../formats/chat.ts";
-import { completionRequestSchema } from "../../formats/completions.ts";
-import { embeddingRequestSchema } from "../../formats/embeddings.ts";
+import { chatRequestSchema } from "../../formats/chat/request.ts";
+import { completionRequestSchema } from "../../formats/completions/request.ts";
+import { embeddingRequestSchema } from "../../formats/embeddings/request.ts";
 import { MessagesRequestSchema } from "../../formats/messages/schema.ts";
 import { ResponsesRequestSchema } from "../../formats/responses/schema.ts";
 import {

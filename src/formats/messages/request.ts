@@ -18,7 +18,7 @@
  *   becomes `reasoning_effort` (`max` has no chat value: refused by name).
  */
 
-import type { ChatContentPart, ChatMessage, ChatRequest, ChatToolCall } from "../chat_types.ts";
+import type { ChatContentPart, ChatMessage, ChatRequest, ChatToolCall } from "../chat/types.ts";
 import { badParam } from "../../http/errors.ts";
 import { type ContentBlock, type ImageBlock, MessagesRequestSchema } from "./schema.ts";
 import { zodToBadParam } from "./param_error.ts";

@@ -5,7 +5,7 @@
  * clients read `content[0].text` unconditionally.
  */
 
-import type { ChatResponse } from "../chat_types.ts";
+import type { ChatResponse } from "../chat/types.ts";
 import { messageIdFor, toolUseIdFor } from "./ids.ts";
 import { mapStopReason, matchedStopString } from "./stop_reason.ts";
 import type { MessagesContentBlock, MessagesResponse } from "./types.ts";

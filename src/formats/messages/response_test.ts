@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { chatToMessagesResponse } from "./response.ts";
-import type { ChatResponse } from "../chat_types.ts";
+import type { ChatResponse } from "../chat/types.ts";
 
 function chat(
   message: ChatResponse["choices"][0]["message"],

@@ -9,7 +9,7 @@
  * `stop_sequence: null` — never a guess.
  */
 
-import type { FinishReason } from "../chat_types.ts";
+import type { FinishReason } from "../chat/types.ts";
 
 export type AnthropicStopReason =
   | "end_turn"

@@ -20,7 +20,7 @@
  * so that throws an `upstream_error` for the gateway to turn into `fail()`.
  */
 
-import type { ChatChunk, ChatChunkChoice, FinishReason } from "../chat_types.ts";
+import type { ChatChunk, ChatChunkChoice, FinishReason } from "../chat/types.ts";
 import { errorBody, GatewayError } from "../../http/errors.ts";
 import { encodeSseEvent } from "../sse.ts";
 import type { StreamTranslator } from "../stream_translator.ts";

@@ -3,7 +3,7 @@
  * builders and an SSE round-trip through the gateway's own decoder.
  */
 
-import type { ChatChunk, ChatToolCallDelta, ChatUsage, FinishReason } from "../chat_types.ts";
+import type { ChatChunk, ChatToolCallDelta, ChatUsage, FinishReason } from "../chat/types.ts";
 import { SseDecoder } from "../sse.ts";
 
 let counter = 0;

@@ -5,7 +5,7 @@
  */
 
 import { createHash, randomUUID } from "node:crypto";
-import type { ChatUsage } from "../chat_types.ts";
+import type { ChatUsage } from "../chat/types.ts";
 import type {
   ResponsesEcho,
   ResponsesOutputItem,

@@ -15,7 +15,7 @@
  *   are a 400 naming the tool type.
  */
 
-import type { ChatContentPart, ChatMessage, ChatRequest } from "../chat_types.ts";
+import type { ChatContentPart, ChatMessage, ChatRequest } from "../chat/types.ts";
 import { badParam } from "../../http/errors.ts";
 import { zodToBadParam } from "../messages/param_error.ts";
 import {

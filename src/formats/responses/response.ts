@@ -6,7 +6,7 @@
  * compute it from the output items, as the real API expects them to.
  */
 
-import type { ChatResponse } from "../chat_types.ts";
+import type { ChatResponse } from "../chat/types.ts";
 import { buildResponse, itemIdFor, responseIdFor, statusFor, toResponsesUsage } from "./build.ts";
 import {
   DEFAULT_ECHO,

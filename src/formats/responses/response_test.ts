@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { chatToResponsesResponse } from "./response.ts";
 import { parseResponsesRequest } from "./request.ts";
-import type { ChatResponse } from "../chat_types.ts";
+import type { ChatResponse } from "../chat/types.ts";
 
 function chat(
   message: ChatResponse["choices"][0]["message"],

@@ -5,7 +5,7 @@
  */
 
 import { z } from "zod";
-import { mediaUrl } from "../chat.ts";
+import { mediaUrl } from "../chat/request.ts";
 
 export const InputText = z.object({ type: z.literal("input_text"), text: z.string() });
 export const OutputText = z.object({ type: z.literal("output_text"), text: z.string() });

@@ -18,7 +18,7 @@
  * `upstream_error` (see the messages adapter) for the gateway to `fail()` with.
  */
 
-import type { ChatChunk, ChatChunkChoice, ChatUsage, FinishReason } from "../chat_types.ts";
+import type { ChatChunk, ChatChunkChoice, ChatUsage, FinishReason } from "../chat/types.ts";
 import { GatewayError } from "../../http/errors.ts";
 import { encodeSseEvent } from "../sse.ts";
 import type { StreamTranslator } from "../stream_translator.ts";

@@ -1,10 +1,12 @@
-/** `/v1/embeddings` requests: validation against the embedding model, and the upstream body. Pure. */
-import { countText, newBpeBudget } from "../tokens/count.ts";
+/** `/v1/embeddings`: validation against the embedding model, the upstream body and the answer. Pure. */
+import { countText, newBpeBudget } from "../../tokens/count.ts";
 import { z } from "zod";
-import { badParam } from "../http/errors.ts";
-import type { EmbeddingModel } from "../catalog/catalog.ts";
-import { parseWith } from "./zod_error.ts";
-import { mediaUrl } from "./chat.ts";
+import { badParam, GatewayError } from "../../http/errors.ts";
+import type { EmbeddingModel } from "../../catalog/catalog.ts";
+import { parseWith } from "../zod_error.ts";
+import { mediaUrl } from "../chat/request.ts";
+import type { TokenUsage } from "../stream_translator.ts";
+import { usageField } from "../upstream_fields.ts";
 
 export const MAX_EMBEDDING_INPUTS = 2048;
 
@@ -129,4 +131,42 @@ export function embeddingDimension(e: unknown): number | null {
     return Number.isInteger(bytes / 4) ? bytes / 4 : null;
   }
   return null;
+}
+
+/**
+ * Check the upstream's list (one result per input, in input order by `index`)
+ * and echo the client's model id. Vectors are passed through untouched.
+ */
+export function embeddingsForClient(
+  u: unknown,
+  model: string,
+  count: number,
+  dims: number,
+): unknown {
+  const list = u as { data?: unknown; usage?: unknown };
+  if (!list || !Array.isArray(list.data) || list.data.length !== count) {
+    throw new GatewayError("upstream_error", "upstream returned the wrong number of embeddings");
+  }
+  const data = [...list.data as { index?: unknown }[]].sort((a, b) =>
+    Number(a.index) - Number(b.index)
+  );
+  data.forEach((d, i) => {
+    if (d.index !== i) {
+      throw new GatewayError("upstream_error", "upstream returned embeddings with bad indices");
+    }
+    // The dimension the catalog (or the request) promised, never the upstream's own default.
+    if (embeddingDimension((d as { embedding?: unknown }).embedding) !== dims) {
+      throw new GatewayError(
+        "upstream_error",
+        `upstream returned embeddings of another dimension than ${dims}`,
+      );
+    }
+  });
+  return { object: "list", data, model, usage: list.usage };
+}
+
+/** The upstream's usage for an embedding: prompt tokens only. */
+export function embeddingUsage(u: unknown): TokenUsage | undefined {
+  const x = usageField(u);
+  return x ? { prompt_tokens: x.prompt_tokens, completion_tokens: 0 } : undefined;
 }

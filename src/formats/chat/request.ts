@@ -9,13 +9,13 @@ import {
   countChatInto,
   TokenCounter,
   type TokenizerName,
-} from "../tokens/count.ts";
-import { utf8Length } from "../tokens/bounds.ts";
+} from "../../tokens/count.ts";
+import { utf8Length } from "../../tokens/bounds.ts";
 import { z } from "zod";
-import { badParam } from "../http/errors.ts";
-import type { ChatModel } from "../catalog/catalog.ts";
-import type { ChatMessage, ChatRequest, ChatResponse } from "./chat_types.ts";
-import { parseWith } from "./zod_error.ts";
+import { badParam } from "../../http/errors.ts";
+import type { ChatModel } from "../../catalog/catalog.ts";
+import type { ChatMessage, ChatRequest, ChatResponse } from "./types.ts";
+import { parseWith } from "../zod_error.ts";
 
 const text = z.strictObject({ type: z.literal("text"), text: z.string() });
 

@@ -1,7 +1,7 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
-import { countText, newBpeBudget, type TokenizerName } from "../tokens/count.ts";
+import { countText, newBpeBudget, type TokenizerName } from "../../tokens/count.ts";
 import { z } from "zod";
-import { parseWith } from "./zod_error.ts";
+import { parseWith } from "../zod_error.ts";
 
 export const completionRequestSchema = z.looseObject({
   model: z.string().min(1),
@@ -69,4 +69,9 @@ export function upstreamCompletionBody(
   const out: CompletionRequest = { ...body, model: upstreamModel };
   if (out.stream) out.stream_options = { include_usage: true };
   return out;
+}
+
+/** The upstream's completion as the client gets it: the model id it asked for. */
+export function completionForClient(upstream: unknown, model: string): unknown {
+  return { ...(upstream as Record<string, unknown>), model };
 }

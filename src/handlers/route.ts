@@ -1,0 +1,26 @@
+/**
+ * The second stage: the endpoint's plan for the parsed body, the client's
+ * routing constraints, and the candidates that may serve it.
+ */
+import { parseRouting } from "../routing/provider_block.ts";
+import { selectCandidates } from "../routing/select.ts";
+import type { InferenceState } from "./inference_state.ts";
+import type { InferencePlan } from "./plan.ts";
+
+export function route(s: InferenceState): InferencePlan {
+  const { ctx } = s;
+  const plan = s.ep.plan(s.parsed, ctx);
+  s.plan = plan;
+  s.modelId = plan.modelId;
+  s.noteModel(plan.modelId);
+  const constraints = parseRouting(plan.provider, s.req.headers);
+  s.verificationRequired = constraints.aciVerified;
+  s.candidates = selectCandidates({
+    routes: plan.routes,
+    providers: ctx.catalog.providers,
+    verification: ctx.verification,
+    constraints,
+    modelId: plan.modelId,
+  });
+  return plan;
+}
