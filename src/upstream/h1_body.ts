@@ -201,7 +201,7 @@ export function hexDigit(b: number): number {
  * A response body's bytes without the stream machinery: `chunkReader` reads an
  * event stream through this instead of its `ReadableStream`, which saves a
  * stream read (a promise, a read request and their closures) per chunk and
- * about 1 KB per held stream. Whoever reads the source must not read the stream.
+ * their memory per held stream. Whoever reads the source must not read the stream.
  */
 export interface H1BodySource {
   /** The next bytes (a fresh copy), or null at the end; rejects on a failed or aborted read. */
