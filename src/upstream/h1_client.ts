@@ -93,13 +93,13 @@ export interface H1Client {
   stats(): { open: number; idle: number };
 }
 
-export const H1_DEFAULT_MAX_IDLE_PER_ORIGIN = 64;
+const H1_DEFAULT_MAX_IDLE_PER_ORIGIN = 64;
 
-export const H1_DEFAULT_MAX_IDLE_TOTAL = 512;
+const H1_DEFAULT_MAX_IDLE_TOTAL = 512;
 
-export const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
+const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
 
-export const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
+const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
 
 // Long as one closure over shared state; each inner function is short.
 export function createH1Client(opts: H1ClientOptions): H1Client {
