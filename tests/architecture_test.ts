@@ -333,6 +333,18 @@ Deno.test("architecture: below the entry layer, nothing opens sockets, files or 
   assert.deepEqual(touching.map(([f]) => f), [], "pass the capability in from main.ts");
 });
 
+Deno.test("architecture: only main.ts names the runtime's non-public internals", async () => {
+  // `runtimeServeOn` in main.ts checks serveHttpOnConnection at start-up and passes it down;
+  // docs/architecture.md ("Layers") says what to do when the runtime changes.
+  const naming: string[] = [];
+  for (const f of house.keys()) {
+    if (f === "main.ts" || f === "tests/architecture_test.ts") continue;
+    const code = await Deno.readTextFile(new URL(f, ROOT));
+    if (/\bDeno\.internal\b|serveHttpOnConnection/.test(code)) naming.push(f);
+  }
+  assert.deepEqual(naming, []);
+});
+
 Deno.test("architecture: below the entry layer, only the listed modules draw clocks, randomness or timers", async () => {
   const code = await codeBelowEntry();
   const drawing = [...code].filter(([, c]) => CLOCK_RANDOM_RE.test(c)).map(([f]) => f).sort();
