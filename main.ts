@@ -222,6 +222,7 @@ async function serve(args: string[]): Promise<void> {
       flushLog();
       Deno.exit(code);
     },
+    draining: () => gateway.ctx.tlog.waiters.close(),
   });
   await gateway.ready;
   if (!dev) reloadOnHangup(configPath!, worker?.spec.ports.base ?? portOverride, gateway.live);

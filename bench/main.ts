@@ -8,7 +8,8 @@
  * 0, this load generator and the mock on core 1. Paths alternate within each
  * round; figures are medians of round medians. Prints one markdown table;
  * `--write` also replaces the generated block of bench/RESULTS.md. `--quick`
- * prints the same rows from a reduced plan (bench/plan.ts: about a minute).
+ * prints the same rows from a reduced plan, servers shared and started together
+ * (bench/plan.ts: about a minute), and how long it took.
  */
 import {
   closedLoop,
@@ -20,12 +21,15 @@ import {
 } from "./load.ts";
 import {
   cpuMs,
+  EarlyStarts,
   machine,
   pinSelf,
   ROOT,
   rssBytes,
   type Server,
   spawnPinned,
+  startAll,
+  startOnEveryCore,
   threadCpuMs,
 } from "./processes.ts";
 import { kvCommitLatency } from "./kv_probe.ts";
@@ -40,21 +44,21 @@ import { profileGateway } from "./profile_run.ts";
 import { median, percentile } from "./stats.ts";
 import { atLeast, atMost, fmt, renderTable, type Row, writeResults } from "./report.ts";
 import { CHUNK_GAP_MS, DELAY_MS, STREAM_CHUNKS } from "./mock_upstream.ts";
-import { metricsCostRow } from "./metrics_cost.ts";
-import { tlogCostRows } from "./tlog_cost.ts";
-import { workersRows } from "./workers.ts";
+import { metricsCostRow, metricsEarly } from "./metrics_cost.ts";
+import { tlogCostRows, tlogEarly } from "./tlog_cost.ts";
+import { workersEarly, workersRows } from "./workers.ts";
 import { type HeldRss, measureHeld } from "./held_rss.ts";
-import { peerFreshRows } from "./peer_fresh.ts";
+import { type FreshTrio, peerFreshRows, startTrio, stopTrio, trioEarly } from "./peer_fresh.ts";
 import { numFlag } from "./standalone.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { issue19Rows } from "./targets.ts";
 import { issue27Rows } from "./targets27.ts";
 import { TAIL_WINDOW_S, tailRows } from "./tail_window.ts";
 import { measureE2ee } from "./e2ee.ts";
-import { measureVerifyingClient } from "./verifying_client.ts";
-import { benchPlan, loadSeconds } from "./plan.ts";
+import { measureVerifyingClient, verifyingEarly } from "./verifying_client.ts";
+import { benchPlan, loadSeconds, startupSeconds } from "./plan.ts";
 import { receiptVerdict } from "./receipt_check.ts";
-import { promptSizePlan, promptSizeRows } from "./prompt_size.ts";
+import { PROMPT_LIMITS, promptSizeRows } from "./prompt_size.ts";
 
 const CONCURRENCY = 32;
 const HIGH_CONCURRENCY = 128;
@@ -153,58 +157,74 @@ async function main(): Promise<void> {
   const { rounds, seconds, profile } = plan;
   const HELD_STREAMS = plan.heldStreams;
   const HELD_SAMPLES = plan.heldSamples;
-  if (plan.quick) log(`quick plan: about ${Math.round(loadSeconds(plan))} s of load`);
+  // Shared servers start together, each on every core until it listens (bench/plan.ts).
+  const together = plan.shareServers;
+  startOnEveryCore(together);
+  if (plan.quick) {
+    log(
+      `quick plan: about ${Math.round(loadSeconds(plan))} s of load, ` +
+        `${Math.round(startupSeconds(plan))} s of start-ups`,
+    );
+  }
   await preflight();
   const host = await machine();
   const loadavg = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" "); // before pinning: nproc counts this process's allowed cores
   await pinSelf(LOAD_CPU);
   const dir = await Deno.makeTempDir({ prefix: "gateway-bench-" });
-  const kvCommit = await kvCommitLatency(dir);
+  // A reference row (not a verdict): fewer sequential commits in --quick.
+  const kvCommit = await kvCommitLatency(dir, plan.quick ? 100 : 300);
   const servers: Server[] = [];
   let tlsClientClose: (() => void) | undefined;
+  // --quick: later sections' servers start during the held streams, frozen until their rows.
+  const early = together ? new EarlyStarts() : undefined;
   let gatewayOk = 0;
   const countGw = (name: PathName, r: LoadResult) => {
     if (isGateway(name)) gatewayOk += r.ok;
     return r;
   };
   try {
-    const mock = await spawnPinned(
-      LOAD_CPU,
-      ["run", "-A", "bench/mock_upstream.ts"],
-      /mock listening on (\S+)/,
-    );
-    servers.push(mock);
+    // The verified confidential path: the same mock behind TLS with a dev attestation,
+    // verified into a session by the gateway and reached over SPKI-pinned TLS.
+    const [mock, tlsMock] = await startAll(together, [
+      () =>
+        spawnPinned(LOAD_CPU, ["run", "-A", "bench/mock_upstream.ts"], /mock listening on (\S+)/),
+      () =>
+        spawnPinned(
+          LOAD_CPU,
+          ["run", "-A", "bench/mock_upstream_tls.ts", `${dir}/tee.json`],
+          /mock-tls listening on (\S+)/,
+        ),
+    ]);
+    servers.push(mock, tlsMock);
+    const tee = JSON.parse(await Deno.readTextFile(`${dir}/tee.json`));
     const spawnBare = () =>
       spawnPinned(
         SERVER_CPU,
         ["run", "-A", "bench/bare_proxy.ts", mock.url],
         /proxy listening on (\S+)/,
       );
-    const bare = await spawnBare();
-    servers.push(bare);
-    const floor = await spawnPinned(
-      SERVER_CPU,
-      ["run", "-A", "bench/receipt_floor.ts", mock.url, `${dir}/floor.kv`],
-      /floor listening on (\S+)/,
-    );
-    servers.push(floor);
-    // The verified confidential path: the same mock behind TLS with a dev attestation,
-    // verified into a session by the gateway and reached over SPKI-pinned TLS.
-    const tlsMock = await spawnPinned(
-      LOAD_CPU,
-      ["run", "-A", "bench/mock_upstream_tls.ts", `${dir}/tee.json`],
-      /mock-tls listening on (\S+)/,
-    );
-    servers.push(tlsMock);
-    const tee = JSON.parse(await Deno.readTextFile(`${dir}/tee.json`));
-    const gw: GatewayUnderTest = await startGateway(dir, mock.url, SERVER_CPU, [], {
-      url: tlsMock.url,
-      caPem: tee.caPem,
-      spkiSha256: tee.spkiSha256,
-    });
-    servers.push(gw);
-    const peer = await startPeer(SERVER_CPU);
-    servers.push(peer);
+    const verifiedUpstream = { url: tlsMock.url, caPem: tee.caPem, spkiSha256: tee.spkiSha256 };
+    /** A fresh gateway for the verified path's held streams (its own store). */
+    const startHeldVerified = async (i: number) => {
+      const sub = `${dir}/held-verified-${i}`;
+      await Deno.mkdir(sub);
+      return startGateway(sub, mock.url, SERVER_CPU, [], verifiedUpstream);
+    };
+    // In --quick the first verified held-stream gateway starts with the main servers.
+    const [bare, floor, gw, peer, ...heldVerified0] = await startAll(together, [
+      spawnBare,
+      () =>
+        spawnPinned(
+          SERVER_CPU,
+          ["run", "-A", "bench/receipt_floor.ts", mock.url, `${dir}/floor.kv`],
+          /floor listening on (\S+)/,
+        ),
+      (): Promise<GatewayUnderTest> =>
+        startGateway(dir, mock.url, SERVER_CPU, [], verifiedUpstream),
+      () => startPeer(SERVER_CPU),
+      ...(together ? [() => startHeldVerified(0)] : []),
+    ]);
+    servers.push(bare, floor, gw, peer, ...heldVerified0);
     const tlsClient = Deno.createHttpClient({ caCerts: [tee.caPem] });
     tlsClientClose = () => tlsClient.close();
     /** TLS connections (= full handshakes) the confidential mock has accepted so far. */
@@ -246,10 +266,36 @@ async function main(): Promise<void> {
     };
     const rssStart = rssBytes(gw.pid);
 
+    // Each later section's options, here so --quick can start their servers ahead.
+    const section = (name: string) => ({
+      dir: `${dir}/${name}`,
+      mockUrl: mock.url,
+      serverCpu: SERVER_CPU,
+      concurrentStarts: together,
+      early,
+      log,
+    });
+    const metricsOpts = { ...section("metrics"), ...plan.metrics };
+    const tlogOpts = { ...section("tlog"), ...plan.tlog };
+    const workersOpts = { ...section("workers"), ...plan.workers };
+    const trioOpts = { ...section("peer-fresh"), rounds, seconds };
+    const verifyingOpts = { dir, gatewayUrl: gw.url, cpu: SERVER_CPU };
+    if (early) {
+      verifyingEarly(verifyingOpts, early);
+      metricsEarly(metricsOpts, early);
+      tlogEarly(tlogOpts, early);
+      workersEarly(workersOpts, early);
+      trioEarly(trioOpts, early, PROMPT_LIMITS);
+      log("later sections' servers starting during the held streams (RSS, not time, measured)");
+    }
+
     log(`${HELD_STREAMS} held streams, ${HELD_SAMPLES} samples (fresh servers each)`);
+    const waits = plan.heldWaits;
     const held: Record<HeldPath, HeldRss[]> = {
-      bare: [await measureHeld(targets.bare, bare.pid, mock.url, HELD_STREAMS)],
-      gateway: [await measureHeld(targets.gateway, gw.pid, mock.url, HELD_STREAMS)],
+      bare: [await measureHeld(targets.bare, bare.pid, mock.url, HELD_STREAMS, undefined, waits)],
+      gateway: [
+        await measureHeld(targets.gateway, gw.pid, mock.url, HELD_STREAMS, undefined, waits),
+      ],
       verified: [],
     };
     gatewayOk += 50 + HELD_STREAMS;
@@ -259,7 +305,14 @@ async function main(): Promise<void> {
       const b = await spawnBare();
       try {
         held.bare.push(
-          await measureHeld({ ...targets.bare, base: b.url }, b.pid, mock.url, HELD_STREAMS),
+          await measureHeld(
+            { ...targets.bare, base: b.url },
+            b.pid,
+            mock.url,
+            HELD_STREAMS,
+            undefined,
+            waits,
+          ),
         );
       } finally {
         await b.stop();
@@ -274,7 +327,7 @@ async function main(): Promise<void> {
           headers: { authorization: `Bearer ${g.key}` },
           receipts: undefined, // another store
         };
-        held.gateway.push(await measureHeld(t, g.pid, mock.url, HELD_STREAMS));
+        held.gateway.push(await measureHeld(t, g.pid, mock.url, HELD_STREAMS, undefined, waits));
       } finally {
         await g.stop();
       }
@@ -282,13 +335,8 @@ async function main(): Promise<void> {
     // The verified path: every sample on a fresh gateway (pinned TLS connections, one per
     // held stream, to the confidential mock).
     for (let i = 0; i < HELD_SAMPLES; i++) {
-      const sub = `${dir}/held-verified-${i}`;
-      await Deno.mkdir(sub);
-      const g = await startGateway(sub, mock.url, SERVER_CPU, [], {
-        url: tlsMock.url,
-        caPem: tee.caPem,
-        spkiSha256: tee.spkiSha256,
-      });
+      const early = i === 0 ? heldVerified0[0] : undefined;
+      const g = early ?? await startHeldVerified(i);
       try {
         const t = {
           ...targets.verified,
@@ -296,10 +344,18 @@ async function main(): Promise<void> {
           headers: { authorization: `Bearer ${g.key}` },
           receipts: undefined, // another store
         };
-        held.verified.push(await measureHeld(t, g.pid, tlsMock.url, HELD_STREAMS, tlsClient));
+        held.verified.push(
+          await measureHeld(t, g.pid, tlsMock.url, HELD_STREAMS, tlsClient, waits),
+        );
       } finally {
         await g.stop();
+        if (early) servers.splice(servers.indexOf(early), 1);
       }
+    }
+
+    if (early) {
+      await early.ready();
+      log("later sections' servers started, frozen until their rows");
     }
 
     const stats: Record<PathName, RoundStats> = {
@@ -319,6 +375,11 @@ async function main(): Promise<void> {
     const runPath = async (p: PathName, into: RoundStats | null) => {
       const t = targets[p];
       const s = into ?? emptyStats();
+      // --quick has no warm-up round: a short unrecorded load first, so loads of a fraction of
+      // a second do not measure a fresh process's JIT (the verified path's follows, below).
+      if (!plan.warmupRound && p !== "verified") {
+        countGw(p, await closedLoop(t, { concurrency: CONCURRENCY, seconds: plan.warmSeconds }));
+      }
       const cpu0 = p === "direct" ? 0 : cpuMs(pid[p]);
       const threads0 = p === "gateway" && into ? threadCpuMs(gw.pid) : null;
       // Verified path, steady state: the pinned pool filled by a short unrecorded load at the
@@ -408,12 +469,12 @@ async function main(): Promise<void> {
 
     log("verifying client and proxy vs plain (c=1, alternating batches, same gateway)");
     const verifying = await measureVerifyingClient({
-      gatewayUrl: gw.url,
+      ...verifyingOpts,
       gatewayPid: gw.pid,
       key: gw.key,
-      dir,
-      cpu: SERVER_CPU,
-      rounds: Math.max(1, Math.min(rounds, 4)),
+      ...plan.verifying,
+      concurrentStarts: together,
+      early,
       log,
     });
 
@@ -568,8 +629,9 @@ async function main(): Promise<void> {
         gateway: `${ms(added("gateway", "gapP50"))} / ${ms(added("gateway", "gapP99"))}`,
       },
       {
-        metric:
-          `RSS of a fresh server: idle → ${HELD_STREAMS} open streams → 2 s after they close (MB; the median sample)`,
+        metric: `RSS of a fresh server: idle → ${HELD_STREAMS} open streams → ${
+          waits.afterMs / 1000
+        } s after they close (MB; the median sample)`,
         bare: rssLine(medianSample("bare")),
         gateway: rssLine(medianSample("gateway")),
         verified: rssLine(medianSample("verified")),
@@ -618,65 +680,56 @@ async function main(): Promise<void> {
     }
     // Metrics on vs off, on two fresh gateways (bench/metrics_cost.ts); gw is stopped by now.
     rows.push(
-      await metricsCostRow({
-        dir: `${dir}/metrics`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
-        rounds: plan.metrics.rounds,
-        seconds: plan.metrics.seconds,
-        log,
-      }),
+      // A 2% effect needs more samples than the other rows: a full run takes 16 paired rounds of 3 s on 8 fresh pairs of gateways (bench/metrics_cost.ts: an A/A run of 8 rounds gave 0.09%, rounds −7.3 to +2.2%).
+      await metricsCostRow(metricsOpts),
     );
 
     // The transparency log on vs off, and release → inclusion delay (bench/tlog_cost.ts).
     rows.push(
-      ...await tlogCostRows({
-        dir: `${dir}/tlog`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        rounds,
-        seconds: Math.max(seconds, 3),
-        log,
-      }),
+      ...await tlogCostRows(tlogOpts),
     );
 
     // #27 every core: 2 workers on one core vs 1, and 1/2/4 workers where there are cores.
     rows.push(
-      ...await workersRows({
-        dir: `${dir}/workers`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        rounds,
-        seconds: plan.quick ? 1 : Math.max(seconds, 3),
-        log,
-      }),
+      ...await workersRows(workersOpts),
     );
 
-    // The peer ratio on fresh processes, c=32 only (bench/peer_fresh.ts).
-    rows.push(
-      ...await peerFreshRows({
-        dir: `${dir}/peer-fresh`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        rounds: plan.peer.rounds,
-        seconds: plan.peer.seconds,
-        warmSeconds: plan.peer.warmSeconds,
-        log,
-      }),
-    );
+    // The peer ratio on fresh processes, c=32 only (bench/peer_fresh.ts). In --quick the
+    // prompt-size rows then run on the same three servers rather than three more.
+    const trio: FreshTrio | undefined = together
+      ? await startTrio(trioOpts, PROMPT_LIMITS)
+      : undefined;
+    try {
+      rows.push(
+        ...await peerFreshRows({
+          dir: `${dir}/peer-fresh`,
+          mockUrl: mock.url,
+          serverCpu: SERVER_CPU,
+          rounds: plan.peer.rounds,
+          seconds: plan.peer.seconds,
+          warmSeconds: plan.peer.warmSeconds,
+          trio,
+          log,
+        }),
+      );
 
-    // Cost per prompt byte (#27): fresh floor, gateway and Portkey per prompt size.
-    log("prompt sizes 1 KB – 1 MB (fresh processes)");
-    rows.push(
-      ...await promptSizeRows({
-        ...promptSizePlan(plan.quick),
-        dir: `${dir}/prompt-size`,
-        mockUrl: mock.url,
-        serverCpu: SERVER_CPU,
-        log,
-      }),
-    );
+      // Cost per prompt byte (#27): fresh floor, gateway and Portkey (--quick: the trio above).
+      log(
+        `prompt sizes 1 KB – 1 MB (${trio ? "the fresh-peer row's servers" : "fresh processes"})`,
+      );
+      rows.push(
+        ...await promptSizeRows({
+          ...plan.promptSizes,
+          dir: `${dir}/prompt-size`,
+          mockUrl: mock.url,
+          serverCpu: SERVER_CPU,
+          trio,
+          log,
+        }),
+      );
+    } finally {
+      if (trio) await stopTrio(trio);
+    }
 
     const header = [
       `Run ${new Date().toISOString()}: \`deno task bench${
@@ -696,9 +749,14 @@ async function main(): Promise<void> {
     }
   } finally {
     tlsClientClose?.();
-    for (const s of servers.reverse()) await s.stop();
+    await early?.stopAll();
+    // Nothing is measured any more: --quick stops them together.
+    if (together) await Promise.all(servers.map((s) => s.stop()));
+    else for (const s of servers.reverse()) await s.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+  // Since this process started (#27: a quick run must finish within a minute).
+  console.log(`${plan.quick ? "quick " : ""}run took ${(performance.now() / 1000).toFixed(0)} s`);
 }
 
 if (import.meta.main) await main();

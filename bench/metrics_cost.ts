@@ -10,7 +10,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs } from "./processes.ts";
+import { cpuMs, type EarlyStarts, startAll, takeOr } from "./processes.ts";
 import { median } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -18,6 +18,22 @@ import { type MeasureOptions, runStandalone } from "./standalone.ts";
 const TOKEN = "bench-operator-token-" + "a1b2c3d4".repeat(4);
 const CONCURRENCY = 32;
 const TARGET_PCT = 2;
+
+/** Pair `pair`'s gateways (the same operator token on both, so metrics are the only difference). */
+const starter = (o: MeasureOptions, pair: number) => async (which: "on" | "off") => {
+  const dir = `${o.dir}/pair-${pair}/${which}`;
+  await Deno.mkdir(dir, { recursive: true });
+  return startGateway(dir, o.mockUrl, o.serverCpu, [], undefined, {
+    GATEWAY_ADMIN_TOKEN: TOKEN,
+    ...(which === "off" ? { GATEWAY_METRICS: "off" } : {}),
+  });
+};
+
+/** `--quick`: the first pair started ahead (bench/processes.ts EarlyStarts). */
+export function metricsEarly(o: MeasureOptions, early: EarlyStarts): void {
+  const start = starter(o, 0);
+  for (const which of ["on", "off"] as const) early.start(`metrics/0/${which}`, () => start(which));
+}
 
 export async function metricsCostRow(o: MeasureOptions): Promise<Row> {
   const rps = { on: [] as number[], off: [] as number[] };
@@ -29,18 +45,14 @@ export async function metricsCostRow(o: MeasureOptions): Promise<Row> {
   // are spread over fresh pairs of gateways, two rounds per pair.
   const pairs = Math.max(1, Math.ceil(o.rounds / 2));
   for (let pair = 0; pair < pairs; pair++) {
-    const dir = `${o.dir}/pair-${pair}`;
-    await Deno.mkdir(`${dir}/on`, { recursive: true });
-    await Deno.mkdir(`${dir}/off`, { recursive: true });
-    // Started in alternating order; the same operator token on both, so metrics are the
-    // only difference.
+    // Started in alternating order.
+    const recipe = starter(o, pair);
     const start = (which: "on" | "off") =>
-      startGateway(`${dir}/${which}`, o.mockUrl, o.serverCpu, [], undefined, {
-        GATEWAY_ADMIN_TOKEN: TOKEN,
-        ...(which === "off" ? { GATEWAY_METRICS: "off" } : {}),
-      });
-    const first = await start(pair % 2 === 0 ? "on" : "off");
-    const second = await start(pair % 2 === 0 ? "off" : "on");
+      takeOr(o.early, `metrics/${pair}/${which}`, () => recipe(which));
+    const [first, second] = await startAll(o.concurrentStarts ?? false, [
+      () => start(pair % 2 === 0 ? "on" : "off"),
+      () => start(pair % 2 === 0 ? "off" : "on"),
+    ]);
     const [on, off] = pair % 2 === 0 ? [first, second] : [second, first];
     const target = (g: typeof on): Target => ({
       base: g.url,
@@ -61,8 +73,9 @@ export async function metricsCostRow(o: MeasureOptions): Promise<Row> {
     })();
     try {
       // One unrecorded warm-up each, then alternate which goes first.
-      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: 1 });
-      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: 1 });
+      const warm = o.warmSeconds ?? 1;
+      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: warm });
+      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: warm });
       for (let r = 0; r < 2 && rps.on.length < o.rounds; r++) {
         const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
         for (const which of order) {

@@ -12,8 +12,15 @@
  *   deno run -A bench/peer_fresh.ts [--rounds N] [--seconds S]
  */
 import { closedLoop, streamLoop, type Target } from "./load.ts";
-import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, type Server, spawnPinned } from "./processes.ts";
+import { gatewayModel, type GatewayUnderTest, startGateway } from "./gateway_setup.ts";
+import {
+  cpuMs,
+  type EarlyStarts,
+  type Server,
+  spawnPinned,
+  startAll,
+  takeOr,
+} from "./processes.ts";
 import { peerTarget, startPeer } from "./peer.ts";
 import { median } from "./stats.ts";
 import { atLeast, atMost, fmt, type Row } from "./report.ts";
@@ -22,20 +29,64 @@ import { type MeasureOptions, runStandalone } from "./standalone.ts";
 const CONCURRENCY = 32;
 const WARMUP_SECONDS = 10;
 
-export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
-  await Deno.mkdir(o.dir, { recursive: true });
-  const servers: Server[] = [];
-  try {
-    const gw = await startGateway(o.dir, o.mockUrl, o.serverCpu);
-    servers.push(gw);
-    const floor = await spawnPinned(
+/** A fresh gateway, receipt floor and Portkey: this row's, and in `--quick` the prompt sizes' too. */
+export interface FreshTrio {
+  gw: GatewayUnderTest;
+  floor: Server;
+  peer: Server;
+}
+
+/** How each of a trio starts (in `o.dir`); `limits` as startGateway's. */
+const trioRecipes = (o: MeasureOptions, limits?: Record<string, number>) => ({
+  gateway: async () => {
+    await Deno.mkdir(o.dir, { recursive: true });
+    return startGateway(o.dir, o.mockUrl, o.serverCpu, [], undefined, {}, undefined, limits);
+  },
+  floor: async () => {
+    await Deno.mkdir(o.dir, { recursive: true });
+    return spawnPinned(
       o.serverCpu,
       ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
       /floor listening on (\S+)/,
     );
-    servers.push(floor);
-    const peer = await startPeer(o.serverCpu);
-    servers.push(peer);
+  },
+  peer: () => startPeer(o.serverCpu),
+});
+
+/** `--quick`: the trio started ahead (bench/processes.ts EarlyStarts). */
+export function trioEarly(o: MeasureOptions, early: EarlyStarts, limits?: Record<string, number>) {
+  const r = trioRecipes(o, limits);
+  early.start("trio/gateway", r.gateway);
+  early.start("trio/floor", r.floor);
+  early.start("trio/peer", r.peer);
+}
+
+/** Starts a trio in `dir` (sequentially unless `concurrent`), or takes the one started ahead. */
+export async function startTrio(
+  o: MeasureOptions,
+  limits?: Record<string, number>,
+): Promise<FreshTrio> {
+  await Deno.mkdir(o.dir, { recursive: true });
+  const r = trioRecipes(o, limits);
+  const [gw, floor, peer] = await startAll(o.concurrentStarts ?? false, [
+    () => takeOr(o.early, "trio/gateway", r.gateway),
+    () => takeOr(o.early, "trio/floor", r.floor),
+    () => takeOr(o.early, "trio/peer", r.peer),
+  ]);
+  return { gw, floor, peer };
+}
+
+export const stopTrio = async (t: FreshTrio) => {
+  await t.peer.stop();
+  await t.floor.stop();
+  await t.gw.stop();
+};
+
+/** `trio`: servers started (and stopped) by the caller, still fresh when this row runs. */
+export async function peerFreshRows(o: MeasureOptions & { trio?: FreshTrio }): Promise<Row[]> {
+  const own = o.trio ? undefined : await startTrio(o);
+  const { gw, floor, peer } = o.trio ?? own!;
+  try {
     const paths: [string, Server, Target][] = [
       ["gateway", gw, {
         base: gw.url,
@@ -131,7 +182,7 @@ export async function peerFreshRows(o: MeasureOptions): Promise<Row[]> {
       },
     ];
   } finally {
-    for (const s of servers.reverse()) await s.stop();
+    if (own) await stopTrio(own);
   }
 }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { benchPlan, loadSeconds } from "./plan.ts";
+import { benchPlan, loadSeconds, startupSeconds } from "./plan.ts";
 
 const argv = (...args: string[]) => {
   const has = (f: string) => args.includes(f);
@@ -25,4 +25,27 @@ Deno.test("bench --quick: every row from a reduced plan within a minute of load"
   assert.equal(argv("--quick", "--rounds", "2").rounds, 2);
   assert.equal(argv("--no-profile").profile, false);
   assert.equal(full.profile, true);
+});
+
+Deno.test("bench --quick: load, start-ups and the bench's own boot within a minute of wall-clock", () => {
+  const quick = argv("--quick");
+  const full = argv();
+  // The bench process's boot (npx, Deno loading bench/main.ts and the SDKs), measured ~4 s.
+  const boot = 4;
+  const wall = boot + loadSeconds(quick) + startupSeconds(quick);
+  assert.ok(
+    wall <= 60,
+    `quick: ${loadSeconds(quick)} s load + ${startupSeconds(quick)} s start-ups`,
+  );
+  // Shared, concurrent start-ups are what make it fit: the full plan's one by one would not.
+  assert.equal(quick.shareServers, true);
+  assert.equal(full.shareServers, false);
+  assert.ok(startupSeconds({ ...quick, shareServers: false }) > startupSeconds(quick) + 10);
+  // The tail verdict's rule: the gateway's window stays 8 s (bench/tail_window.ts).
+  assert.ok(quick.tail.rounds >= 1);
+  // Every section still measures something.
+  for (const n of [quick.verifying.batch, quick.tlog.rounds, quick.workers.rounds]) {
+    assert.ok(n >= 1);
+  }
+  assert.ok(quick.promptSizes.rounds >= 1 && quick.heldWaits.settleMs > 0);
 });

@@ -5,6 +5,102 @@
 
 export const ROOT = new URL("../", import.meta.url).pathname;
 
+/**
+ * `--quick` (#27): start-up is mostly one thread compiling modules, so a server
+ * pinned to one core starts on every core and is pinned to its own once it
+ * listens (before anything is measured); nothing is measured while servers start.
+ */
+let startWide = false;
+/** Cores of the machine (not this process's affinity: the bench pins itself to one). */
+const machineCores = () =>
+  Deno.readTextFileSync("/proc/cpuinfo").split("\n").filter((l) => /^processor\s*:/.test(l))
+    .length;
+export function startOnEveryCore(on: boolean): void {
+  startWide = on;
+}
+
+/**
+ * Starts servers concurrently (`--quick`) or one after another; if one fails, the
+ * others are stopped before the error is thrown.
+ */
+export async function startAll<T extends readonly { stop(): Promise<void> }[]>(
+  concurrent: boolean,
+  starts: { [K in keyof T]: () => Promise<T[K]> },
+): Promise<T> {
+  const fns = starts as readonly (() => Promise<{ stop(): Promise<void> }>)[];
+  const out: { stop(): Promise<void> }[] = [];
+  if (!concurrent) {
+    try {
+      for (const s of fns) out.push(await s());
+    } catch (e) {
+      for (const s of out) await s.stop();
+      throw e;
+    }
+    return out as unknown as T;
+  }
+  const settled = await Promise.allSettled(fns.map((s) => s()));
+  for (const r of settled) if (r.status === "fulfilled") out.push(r.value);
+  const failed = settled.find((r) => r.status === "rejected");
+  if (failed) {
+    for (const s of out) await s.stop();
+    throw failed.reason;
+  }
+  return out as unknown as T;
+}
+
+/**
+ * `--quick`: servers of later sections started while the held streams run (RSS is measured
+ * there, not time), then frozen (SIGSTOP: an idle gateway still takes ~1% of a core) until
+ * their section takes them, so nothing runs beside the rows measured meanwhile. Keys name a
+ * server the way its section asks for it (`take`); a section finding none starts its own.
+ */
+export class EarlyStarts {
+  #started = new Map<string, Promise<Server>>();
+  #all: Server[] = [];
+  start(key: string, fn: () => Promise<Server>): void {
+    const p = fn().then((s) => {
+      this.#all.push(s);
+      Deno.kill(s.pid, "SIGSTOP");
+      return s;
+    });
+    p.catch(() => {}); // reported by ready()
+    this.#started.set(key, p);
+  }
+  /** Every early start-up done (and frozen); the first failure thrown. */
+  async ready(): Promise<void> {
+    await Promise.all(this.#started.values());
+  }
+  /** The server started early under `key`, running again; or `fn()`. */
+  async take<T extends Server>(key: string, fn: () => Promise<T>): Promise<T> {
+    const p = this.#started.get(key);
+    if (!p) return fn();
+    this.#started.delete(key);
+    const s = await p;
+    Deno.kill(s.pid, "SIGCONT");
+    // The caller asked for this key with the same recipe (`fn`), so it is a T.
+    return s as T;
+  }
+  /** Stops every early server (thawed first: a frozen one would not see SIGTERM). */
+  async stopAll(): Promise<void> {
+    await Promise.allSettled(this.#started.values());
+    await Promise.all(this.#all.map(async (s) => {
+      try {
+        Deno.kill(s.pid, "SIGCONT");
+      } catch {
+        // already gone
+      }
+      await s.stop();
+    }));
+  }
+}
+
+/** `early.take(key, fn)` where there is an `early`; else `fn()`. */
+export const takeOr = <T extends Server>(
+  early: EarlyStarts | undefined,
+  key: string,
+  fn: () => Promise<T>,
+): Promise<T> => early ? early.take(key, fn) : fn();
+
 export interface Server {
   url: string;
   pid: number;
@@ -23,8 +119,11 @@ export async function spawnPinned(
   /** `stdoutTo`: a file receiving the process's stdout (e.g. V8's `--trace-gc` lines); else discarded. */
   opts: { program?: string; cwd?: string; env?: Record<string, string>; stdoutTo?: string } = {},
 ): Promise<Server> {
+  // Only a single core is widened: a list (workers, bench/workers.ts) spawns children later.
+  const wide = startWide && typeof cpu === "number";
+  const startCpus = wide ? `0-${machineCores() - 1}` : String(cpu);
   const child = new Deno.Command("taskset", {
-    args: ["-c", String(cpu), opts.program ?? Deno.execPath(), ...denoArgs],
+    args: ["-c", startCpus, opts.program ?? Deno.execPath(), ...denoArgs],
     cwd: opts.cwd ?? ROOT,
     stdin: "null",
     // The gateway logs one JSON line per request: discard rather than let a pipe fill.
@@ -62,6 +161,7 @@ export async function spawnPinned(
       reject(new Error(`exited early (${s.code}):\n${stderr.join("\n")}`));
     });
   });
+  if (wide) await pinPid(child.pid, cpu);
   return {
     url,
     pid: child.pid,
@@ -93,9 +193,31 @@ export function rssBytes(pid: number): number {
 }
 
 /** Pins this process (all its threads) to `cpu`. */
-export async function pinSelf(cpu: number): Promise<void> {
+export function pinSelf(cpu: number): Promise<void> {
+  return pinPid(Deno.pid, cpu);
+}
+
+/**
+ * Pins `pid` and its child processes (a supervisor's workers), all their threads, to `cpu`:
+ * for a server started on every core whose children were spawned before it was pinned.
+ */
+export async function pinTree(pid: number, cpu: number): Promise<void> {
+  await pinPid(pid, cpu);
+  for (const t of Deno.readDirSync(`/proc/${pid}/task`)) {
+    let children = "";
+    try {
+      children = Deno.readTextFileSync(`/proc/${pid}/task/${t.name}/children`);
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    for (const c of children.trim().split(/\s+/)) if (c !== "") await pinTree(Number(c), cpu);
+  }
+}
+
+/** Pins process `pid` (all its threads; later ones inherit) to `cpu`. */
+async function pinPid(pid: number, cpu: number): Promise<void> {
   const out = await new Deno.Command("taskset", {
-    args: ["-a", "-p", "-c", String(cpu), String(Deno.pid)],
+    args: ["-a", "-p", "-c", String(cpu), String(pid)],
     stdout: "null",
     stderr: "piped",
   }).output();

@@ -17,9 +17,10 @@
  *   deno run -A bench/prompt_size.ts [--rounds N] [--seconds S] [--sizes 1,32,256,1024]
  */
 import { encodeRequest, HttpConn } from "./http_conn.ts";
-import { LONG_MODEL, startGateway } from "./gateway_setup.ts";
-import { cpuMs, ROOT, type Server, spawnPinned } from "./processes.ts";
-import { peerTarget, startPeer } from "./peer.ts";
+import { LONG_MODEL } from "./gateway_setup.ts";
+import { cpuMs, ROOT, type Server } from "./processes.ts";
+import { peerTarget } from "./peer.ts";
+import { type FreshTrio, startTrio, stopTrio } from "./peer_fresh.ts";
 import { median } from "./stats.ts";
 import { atLeast, atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, numFlag, runStandalone } from "./standalone.ts";
@@ -132,27 +133,24 @@ async function loop(
   return r;
 }
 
+/** 1 MB bodies × c=8 are past the default budgets of bytes in flight (4 MB per key). */
+export const PROMPT_LIMITS = {
+  body_bytes_in_flight_per_key: 64 * 1024 * 1024,
+  body_bytes_in_flight: 64 * 1024 * 1024,
+};
+
+/**
+ * `trio`: `--quick` passes the fresh-peer row's servers (started with PROMPT_LIMITS) rather
+ * than three more start-ups; the rows say so.
+ */
 export async function promptSizeRows(
-  o: MeasureOptions & { warmSeconds: number; sizesKiB?: number[] },
+  o: MeasureOptions & { warmSeconds: number; sizesKiB?: number[]; trio?: FreshTrio },
 ): Promise<Row[]> {
-  await Deno.mkdir(o.dir, { recursive: true });
-  const servers: Server[] = [];
   const sizes = o.sizesKiB ?? PROMPT_KIB;
+  const own = o.trio ? undefined : await startTrio(o, PROMPT_LIMITS);
+  const { gw, floor, peer } = o.trio ?? own!;
+  const shared = o.trio ? " (quick: the fresh-peer row's servers)" : "";
   try {
-    // 1 MB bodies × c=8 are past the default budgets of bytes in flight (4 MB per key).
-    const gw = await startGateway(o.dir, o.mockUrl, o.serverCpu, [], undefined, {}, undefined, {
-      body_bytes_in_flight_per_key: 64 * 1024 * 1024,
-      body_bytes_in_flight: 64 * 1024 * 1024,
-    });
-    servers.push(gw);
-    const floor = await spawnPinned(
-      o.serverCpu,
-      ["run", "-A", "bench/receipt_floor.ts", o.mockUrl, `${o.dir}/floor.kv`],
-      /floor listening on (\S+)/,
-    );
-    servers.push(floor);
-    const peer = await startPeer(o.serverCpu);
-    servers.push(peer);
     const pt = peerTarget(peer, o.mockUrl);
     const paths: PathRun[] = [
       { name: "direct", base: o.mockUrl, headers: {}, model: "chat" },
@@ -188,7 +186,9 @@ export async function promptSizeRows(
       a.push(v);
       m.set(k, a);
     };
-    for (const kib of sizes) {
+    // 0 in --quick: the shared trio is warm from the fresh-peer row (the whole warm-up of a
+    // 1 MB size is a request per connection, ~0.5 s each path, whatever `warmSeconds` says).
+    for (const kib of o.warmSeconds > 0 ? sizes : []) {
       for (const p of paths) {
         const w = await loop(reqFor(p, kib), p.base, concurrencyFor(kib), o.warmSeconds);
         if (w.ok === 0) throw new Error(`${p.name} at ${kib} KiB: no 200 during warm-up`);
@@ -229,7 +229,7 @@ export async function promptSizeRows(
       rows.push(
         {
           metric: `Prompt ${bodyKiB} KiB (code), c=${concurrencyFor(kib)}: req/s / server CPU ` +
-            `per request (µs) / c=1 added p50 (ms)`,
+            `per request (µs) / c=1 added p50 (ms)${shared}`,
           direct: `${fmt(m(rps, "direct", kib), 0)} / – / ${fmt(m(p50, "direct", kib), 3)} (abs)`,
           floor: `${fmt(m(rps, "floor", kib), 0)} / ${fmt(m(cpu, "floor", kib), 0)} / ${
             added("floor")
@@ -254,7 +254,7 @@ export async function promptSizeRows(
     }
     return rows;
   } finally {
-    for (const s of servers.reverse()) await s.stop();
+    if (own) await stopTrio(own);
   }
 }
 

@@ -3,7 +3,7 @@
  * `--seconds` from the command line, this process on core 1 with the mock
  * upstream, the servers under test on core 0, the rows printed as the table.
  */
-import { pinSelf, type Server, spawnPinned } from "./processes.ts";
+import { type EarlyStarts, pinSelf, type Server, spawnPinned } from "./processes.ts";
 import { renderTable, type Row } from "./report.ts";
 
 /** A positive number flag (`--name N`), or `def`. */
@@ -24,6 +24,10 @@ export interface MeasureOptions {
   seconds: number;
   /** Seconds of unrecorded warm-up load per server, where the measurement has one. */
   warmSeconds?: number;
+  /** `--quick`: a section's servers start together (bench/processes.ts startAll). */
+  concurrentStarts?: boolean;
+  /** `--quick`: servers started ahead of this section (bench/processes.ts EarlyStarts). */
+  early?: EarlyStarts;
   log: (msg: string) => void;
 }
 

@@ -14,7 +14,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs } from "./processes.ts";
+import { cpuMs, type EarlyStarts, startAll, takeOr } from "./processes.ts";
 import { median, percentile } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -60,6 +60,26 @@ async function sampleInclusion(
 /** The 1-minute load average now (the machine is shared: say how busy it was). */
 const loadAvg = () => Deno.readTextFileSync("/proc/loadavg").split(" ")[0];
 
+/** Pair `pair`'s gateways: logging every receipt, and not. */
+const starter = (o: MeasureOptions, pair: number) => async (which: "on" | "off") => {
+  const dir = `${o.dir}/pair-${pair}/${which}`;
+  await Deno.mkdir(dir, { recursive: true });
+  return startGateway(
+    dir,
+    o.mockUrl,
+    o.serverCpu,
+    [],
+    undefined,
+    which === "off" ? { GATEWAY_TLOG: "off" } : {},
+  );
+};
+
+/** `--quick`: the first pair started ahead (bench/processes.ts EarlyStarts). */
+export function tlogEarly(o: MeasureOptions, early: EarlyStarts): void {
+  const start = starter(o, 0);
+  for (const which of ["on", "off"] as const) early.start(`tlog/0/${which}`, () => start(which));
+}
+
 export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
   const load0 = loadAvg();
   const cpuUs = { on: [] as number[], off: [] as number[] };
@@ -67,20 +87,13 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
   const delays: number[] = [];
   const pairs = Math.max(1, Math.ceil(o.rounds / 2));
   for (let pair = 0; pair < pairs; pair++) {
-    const dir = `${o.dir}/pair-${pair}`;
-    await Deno.mkdir(`${dir}/on`, { recursive: true });
-    await Deno.mkdir(`${dir}/off`, { recursive: true });
+    const recipe = starter(o, pair);
     const start = (which: "on" | "off") =>
-      startGateway(
-        `${dir}/${which}`,
-        o.mockUrl,
-        o.serverCpu,
-        [],
-        undefined,
-        which === "off" ? { GATEWAY_TLOG: "off" } : {},
-      );
-    const first = await start(pair % 2 === 0 ? "on" : "off");
-    const second = await start(pair % 2 === 0 ? "off" : "on");
+      takeOr(o.early, `tlog/${pair}/${which}`, () => recipe(which));
+    const [first, second] = await startAll(o.concurrentStarts ?? false, [
+      () => start(pair % 2 === 0 ? "on" : "off"),
+      () => start(pair % 2 === 0 ? "off" : "on"),
+    ]);
     const [on, off] = pair % 2 === 0 ? [first, second] : [second, first];
     const target = (g: typeof on): Target => ({
       base: g.url,

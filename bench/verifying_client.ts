@@ -15,12 +15,19 @@
 import OpenAI from "openai";
 import { verifyingFetch } from "../src/client/node.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, spawnPinned } from "./processes.ts";
+import {
+  cpuMs,
+  type EarlyStarts,
+  type Server,
+  spawnPinned,
+  startAll,
+  takeOr,
+} from "./processes.ts";
 import { fmt, type Row } from "./report.ts";
 import { percentile } from "./stats.ts";
 import { runStandalone } from "./standalone.ts";
 
-const BATCH = 10;
+const FULL_BATCH = 10;
 type PathName =
   | "plain"
   | "library"
@@ -38,7 +45,51 @@ export interface VerifyingClientBench {
   dir: string;
   cpu: number;
   rounds: number;
+  /** Requests per batch (whole, then streamed) and unrecorded ones per path; `--quick` passes fewer. */
+  batch?: number;
+  warmups?: number;
+  /** Start the two proxies together (`--quick`), or take them started ahead. */
+  concurrentStarts?: boolean;
+  early?: EarlyStarts;
   log: (msg: string) => void;
+}
+
+/** The local proxies measured: with the inclusion verdict before the answer, and off. */
+const PROXIES: [string, Record<string, unknown>][] = [
+  ["proxy", {}],
+  ["proxy-nolog", { inclusion: "off" }],
+];
+
+async function startProxy(
+  o: Pick<VerifyingClientBench, "dir" | "gatewayUrl" | "cpu">,
+  name: string,
+  policy: Record<string, unknown>,
+) {
+  const policyPath = `${o.dir}/${name}-policy.json`;
+  await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true, ...policy }));
+  return await spawnPinned(o.cpu, [
+    "run",
+    "-A",
+    "proxy.ts",
+    "--gateway",
+    `${o.gatewayUrl}/v1`,
+    "--listen",
+    "127.0.0.1:0",
+    "--policy",
+    policyPath,
+    "--audit",
+    `${o.dir}/${name}-audit.jsonl`,
+  ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
+}
+
+/** `--quick`: both proxies started ahead (bench/processes.ts EarlyStarts). */
+export function verifyingEarly(
+  o: Pick<VerifyingClientBench, "dir" | "gatewayUrl" | "cpu">,
+  early: EarlyStarts,
+): void {
+  for (const [name, policy] of PROXIES) {
+    early.start(`proxy/${name}`, () => startProxy(o, name, policy));
+  }
 }
 
 /** A difference with its sign (noise can make an added cost negative). */
@@ -49,25 +100,13 @@ export async function measureVerifyingClient(
   o: VerifyingClientBench,
 ): Promise<{ rows: Row[]; ok: number }> {
   let ok = 0;
-  const startProxy = async (name: string, policy: Record<string, unknown>) => {
-    const policyPath = `${o.dir}/${name}-policy.json`;
-    await Deno.writeTextFile(policyPath, JSON.stringify({ allow_dev_evidence: true, ...policy }));
-    return await spawnPinned(o.cpu, [
-      "run",
-      "-A",
-      "proxy.ts",
-      "--gateway",
-      `${o.gatewayUrl}/v1`,
-      "--listen",
-      "127.0.0.1:0",
-      "--policy",
-      policyPath,
-      "--audit",
-      `${o.dir}/${name}-audit.jsonl`,
-    ], /verifying proxy for \S+ on (http:\/\/[^/\s]+)\/v1/);
-  };
-  const proxy = await startProxy("proxy", {});
-  const proxyNoLog = await startProxy("proxy-nolog", { inclusion: "off" });
+  const BATCH = o.batch ?? FULL_BATCH;
+  const [proxy, proxyNoLog] = await startAll(
+    o.concurrentStarts ?? false,
+    PROXIES.map(([name, policy]) => () =>
+      takeOr(o.early, `proxy/${name}`, () => startProxy(o, name, policy))
+    ) as [() => Promise<Server>, () => Promise<Server>],
+  );
   const lib = (policy: Record<string, unknown>) =>
     verifyingFetch({
       baseURL: `${o.gatewayUrl}/v1`,
@@ -123,7 +162,8 @@ export async function measureVerifyingClient(
     (into ? (into[p] ??= []) : []).push(performance.now() - t0);
   };
   try {
-    for (const p of paths) for (let i = 0; i < 3; i++) await one(p, false, null); // attest, connect
+    // attest, connect
+    for (const p of paths) for (let i = 0; i < (o.warmups ?? 3); i++) await one(p, false, null);
     await settle();
     for (let round = 0; round < o.rounds; round++) {
       o.log(`verifying client round ${round + 1}/${o.rounds}`);

@@ -17,7 +17,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, type GatewayUnderTest, startGateway } from "./gateway_setup.ts";
-import { cpuMs } from "./processes.ts";
+import { cpuMs, type EarlyStarts, pinTree, takeOr } from "./processes.ts";
 import { median } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -93,8 +93,30 @@ async function start(
   dir: string,
   o: MeasureOptions,
   workers: number,
-  cpus: string,
+  /** A number: `--quick` may start it on every core first (bench/processes.ts). */
+  cpus: string | number,
 ): Promise<{ g: GatewayUnderTest; stdout: string }> {
+  const g = await takeOr(o.early, `workers/${dir}`, () => startRaw(dir, o, workers, cpus));
+  return { g, stdout: `${dir}/stdout.log` };
+}
+
+/**
+ * `--quick`: the first set's one-worker gateways started ahead (bench/processes.ts
+ * EarlyStarts); the two-worker one is not (its supervisor watches its workers' timing).
+ */
+export function workersEarly(o: MeasureOptions, early: EarlyStarts): void {
+  for (const name of ["one", "ctl-a", "ctl-b"]) {
+    const dir = `${o.dir}/pair-0/${name}`;
+    early.start(`workers/${dir}`, () => startRaw(dir, o, 1, o.serverCpu));
+  }
+}
+
+async function startRaw(
+  dir: string,
+  o: MeasureOptions,
+  workers: number,
+  cpus: string | number,
+): Promise<GatewayUnderTest> {
   await Deno.mkdir(dir, { recursive: true });
   const stdout = `${dir}/stdout.log`;
   const g = await startGateway(
@@ -113,7 +135,9 @@ async function start(
     if (performance.now() - t0 > 60_000) throw new Error(`workers never served:\n${g.stderr}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-  return { g, stdout };
+  // Started on every core (`--quick`): its workers too, now on its one core like it.
+  if (typeof cpus === "number") await pinTree(g.pid, cpus);
+  return g;
 }
 
 const target = (g: GatewayUnderTest): Target => ({
@@ -156,15 +180,14 @@ export async function workersRows(o: MeasureOptions): Promise<Row[]> {
   let errors = 0;
   const counts = { one: [] as Counts[], two: [] as Counts[] };
   const pairs = Math.max(1, Math.ceil(o.rounds / 2));
-  const core = String(o.serverCpu);
   const orders: Config[][] = [["one", "two", "ctl"], ["two", "ctl", "one"], ["ctl", "one", "two"]];
   for (let pair = 0; pair < pairs; pair++) {
     // Started together (start-up is most of a quick run's time), measured apart.
     const [one, two, ...ctl] = await Promise.all([
-      start(`${o.dir}/pair-${pair}/one`, o, 1, core),
-      start(`${o.dir}/pair-${pair}/two`, o, 2, core),
-      start(`${o.dir}/pair-${pair}/ctl-a`, o, 1, core),
-      start(`${o.dir}/pair-${pair}/ctl-b`, o, 1, core),
+      start(`${o.dir}/pair-${pair}/one`, o, 1, o.serverCpu),
+      start(`${o.dir}/pair-${pair}/two`, o, 2, o.serverCpu),
+      start(`${o.dir}/pair-${pair}/ctl-a`, o, 1, o.serverCpu),
+      start(`${o.dir}/pair-${pair}/ctl-b`, o, 1, o.serverCpu),
     ]);
     const gateways: Record<Config, GatewayUnderTest[]> = {
       one: [one.g],
@@ -173,7 +196,7 @@ export async function workersRows(o: MeasureOptions): Promise<Row[]> {
     };
     try {
       // Warm all (tokenizers, JIT, leases) unrecorded.
-      for (const c of orders[0]) await measure(gateways[c], 1);
+      for (const c of orders[0]) await measure(gateways[c], o.warmSeconds ?? 1);
       for (let r = 0; r < 2 && rps.one.length < o.rounds; r++) {
         for (const c of orders[(pair * 2 + r) % orders.length]) {
           const m = await measure(gateways[c], o.seconds);

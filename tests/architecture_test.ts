@@ -41,7 +41,6 @@ const LAYERS: Layer[] = [
     paths: ["main.ts", "config/generate.ts", "enclave/", "src/cli/", "src/demo/"],
   },
   { rank: 6, name: "composition", paths: ["src/app/"] },
-  { rank: 5, name: "router", paths: ["src/http/router.ts"] },
   { rank: 4, name: "handlers", paths: ["src/handlers/"] },
   {
     rank: 3,
@@ -385,7 +384,7 @@ Deno.test("architecture checks: an upward edge, a cycle and an unplaced file are
     ["src/app/context.ts", new Set(["src/handlers/x.ts"])],
     ["src/nowhere/z.ts", new Set<string>()],
   ]);
-  assert.equal(layerOf(LAYERS, "src/http/router.ts")?.name, "router");
+  assert.equal(layerOf(LAYERS, "src/http/router.ts")?.name, "foundation");
   assert.equal(layerOf(LAYERS, "src/http/errors.ts")?.name, "foundation");
   assert.deepEqual(upwardImports(LAYERS, g), [
     "src/aci/a.ts -> src/http/errors.ts",

@@ -17,6 +17,7 @@ import { GroupCommitter } from "../store/group_commit.ts";
 import { createIdentity, type Identity } from "../attestation/identity.ts";
 import { createReceiptService } from "../receipts/service.ts";
 import { API_VERSION, type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
+import { SERVICE_CAPABILITIES } from "./routes/table.ts";
 import type { GatewayContext, LogLine } from "../handlers/context.ts";
 import type { RequestInfo } from "../handlers/pipeline.ts";
 import type { VerificationState } from "../routing/select.ts";
@@ -72,31 +73,6 @@ export interface OutsideWorld {
   /** How the transparency log reaches its witnesses (main.ts: the global `fetch`); none: no witnesses. */
   witnessFetch?: (url: string, init: RequestInit) => Promise<Response>;
 }
-
-/** What the gateway declares it serves (in every report's `service_capabilities`). */
-export const SERVICE_CAPABILITIES = {
-  serving: "aggregator",
-  supported_e2ee_versions: ["2"],
-  endpoints: [
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/embeddings",
-    "/v1/messages",
-    "/v1/responses",
-  ],
-  formats: [
-    "openai.chat_completions",
-    "openai.completions",
-    "openai.embeddings",
-    "anthropic.messages",
-    "openai.responses",
-  ],
-  receipts: {
-    signature_algorithms: ["ed25519"],
-    legacy_signature_algorithms: ["ecdsa", "ed25519"],
-  },
-  attested_sessions: true,
-};
 
 /** What a worker knows of its host (main.ts reads it from the supervisor, src/app/supervisor.ts). */
 export interface HostWorker {
@@ -211,8 +187,10 @@ export function assembleGateway(
   const replicaId = worker
     ? `${worker.host}.${worker.index}.${bytesToHex(world.randomBytes(4))}`
     : bytesToHex(world.randomBytes(8));
+  const deadlines = new DeadlineWheel(world.monotonic);
   const tlog = createTransparencyLog({
     kv,
+    after: deadlines.after,
     origin: logOrigin,
     now,
     randomBytes: world.randomBytes,
@@ -317,7 +295,6 @@ export function assembleGateway(
   for (const p of config.providers) {
     if (p.api_key_env) credentials.set(p.name, world.env(p.api_key_env));
   }
-  const deadlines = new DeadlineWheel(world.monotonic);
   const admitter = createAdmitter(kv, {
     tiers: config.tiers,
     now,

@@ -89,6 +89,8 @@ export interface SignalIo {
   delay(ms: number): Promise<void>;
   print(line: string): void;
   exit(code: number): void;
+  /** Told when the drain begins: requests held open by choice (`inclusion?wait=`) answer now. */
+  draining?(): void;
 }
 
 /** On SIGTERM/SIGINT: stop accepting, drain (10 s at most), close the rest, exit 0. */
@@ -102,6 +104,7 @@ export function stopOnSignals(
     if (stopping) return;
     stopping = true;
     io.print(`${signal}: draining`);
+    io.draining?.();
     const grace = io.delay(10_000);
     // shutdown() stops accepting and waits for in-flight responses, streams included.
     await Promise.race([Promise.all(servers.map((s) => s.shutdown())), grace]);

@@ -4,8 +4,9 @@
  * tree size, an RFC 6962 inclusion proof and the signed checkpoint; the
  * client recomputes the entry from the receipt it verified, checks the proof
  * against the checkpoint root, and the checkpoint's signature under the log
- * key listed in the attested keyset. A 503 `log_pending` is waited out
- * (Retry-After) up to the policy's limit.
+ * key listed in the attested keyset. A 503 `log_pending` is waited out up to
+ * the policy's limit: at the gateway (`?wait=`: it answers when the receipt's
+ * checkpoint is signed), or by polling (Retry-After) when it does not wait.
  */
 import { type Check, check } from "../verify/checks.ts";
 import { isRecord } from "../verify/json_shape.ts";
@@ -32,6 +33,8 @@ export interface InclusionDeps {
 
 /** A deferred check's first ask: by then most receipts are in a checkpoint. */
 const PATIENT_FIRST_MS = 250;
+/** The longest `?wait=` a gateway holds a request (src/handlers/tlog.ts). */
+const SERVER_WAIT_MS = 5_000;
 
 /**
  * Checkpoints already verified, by note text and key: answers sequenced together share one
@@ -108,13 +111,38 @@ export async function fetchInclusionProof(
   const url = new URL(`${d.baseURL}/aci/receipts/${encodeURIComponent(receiptId)}/inclusion`);
   const deadline = d.now() + d.waitMs;
   let attempt = 0;
+  // The gateway holds the request until the proof exists; one that answers 503 well before
+  // the wait asked (older, not waiting, or at its waiter cap) is polled instead. A deferred
+  // check's first ask comes late and usually finds the proof: it asks without waiting.
+  let serverWait = !d.patient;
+  let waitTried = serverWait;
   if (d.patient) await d.sleep(Math.min(PATIENT_FIRST_MS, d.waitMs));
   for (;;) {
+    const ask = serverWait ? Math.min(SERVER_WAIT_MS, Math.floor(deadline - d.now())) : 0;
+    if (ask > 0) url.searchParams.set("wait", String(ask));
+    else url.searchParams.delete("wait");
+    const sent = d.now();
     const res = await d.transport.send(url, { method: "GET", headers: d.auth }, d.tlsCheck);
     if (res.status === 200) return { proof: await res.json().catch(() => null) };
     await res.body?.cancel();
+    if (res.status === 400 && ask > 0) {
+      serverWait = false; // a gateway that knows no `wait` and refuses it: ask without
+      continue;
+    }
     if (res.status !== 503) {
       return check(name, false, `the log has no proof for this receipt (HTTP ${res.status})`);
+    }
+    if (!waitTried && deadline - d.now() > 0) {
+      serverWait = waitTried = true;
+      continue;
+    }
+    if (ask > 0) {
+      if (d.now() - sent >= ask / 2) {
+        // It waited and the receipt is still not in a checkpoint: ask again while time is left.
+        if (d.now() >= deadline) return late(d.waitMs);
+        continue;
+      }
+      serverWait = false;
     }
     // The next checkpoint is usually a batch interval away: poll every 10–50 ms for
     // the first second, then back off to the server's Retry-After.
@@ -129,9 +157,15 @@ export async function fetchInclusionProof(
         ? Math.min(50, 10 * 2 ** attempt++)
         : waited,
     );
-    if (d.now() + waitMs > deadline) {
-      return check(name, false, `the receipt did not reach a checkpoint within ${d.waitMs} ms`);
-    }
+    if (d.now() + waitMs > deadline) return late(d.waitMs);
     await d.sleep(waitMs);
   }
+}
+
+function late(waitMs: number): Check {
+  return check(
+    "receipt.log_inclusion",
+    false,
+    `the receipt did not reach a checkpoint within ${waitMs} ms`,
+  );
 }

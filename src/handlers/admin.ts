@@ -55,8 +55,14 @@ function keyId(params: Params): string {
   return params.id;
 }
 
-/** Authorises, runs and audits one admin action. */
-export function guarded(action: string, h: AdminHandler): AdminHandler {
+/**
+ * Authorises, runs and audits one admin action (the route table wraps each
+ * `operator` row's handler in it once, at start-up).
+ */
+export function guarded<D extends AdminDeps>(
+  action: string,
+  h: (req: Request, deps: D, params: Params) => Promise<Response> | Response,
+): (req: Request, deps: D, params: Params) => Promise<Response> {
   return async (req, ctx, params) => {
     if (ctx.operator === null) throw new GatewayError("not_found", "no such endpoint");
     const audit = (status: number, outcome: string) =>
@@ -84,126 +90,97 @@ export function guarded(action: string, h: AdminHandler): AdminHandler {
   };
 }
 
-/** The admin routes: method, pattern, handler (app.ts puts them in the route table). */
-export const ADMIN_ROUTES: [string, string, AdminHandler][] = [
-  [
-    "POST",
-    "/admin/v1/keys",
-    guarded("keys.create", async (req, ctx) => {
-      const b = await body(req, CreateKeyBody);
-      const { key, summary } = await ctx.keyAdmin.create(b);
-      // The key is in this one response only; it is never stored or logged.
-      return jsonResponse({ ...summary, key }, 201, { "cache-control": "no-store" });
-    }),
-  ],
-  [
-    "GET",
-    "/admin/v1/keys",
-    guarded("keys.list", async (_req, ctx) => jsonResponse({ data: await ctx.keyAdmin.list() })),
-  ],
-  [
-    "GET",
-    "/admin/v1/keys/:id",
-    guarded(
-      "keys.show",
-      async (_req, ctx, p) => jsonResponse(await ctx.keyAdmin.show(keyId(p))),
-    ),
-  ],
-  [
-    "PATCH",
-    "/admin/v1/keys/:id",
-    guarded("keys.update", async (req, ctx, p) => {
-      const id = keyId(p);
-      const res = await ctx.keyAdmin.update(id, await body(req, UpdateKeyBody));
-      ctx.auth.invalidate(id); // the new limits apply at once on this replica
-      return jsonResponse(res);
-    }),
-  ],
-  [
-    "POST",
-    "/admin/v1/keys/:id/credit",
-    guarded("keys.credit", async (req, ctx, p) => {
-      const { amount } = await body(req, CreditBody);
-      const r = await ctx.keyAdmin.credit(keyId(p), amount);
-      return jsonResponse({
-        ...r.summary,
-        ...(r.revoked ? { warning: "this key is revoked: its credits cannot be spent" } : {}),
-      });
-    }),
-  ],
-  [
-    "POST",
-    "/admin/v1/keys/:id/revoke",
-    guarded("keys.revoke", async (_req, ctx, p) => {
-      const id = keyId(p);
-      const res = await ctx.keyAdmin.revoke(id);
-      ctx.auth.invalidate(id); // takes effect at once here, within the cache TTL elsewhere
-      return jsonResponse(res);
-    }),
-  ],
-  [
-    "GET",
-    "/admin/v1/keys/:id/usage",
-    guarded("keys.usage", async (req, ctx, p) => {
-      const id = keyId(p);
-      return jsonResponse(await ctx.keyAdmin.usage(id, rangeFromQuery(req, ctx.now())));
-    }),
-  ],
-  [
-    "GET",
-    "/admin/v1/usage",
-    guarded(
-      "usage",
-      async (req, ctx) =>
-        jsonResponse(await ctx.keyAdmin.usageByKey(rangeFromQuery(req, ctx.now()))),
-    ),
-  ],
-  [
-    "GET",
-    "/admin/v1/health",
-    guarded("health", (_req, ctx) => jsonResponse(healthDetail(ctx))),
-  ],
-  [
-    "GET",
-    "/admin/v1/measurement-policies",
-    guarded("policies.list", (_req, ctx) => jsonResponse({ data: policies(ctx).list() })),
-  ],
-  [
-    // A signed policy for one upstream; takes effect at once (no restart): the upstream's
-    // current session is re-checked, and one the policy does not accept ends now.
-    "PUT",
-    "/admin/v1/measurement-policies/:id",
-    guarded("policies.install", async (req, ctx, p) => {
-      const reg = policies(ctx);
-      if (!ctx.config.providers.some((x) => x.name === p.id && x.confidential)) {
-        throw new GatewayError("not_found", `no confidential upstream ${p.id}`);
-      }
-      requireJsonContentType(req);
-      const r = reg.install(p.id, parseJsonBody(await readBody(req, MAX_POLICY_BODY)));
-      if (!r.ok) throw badParam("policy", r.reason);
-      ctx.log({
-        level: "info",
-        msg: "measurement policy installed",
-        upstream: p.id,
-        version: r.installed.policy.version,
-        digest: r.installed.digest,
-        changed: r.changed,
-      });
-      return jsonResponse({
-        upstream: p.id,
-        version: r.installed.policy.version,
-        digest: r.installed.digest,
-        key_id: r.installed.key_id,
-        changed: r.changed,
-      });
-    }),
-  ],
-  [
-    "GET",
-    "/admin/v1/metrics",
-    guarded("metrics", async (_req, ctx) =>
-      new Response(await ctx.metrics.render(), {
-        headers: { "content-type": ctx.metrics.contentType, "cache-control": "no-store" },
-      })),
-  ],
-];
+/** `POST /admin/v1/keys`. */
+export const createKey: AdminHandler = async (req, ctx) => {
+  const b = await body(req, CreateKeyBody);
+  const { key, summary } = await ctx.keyAdmin.create(b);
+  // The key is in this one response only; it is never stored or logged.
+  return jsonResponse({ ...summary, key }, 201, { "cache-control": "no-store" });
+};
+
+/** `GET /admin/v1/keys`. */
+export const listKeys: AdminHandler = async (_req, ctx) =>
+  jsonResponse({ data: await ctx.keyAdmin.list() });
+
+/** `GET /admin/v1/keys/:id`. */
+export const showKey: AdminHandler = async (_req, ctx, p) =>
+  jsonResponse(await ctx.keyAdmin.show(keyId(p)));
+
+/** `PATCH /admin/v1/keys/:id`. */
+export const updateKey: AdminHandler = async (req, ctx, p) => {
+  const id = keyId(p);
+  const res = await ctx.keyAdmin.update(id, await body(req, UpdateKeyBody));
+  ctx.auth.invalidate(id); // the new limits apply at once on this replica
+  return jsonResponse(res);
+};
+
+/** `POST /admin/v1/keys/:id/credit`. */
+export const creditKey: AdminHandler = async (req, ctx, p) => {
+  const { amount } = await body(req, CreditBody);
+  const r = await ctx.keyAdmin.credit(keyId(p), amount);
+  return jsonResponse({
+    ...r.summary,
+    ...(r.revoked ? { warning: "this key is revoked: its credits cannot be spent" } : {}),
+  });
+};
+
+/** `POST /admin/v1/keys/:id/revoke`. */
+export const revokeKey: AdminHandler = async (_req, ctx, p) => {
+  const id = keyId(p);
+  const res = await ctx.keyAdmin.revoke(id);
+  ctx.auth.invalidate(id); // takes effect at once here, within the cache TTL elsewhere
+  return jsonResponse(res);
+};
+
+/** `GET /admin/v1/keys/:id/usage`. */
+export const keyUsage: AdminHandler = async (req, ctx, p) => {
+  const id = keyId(p);
+  return jsonResponse(await ctx.keyAdmin.usage(id, rangeFromQuery(req, ctx.now())));
+};
+
+/** `GET /admin/v1/usage`. */
+export const usageByKey: AdminHandler = async (req, ctx) =>
+  jsonResponse(await ctx.keyAdmin.usageByKey(rangeFromQuery(req, ctx.now())));
+
+/** `GET /admin/v1/health`. */
+export const adminHealth: AdminHandler = (_req, ctx) => jsonResponse(healthDetail(ctx));
+
+/** `GET /admin/v1/measurement-policies`. */
+export const listPolicies: AdminHandler = (_req, ctx) =>
+  jsonResponse({ data: policies(ctx).list() });
+
+/**
+ * `PUT /admin/v1/measurement-policies/:id`: a signed policy for one upstream; takes effect at
+ * once (no restart): the upstream's current session is re-checked, and one the policy does not
+ * accept ends now.
+ */
+export const installPolicy: AdminHandler = async (req, ctx, p) => {
+  const reg = policies(ctx);
+  if (!ctx.config.providers.some((x) => x.name === p.id && x.confidential)) {
+    throw new GatewayError("not_found", `no confidential upstream ${p.id}`);
+  }
+  requireJsonContentType(req);
+  const r = reg.install(p.id, parseJsonBody(await readBody(req, MAX_POLICY_BODY)));
+  if (!r.ok) throw badParam("policy", r.reason);
+  ctx.log({
+    level: "info",
+    msg: "measurement policy installed",
+    upstream: p.id,
+    version: r.installed.policy.version,
+    digest: r.installed.digest,
+    changed: r.changed,
+  });
+  return jsonResponse({
+    upstream: p.id,
+    version: r.installed.policy.version,
+    digest: r.installed.digest,
+    key_id: r.installed.key_id,
+    changed: r.changed,
+  });
+};
+
+/** `GET /admin/v1/metrics`. */
+export const adminMetrics: AdminHandler = async (_req, ctx) =>
+  new Response(await ctx.metrics.render(), {
+    headers: { "content-type": ctx.metrics.contentType, "cache-control": "no-store" },
+  });

@@ -9,7 +9,7 @@
  */
 import { readBody, requireJsonContentType } from "../http/body.ts";
 import { jsonResponse } from "../http/json.ts";
-import { type AdminDeps, type AdminHandler, guarded } from "./admin.ts";
+import type { AdminDeps, AdminHandler } from "./admin.ts";
 import type { ConfigControl } from "./config_control.ts";
 import { GatewayError } from "../http/errors.ts";
 
@@ -22,22 +22,13 @@ const control = (deps: AdminDeps): ConfigControl => {
   return c;
 };
 
-export const CONFIG_ROUTES: [string, string, AdminHandler][] = [
-  [
-    "GET",
-    "/admin/v1/config",
-    guarded(
-      "config.show",
-      (_req, ctx) => jsonResponse(control(ctx).current(), 200, { "cache-control": "no-store" }),
-    ),
-  ],
-  [
-    "PUT",
-    "/admin/v1/config",
-    guarded("config.replace", async (req, ctx) => {
-      requireJsonContentType(req);
-      const text = new TextDecoder().decode(await readBody(req, MAX_CONFIG_BODY));
-      return jsonResponse(control(ctx).applyText(text, "admin"));
-    }),
-  ],
-];
+/** `GET /admin/v1/config`. */
+export const showConfig: AdminHandler = (_req, ctx) =>
+  jsonResponse(control(ctx).current(), 200, { "cache-control": "no-store" });
+
+/** `PUT /admin/v1/config`. */
+export const replaceConfig: AdminHandler = async (req, ctx) => {
+  requireJsonContentType(req);
+  const text = new TextDecoder().decode(await readBody(req, MAX_CONFIG_BODY));
+  return jsonResponse(control(ctx).applyText(text, "admin"));
+};

@@ -83,28 +83,88 @@ export async function receiptLeaf(
   ctx: GatewayContext,
   id: string,
 ): Promise<{ receipt: Receipt; index: number }> {
-  let receipt: Receipt;
+  const { receipt } = await receiptOf(req, ctx, id);
+  const index = await indexOf(ctx, receipt);
+  if (index === null) throw pending("the receipt is not in the log yet");
+  return { receipt, index };
+}
+
+async function receiptOf(
+  req: Request,
+  ctx: GatewayContext,
+  id: string,
+): Promise<{ receipt: Receipt; index: null }> {
   try {
-    receipt = await ctx.receipts.get(id, await callerDigest(req, ctx));
+    return { receipt: await ctx.receipts.get(id, await callerDigest(req, ctx)), index: null };
   } catch (e) {
     if (e instanceof GatewayError && e.kind === "not_found") {
       throw new GatewayError("receipt_not_found", "no receipt with this id");
     }
     throw e;
   }
-  const index = await ctx.tlog.leafIndex(receiptEntry(jcs(receipt)), receipt.served_at);
-  if (index === null) throw pending("the receipt is not in the log yet");
-  return { receipt, index };
 }
 
+function indexOf(ctx: GatewayContext, receipt: Receipt): Promise<number | null> {
+  return ctx.tlog.leafIndex(receiptEntry(jcs(receipt)), receipt.served_at);
+}
+
+/** The longest `?wait=` an inclusion request may hold (ms). */
+export const INCLUSION_WAIT_MAX_MS = 5_000;
+
+function waitParam(url: URL): number | null {
+  const v = url.searchParams.get("wait");
+  if (v === null) return null;
+  if (!/^(0|[1-9][0-9]{0,5})$/.test(v) || Number(v) > INCLUSION_WAIT_MAX_MS) {
+    throw new GatewayError(
+      "invalid_request",
+      `wait must be milliseconds from 0 to ${INCLUSION_WAIT_MAX_MS}`,
+      { param: "wait" },
+    );
+  }
+  return Number(v);
+}
+
+/**
+ * The receipt's inclusion proof. With `?wait=ms`, a receipt not yet in a signed checkpoint
+ * holds the request until it is (woken by an append, ours or another replica's: tlog/waiters.ts)
+ * or the wait ends, then answers as without it; so a client asks once instead of polling.
+ */
 export async function getInclusion(
   req: Request,
   ctx: GatewayContext,
   params: Params,
 ): Promise<Response> {
-  const { index } = await receiptLeaf(req, ctx, params.id);
+  const url = new URL(req.url);
+  const wait = waitParam(url);
+  if (!wait) return await inclusionAnswer(ctx, await receiptLeaf(req, ctx, params.id), url);
+  const end = ctx.monotonic() + wait;
+  // The receipt (and the caller's right to it) is looked up once; only its index is re-read.
+  let leaf: { receipt: Receipt; index: number | null } | null = null;
+  for (;;) {
+    const since = ctx.tlog.waiters.tick;
+    try {
+      if (leaf === null) leaf = await receiptOf(req, ctx, params.id);
+      if (leaf.index === null) leaf.index = await indexOf(ctx, leaf.receipt);
+      if (leaf.index === null) throw pending("the receipt is not in the log yet");
+      return await inclusionAnswer(ctx, { index: leaf.index }, url);
+    } catch (e) {
+      if (!(e instanceof GatewayError) || e.kind !== "log_pending") throw e;
+      const left = end - ctx.monotonic();
+      // Past the cap, on shutdown or when the client left: today's answer, at once.
+      if (left <= 0 || await ctx.tlog.waiters.wait(since, left, req.signal) !== "changed") {
+        throw e;
+      }
+    }
+  }
+}
+
+async function inclusionAnswer(
+  ctx: GatewayContext,
+  { index }: { index: number },
+  url: URL,
+): Promise<Response> {
   const served = await servedSize(ctx);
-  const asked = sizeParam(new URL(req.url), "tree_size");
+  const asked = sizeParam(url, "tree_size");
   const size = asked ?? served.size;
   if (size > served.size) {
     throw new GatewayError(

@@ -1,9 +1,9 @@
 /**
- * The route table: method + path pattern → handler. Patterns are literal
- * segments and `:name` captures (one segment each). Unknown paths answer
- * 404 and known paths with another method 405, both as GatewayErrors.
+ * Method + path pattern → handler. Patterns are literal segments and `:name`
+ * captures (one segment each). A path the table does not serve is a `Miss`
+ * naming the methods the path has (none: unknown path); the caller decides
+ * what error that is, so the router knows nothing of the gateway's errors.
  */
-import { GatewayError } from "./errors.ts";
 import type { Params } from "./params.ts";
 
 export type { Params } from "./params.ts";
@@ -22,6 +22,15 @@ export interface Match<C> {
   pattern: string;
 }
 
+/** No route: `allowed` lists the path's methods (empty when the path is unknown). */
+export interface Miss {
+  handler: null;
+  allowed: readonly string[];
+}
+
+// One shared miss for unknown paths: a 404 allocates nothing here.
+const UNKNOWN: Miss = Object.freeze({ handler: null, allowed: Object.freeze([]) });
+
 export class Router<C> {
   #routes: Route<C>[] = [];
 
@@ -30,8 +39,8 @@ export class Router<C> {
     return this;
   }
 
-  /** Find the handler; throws 404/405 GatewayErrors. */
-  match(method: string, pathname: string): Match<C> {
+  /** Find the handler, or say why there is none. */
+  match(method: string, pathname: string): Match<C> | Miss {
     const parts = split(pathname);
     let pathKnown = false;
     for (const r of this.#routes) {
@@ -43,13 +52,7 @@ export class Router<C> {
         return { handler: r.handler, params, pattern: "/" + r.segments.join("/") };
       }
     }
-    if (pathKnown) {
-      const allowed = this.allowedMethods(pathname);
-      throw new GatewayError("method_not_allowed", `method ${method} is not allowed on this path`, {
-        headers: { Allow: allowed.join(", ") },
-      });
-    }
-    throw new GatewayError("not_found", "no such endpoint");
+    return pathKnown ? { handler: null, allowed: this.allowedMethods(pathname) } : UNKNOWN;
   }
 
   /** Every route, as `{ method, pattern }` (the route table, for the API document's test). */
@@ -57,6 +60,7 @@ export class Router<C> {
     return this.#routes.map((r) => ({ method: r.method, pattern: "/" + r.segments.join("/") }));
   }
 
+  /** Each method the path has, once, in registration order. */
   allowedMethods(pathname: string): string[] {
     const parts = split(pathname);
     return [

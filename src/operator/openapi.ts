@@ -2,15 +2,13 @@
  * The OpenAPI 3.1 document served at `GET /openapi.json`. Request bodies are
  * generated from the same zod schemas that validate requests (zod 4's
  * `z.toJSONSchema`, JSON Schema 2020-12, which OpenAPI 3.1 uses as is), so
- * the document cannot drift from validation. Every route of the route table
- * has an entry here and nothing else does (tests/openapi_test.ts compares
- * them); errors use one envelope per format, and the headers every response
+ * the document cannot drift from validation. The operations come from the
+ * route table (src/app/routes/), so every route has one and nothing else
+ * does (tests/openapi_test.ts compares them); errors use one envelope per format, and the headers every response
  * carries are declared once.
  */
 import { EXPOSED_HEADERS } from "../http/cors.ts";
-import { type Json, json, type Op, OPERATIONS, str } from "./openapi_operations.ts";
-
-export { OPERATIONS };
+import { type Json, json, type Op, str } from "./openapi_operations.ts";
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -119,10 +117,10 @@ function operation(key: string, op: Op): Json {
   };
 }
 
-/** The OpenAPI 3.1 document; `version` is the gateway's. */
-export function openApiDocument(version: string): Json {
+/** The OpenAPI 3.1 document of `operations` (keyed `METHOD /pattern`); `version` is the gateway's. */
+export function openApiDocument(version: string, operations: readonly [string, Op][]): Json {
   const paths: Record<string, Json> = {};
-  for (const [key, op] of Object.entries(OPERATIONS)) {
+  for (const [key, op] of operations) {
     const [method, pattern] = key.split(" ");
     const path = pattern.replace(/:([a-z_]+)/g, "{$1}");
     paths[path] ??= {};

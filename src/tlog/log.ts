@@ -37,6 +37,8 @@ import {
   type TileSource,
 } from "./tiles.ts";
 import { createWitnessClient, type WitnessConfig } from "./witnesses.ts";
+import { createLogWaiters, type LogWaiters } from "./waiters.ts";
+import { type After, timerAfter } from "../http/deadlines.ts";
 
 export type { Head } from "./tiles.ts";
 
@@ -65,6 +67,8 @@ export interface TransparencyLog {
   leafIndex(entry: Uint8Array, second?: number): Promise<number | null>;
   inclusion(index: number, size: number): Promise<Uint8Array[]>;
   consistency(from: number, to: number): Promise<Uint8Array[]>;
+  /** Requests waiting for the served checkpoint to grow (`inclusion?wait=`). */
+  readonly waiters: LogWaiters;
   /** Resolves once every entry pending now is in the tree (and its cosigning attempted). */
   settle(): Promise<void>;
   close(): Promise<void>;
@@ -86,7 +90,17 @@ export interface LogOptions {
   log: (line: Record<string, unknown>) => void;
   /** Whether this process appends (one worker per host does; sequencer.ts). */
   append?: boolean;
+  /** Deadlines of waiting requests and their shared head re-read (the gateway's wheel). */
+  after?: After;
+  /** While requests wait: how often the head is re-read for appends made elsewhere. */
+  waitPollMs?: number;
+  /** Requests waiting at once; past it, `wait` answers 503 at once. */
+  maxWaiters?: number;
 }
+
+/** Appends by another replica or worker are seen within this (one KV read for all waiters). */
+const WAIT_POLL_MS = 50;
+const MAX_WAITERS = 1024;
 
 // Long as one closure over shared state; each inner function is short.
 export function createTransparencyLog(o: LogOptions): TransparencyLog {
@@ -114,6 +128,19 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       log: o.log,
     })
     : null;
+  const waiters = createLogWaiters({
+    after: o.after ?? timerAfter,
+    pollMs: o.waitPollMs ?? WAIT_POLL_MS,
+    max: o.maxWaiters ?? MAX_WAITERS,
+    // What the served checkpoint follows: the head, and with witnesses the cosigned head.
+    probe: async () => {
+      if (witnesses === null) return String((await kv.get<Head>(HEAD_KEY)).value?.size ?? 0);
+      const [head, cosigned] = await kv.getMany<[Head, Head]>([HEAD_KEY, COSIGNED_KEY]);
+      return `${head.value?.size ?? 0}/${cosigned.value?.size ?? 0}`;
+    },
+    onError: (e) =>
+      o.log({ level: "error", msg: "transparency log head re-read failed", error: String(e) }),
+  });
   const sequencer: Sequencer = createSequencer({
     kv,
     origin: o.origin,
@@ -122,6 +149,9 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     onAppend: (head, count) => {
       o.onAppend?.(count);
       witnesses?.submit(head);
+      // Cosigned heads arrive later, seen by the waiters' re-read; without witnesses this
+      // head is the served checkpoint, and its size is what that re-read would find.
+      waiters.notify(witnesses === null ? String(head.size) : undefined);
     },
     onError: (e) =>
       o.log({ level: "error", msg: "transparency log append failed", error: String(e) }),
@@ -224,11 +254,13 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     },
     inclusion: (index, size) => inclusionProof(subtreeReader(tile), index, size),
     consistency: (from, to) => consistencyProof(subtreeReader(tile), from, to),
+    waiters,
     async settle() {
       await sequencer.drain();
       await witnesses?.idle();
     },
     async close() {
+      waiters.close();
       clearInterval(sweep);
       if (batch !== null) clearTimeout(batch);
       await sequencer.close();

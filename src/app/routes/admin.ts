@@ -1,0 +1,225 @@
+/** The admin API under `/admin/v1/…` (handlers/admin.ts, admin_config.ts); every row is `operator`. */
+import {
+  adminHealth,
+  adminMetrics,
+  createKey,
+  creditKey,
+  installPolicy,
+  keyUsage,
+  listKeys,
+  listPolicies,
+  revokeKey,
+  showKey,
+  updateKey,
+  usageByKey,
+} from "../../handlers/admin.ts";
+import { replaceConfig, showConfig } from "../../handlers/admin_config.ts";
+import { SignedPolicy } from "../../sessions/policy/document.ts";
+import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../../accounts/admin_bodies.ts";
+import { KeyDetailSchema, KeySummarySchema } from "../../accounts/key_views.ts";
+import { dayParam, schemaOf, str } from "../../operator/openapi_operations.ts";
+import type { RouteRow } from "./row.ts";
+
+export const ADMIN_ROUTES: RouteRow[] = [
+  {
+    method: "POST",
+    path: "/admin/v1/keys",
+    handler: createKey,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.create",
+    doc: {
+      summary: "Create a key (the key is in this response only)",
+      tag: "admin",
+      body: schemaOf(CreateKeyBody),
+      ok: { status: 201 },
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/keys",
+    handler: listKeys,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.list",
+    doc: {
+      summary: "List keys",
+      tag: "admin",
+      ok: {
+        schema: {
+          type: "object",
+          properties: { data: { type: "array", items: schemaOf(KeySummarySchema) } },
+          required: ["data"],
+        },
+      },
+      errors: [401, 404],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/keys/:id",
+    handler: showKey,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.show",
+    doc: {
+      summary: "Show a key: balance, reserved, available, usage, limits, rate-limit buckets",
+      tag: "admin",
+      ok: { schema: schemaOf(KeyDetailSchema) },
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "PATCH",
+    path: "/admin/v1/keys/:id",
+    handler: updateKey,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.update",
+    doc: {
+      summary: "Set a key's tier and limits",
+      tag: "admin",
+      body: schemaOf(UpdateKeyBody),
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "POST",
+    path: "/admin/v1/keys/:id/credit",
+    handler: creditKey,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.credit",
+    doc: {
+      summary: "Add credits (warns when the key is revoked)",
+      tag: "admin",
+      body: schemaOf(CreditBody),
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "POST",
+    path: "/admin/v1/keys/:id/revoke",
+    handler: revokeKey,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.revoke",
+    doc: {
+      summary: "Revoke a key",
+      tag: "admin",
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/keys/:id/usage",
+    handler: keyUsage,
+    envelope: "openai",
+    auth: "operator",
+    action: "keys.usage",
+    doc: {
+      summary: "A key's usage per UTC day and model",
+      tag: "admin",
+      query: [dayParam("from"), dayParam("to")],
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/usage",
+    handler: usageByKey,
+    envelope: "openai",
+    auth: "operator",
+    action: "usage",
+    doc: {
+      summary: "Every key's usage per model over a day range",
+      tag: "admin",
+      query: [dayParam("from"), dayParam("to")],
+      errors: [400, 401, 404],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/config",
+    handler: showConfig,
+    envelope: "openai",
+    auth: "operator",
+    action: "config.show",
+    doc: {
+      summary: "The configuration in force, its version, digest and when it was applied",
+      tag: "admin",
+      errors: [401, 404],
+    },
+  },
+  {
+    method: "PUT",
+    path: "/admin/v1/config",
+    handler: replaceConfig,
+    envelope: "openai",
+    auth: "operator",
+    action: "config.replace",
+    doc: {
+      summary: "Replace the configuration live (only providers, models and embedding models may " +
+        "differ; validated as at start-up; streams in progress keep their routes)",
+      tag: "admin",
+      body: { type: "object", description: "A whole configuration (docs/configuration.md)" },
+      errors: [400, 401, 404, 413, 415],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/health",
+    handler: adminHealth,
+    envelope: "openai",
+    auth: "operator",
+    action: "health",
+    doc: {
+      summary: "Health detail: each confidential upstream's verification",
+      tag: "admin",
+      errors: [401, 404],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/measurement-policies",
+    handler: listPolicies,
+    envelope: "openai",
+    auth: "operator",
+    action: "policies.list",
+    doc: {
+      summary: "The measurement policies in force: upstream, version, digest, signing key",
+      tag: "admin",
+      errors: [401, 404],
+    },
+  },
+  {
+    method: "PUT",
+    path: "/admin/v1/measurement-policies/:id",
+    handler: installPolicy,
+    envelope: "openai",
+    auth: "operator",
+    action: "policies.install",
+    doc: {
+      summary:
+        "Install a signed measurement policy for a confidential upstream (takes effect at once)",
+      tag: "admin",
+      body: schemaOf(SignedPolicy),
+      errors: [400, 401, 404, 413, 415],
+    },
+  },
+  {
+    method: "GET",
+    path: "/admin/v1/metrics",
+    handler: adminMetrics,
+    envelope: "openai",
+    auth: "operator",
+    action: "metrics",
+    doc: {
+      summary: "Prometheus metrics (text format 0.0.4)",
+      tag: "admin",
+      ok: { type: "text/plain", schema: str },
+      errors: [401, 404],
+    },
+  },
+];
