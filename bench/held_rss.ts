@@ -1,6 +1,6 @@
 /**
  * RSS of a server holding many slow streams open (issue #19's "RSS per open
- * stream"): shared by `task bench` and bench/tls_stream_rss.ts.
+ * stream"): shared by `task bench` and bench/probes/tls_stream_rss/tls_stream_rss.ts.
  */
 import { holdStreams, type Target } from "./load.ts";
 import { rssBytes } from "./processes.ts";

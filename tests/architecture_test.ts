@@ -1,18 +1,30 @@
 /**
- * The layering of docs/architecture.md, enforced on the module graph of
- * `main.ts` (`deno info --json`, value and type-only imports): every file has
- * a layer, imports only go down the table (or stay in their layer), and there
- * is no import cycle. Below the entry layer nothing opens sockets, files or
- * processes, and the clocks, randomness and timers still drawn there are listed
- * with why (the list may only shrink).
+ * The layering of docs/architecture.md, enforced on the module graph of the
+ * whole house (`deno info --json`, value and type-only imports): every entry
+ * point (`main.ts`, `proxy.ts`, `config/generate.ts`, `enclave/`, `bench/`,
+ * `tests/`, unit tests, the client library's entries and build scripts, the
+ * /verify page) and every file they reach. Every file has a layer, imports only
+ * go down the table (or stay in their layer), domain folders import each other
+ * only in their allowed order, the client library uses only the primitives it
+ * is allowed, folders with a front door are entered through it, and there is no
+ * import cycle. Below the entry layer of `main.ts` nothing opens sockets, files
+ * or processes, and the clocks, randomness and timers still drawn there are
+ * listed with why (the lists may only shrink).
  */
 import assert from "node:assert/strict";
 import {
+  type FolderOrder,
+  type FrontDoor,
+  frontDoorBypasses,
   importCycles,
+  importsOutside,
   type Layer,
   layerOf,
   type ModuleGraph,
   moduleGraph,
+  orderGraph,
+  outOfOrderImports,
+  reachable,
   unplaced,
   upwardImports,
 } from "./support/module_graph.ts";
@@ -21,7 +33,13 @@ const ROOT = new URL("../", import.meta.url);
 
 /** The layer table (docs/architecture.md, "Layers"). Higher rank = closer to the entry point. */
 const LAYERS: Layer[] = [
-  { rank: 7, name: "entry", paths: ["main.ts", "enclave/", "src/cli/", "src/demo/"] },
+  { rank: 9, name: "harness", paths: ["bench/", "tests/", "*_test.ts"] },
+  { rank: 8, name: "client", paths: ["proxy.ts", "src/client/"] },
+  {
+    rank: 7,
+    name: "entry",
+    paths: ["main.ts", "config/generate.ts", "enclave/", "src/cli/", "src/demo/"],
+  },
   { rank: 6, name: "composition", paths: ["src/app/"] },
   { rank: 4, name: "handlers", paths: ["src/handlers/"] },
   {
@@ -44,6 +62,72 @@ const LAYERS: Layer[] = [
   { rank: 1, name: "foundation", paths: ["src/http/", "src/config/", "src/tokens/"] },
   { rank: 0, name: "primitives", paths: ["src/aci/"] },
 ];
+
+/**
+ * The domain folders' allowed dependencies among themselves (read transitively;
+ * it must stay acyclic). A new edge is a design decision: add it here and in
+ * the doc's table.
+ */
+const DOMAIN_ORDER: FolderOrder = {
+  "src/catalog/": [],
+  "src/tlog/": [],
+  "src/accounts/": [],
+  "src/routing/": [],
+  "src/formats/": ["src/catalog/"],
+  "src/e2ee/": ["src/formats/"],
+  "src/attestation/": ["src/e2ee/"],
+  "src/sessions/": ["src/routing/"],
+  "src/receipts/": ["src/routing/", "src/formats/", "src/attestation/"],
+  "src/operator/": ["src/accounts/", "src/formats/", "src/sessions/"],
+};
+
+/**
+ * The client library is a separate program (docs/decisions/verifying-client.md):
+ * the server never imports it (its rank is above the server's entry), and it
+ * uses only these primitives of the server's folders.
+ */
+const CLIENT_MAY_IMPORT = ["src/aci/", "src/verify/", "src/e2ee/"];
+
+/** Folders entered from outside only through their front doors (tests may reach inside). */
+const FRONT_DOORS: FrontDoor[] = [
+  {
+    paths: ["src/client/", "proxy.ts"],
+    doors: ["src/client/mod.ts", "src/client/node.ts", "src/client/browser.ts"],
+  },
+  { paths: ["src/sessions/upstream/"], doors: ["src/sessions/upstream/mod.ts"] },
+];
+
+/**
+ * Folders of `src/` with no `mod.ts` front door yet (issue #28, step 3): outside
+ * imports may still name any of their files. The list may only shrink; a folder
+ * that gets a `mod.ts` moves to FRONT_DOORS.
+ */
+const FRONT_DOOR_NOT_YET = [
+  "src/accounts/",
+  "src/aci/",
+  "src/app/",
+  "src/attestation/",
+  "src/catalog/",
+  "src/cli/",
+  "src/config/",
+  "src/demo/",
+  "src/e2ee/",
+  "src/formats/",
+  "src/handlers/",
+  "src/http/",
+  "src/operator/",
+  "src/receipts/",
+  "src/routing/",
+  "src/sessions/",
+  "src/store/",
+  "src/tlog/",
+  "src/tokens/",
+  "src/upstream/",
+  "src/verify/",
+];
+
+/** Tests (beside the code or in tests/) may use any module and reach inside folders. */
+const isTest = (f: string) => layerOf(LAYERS, f)?.name === "harness";
 
 /**
  * Clocks and randomness that modules below the entry layer still draw themselves,
@@ -130,24 +214,134 @@ async function codeBelowEntry(): Promise<Map<string, string>> {
   return out;
 }
 
+/** Every TypeScript file of the project (what the house graph must cover). */
+async function projectFiles(): Promise<string[]> {
+  const out = ["main.ts", "proxy.ts", "config/generate.ts"];
+  const walk = async (dir: string) => {
+    for await (const e of Deno.readDir(new URL(dir, ROOT))) {
+      const rel = `${dir}${e.name}`;
+      if (e.isDirectory && !["node_modules", "fixtures"].includes(e.name)) await walk(`${rel}/`);
+      else if (e.isFile && rel.endsWith(".ts")) out.push(rel);
+    }
+  };
+  for (const dir of ["src/", "enclave/", "bench/", "tests/"]) await walk(dir);
+  return out.sort();
+}
+
+/** The entry points: programs, build scripts, tests and their helpers, bundles' entries. */
+function houseEntries(files: readonly string[]): string[] {
+  const named = [
+    "main.ts",
+    "proxy.ts",
+    "config/generate.ts",
+    "src/client/mod.ts",
+    "src/client/node.ts",
+    "src/client/browser.ts", // bundled by src/client/browser/build.ts
+    "src/client/npm/build.ts",
+    "src/client/browser/build.ts",
+    "src/verify/browser/page.ts", // bundled by enclave/build_verify_page.ts,
+    "src/verify/browser/ed25519.ts", // with its browser swaps
+  ];
+  const runs = files.filter((f) => /^(enclave|bench|tests)\//.test(f) || f.endsWith("_test.ts"));
+  return [...new Set([...named, ...runs])];
+}
+
 const graph = await moduleGraph(ROOT, "main.ts");
+const files = await projectFiles();
+const house = await moduleGraph(ROOT, houseEntries(files));
 
 Deno.test("architecture: every module of main.ts has a layer", () => {
   assert.ok(graph.size > 100, `the graph has ${graph.size} modules`);
   assert.deepEqual(unplaced(LAYERS, graph), [], "add each new folder to LAYERS and the doc");
 });
 
-Deno.test("architecture: no import goes up the layer table", () => {
-  assert.deepEqual(upwardImports(LAYERS, graph), [], "imports that go up (docs/architecture.md)");
+Deno.test("architecture: the house graph reaches every file of the project", () => {
+  assert.ok(house.size > graph.size, `the house has ${house.size} modules`);
+  assert.deepEqual(files.filter((f) => !house.has(f)), [], "an entry point that reaches it");
+  assert.deepEqual(unplaced(LAYERS, house), [], "add each new folder to LAYERS and the doc");
+});
+
+Deno.test("architecture: no import goes up the layer table, from any file", () => {
+  assert.deepEqual(upwardImports(LAYERS, house), [], "imports that go up (docs/architecture.md)");
+});
+
+Deno.test("architecture: domain folders import each other only in their allowed order", () => {
+  const domain = LAYERS.find((l) => l.name === "domain")!;
+  assert.deepEqual(Object.keys(DOMAIN_ORDER).sort(), [...domain.paths].sort());
+  assert.deepEqual(importCycles(orderGraph(DOMAIN_ORDER)), [], "the order must stay acyclic");
+  assert.deepEqual(outOfOrderImports(DOMAIN_ORDER, house, isTest), [], "DOMAIN_ORDER and the doc");
+});
+
+Deno.test("architecture: the client library uses only its primitives; the server never imports it", () => {
+  const client = LAYERS.find((l) => l.name === "client")!;
+  assert.deepEqual(importsOutside(house, client.paths, CLIENT_MAY_IMPORT), []);
+  const server = [...house.keys()].filter((f) => (layerOf(LAYERS, f)?.rank ?? 9) < client.rank);
+  const reached = reachable(house, server);
+  assert.deepEqual([...reached].filter((f) => layerOf(LAYERS, f) === client), []);
+});
+
+Deno.test("architecture: folders with a front door are entered through it", () => {
+  assert.deepEqual(frontDoorBypasses(FRONT_DOORS, house, isTest), [], "import the front door");
+  const topFolders = new Set(
+    files.filter((f) => f.startsWith("src/")).map((f) => f.split("/").slice(0, 2).join("/") + "/"),
+  );
+  const doors = FRONT_DOORS.map((d) => d.paths[0]);
+  assert.deepEqual(
+    [...topFolders].filter((f) => !doors.includes(f) && !FRONT_DOOR_NOT_YET.includes(f)),
+    [],
+    "a new folder starts with a mod.ts front door (FRONT_DOORS)",
+  );
+  for (const f of FRONT_DOOR_NOT_YET) {
+    assert.ok(!files.includes(`${f}mod.ts`), `${f} has a mod.ts: move it to FRONT_DOORS`);
+  }
 });
 
 Deno.test("architecture: no import cycle between files", () => {
-  assert.deepEqual(importCycles(graph), []);
+  assert.deepEqual(importCycles(house), []);
+});
+
+Deno.test("architecture: an upward import from a file main.ts does not reach turns the checks red", () => {
+  // Inject the import into the real house graph (no file is written): a low-layer
+  // file only the client, a bench or a test uses, importing the composition layer.
+  const fromMain = reachable(graph, ["main.ts"]);
+  const low = [...house.keys()].find((f) =>
+    !fromMain.has(f) && !isTest(f) && (layerOf(LAYERS, f)?.rank ?? 9) <= 3
+  );
+  assert.ok(low, "a low-layer file main.ts does not reach");
+  const injected: ModuleGraph = new Map(house);
+  injected.set(low, new Set([...house.get(low)!, "src/app/assemble.ts"]));
+  assert.deepEqual(upwardImports(LAYERS, injected), [`${low} -> src/app/assemble.ts`]);
+  // ... and a domain folder using a later one, and the server importing the client.
+  const wrong: ModuleGraph = new Map(house);
+  wrong.set(
+    "src/tlog/log.ts",
+    new Set([...house.get("src/tlog/log.ts")!, "src/receipts/service.ts"]),
+  );
+  wrong.set("src/aci/jcs.ts", new Set([...house.get("src/aci/jcs.ts")!, "src/client/tlog.ts"]));
+  assert.deepEqual(outOfOrderImports(DOMAIN_ORDER, wrong, isTest), [
+    "src/tlog/log.ts -> src/receipts/service.ts",
+  ]);
+  assert.deepEqual(upwardImports(LAYERS, wrong), ["src/aci/jcs.ts -> src/client/tlog.ts"]);
+  assert.deepEqual(frontDoorBypasses(FRONT_DOORS, wrong, isTest), [
+    "src/aci/jcs.ts -> src/client/tlog.ts",
+  ]);
 });
 
 Deno.test("architecture: below the entry layer, nothing opens sockets, files or processes", async () => {
   const touching = [...(await codeBelowEntry())].filter(([, code]) => ENVIRONMENT_RE.test(code));
   assert.deepEqual(touching.map(([f]) => f), [], "pass the capability in from main.ts");
+});
+
+Deno.test("architecture: only main.ts names the runtime's non-public internals", async () => {
+  // `runtimeServeOn` in main.ts checks serveHttpOnConnection at start-up and passes it down;
+  // docs/architecture.md ("Layers") says what to do when the runtime changes.
+  const naming: string[] = [];
+  for (const f of house.keys()) {
+    if (f === "main.ts" || f === "tests/architecture_test.ts") continue;
+    const code = await Deno.readTextFile(new URL(f, ROOT));
+    if (/\bDeno\.internal\b|serveHttpOnConnection/.test(code)) naming.push(f);
+  }
+  assert.deepEqual(naming, []);
 });
 
 Deno.test("architecture: below the entry layer, only the listed modules draw clocks, randomness or timers", async () => {
@@ -171,6 +365,13 @@ Deno.test("architecture: docs/architecture.md lists the same layer table", () =>
     assert.ok(row, `docs/architecture.md has no table row "${layer.rank} | ${layer.name}"`);
     const listed = [...row[3].matchAll(/`([^`]+)`/g)].map((m) => m[1]);
     assert.deepEqual(listed, layer.paths, `paths of the ${layer.name} row`);
+  }
+  for (const [folder, deps] of Object.entries(DOMAIN_ORDER)) {
+    const row = doc.split("\n").map((l) => l.split("|").map((c) => c.trim())).find((cells) =>
+      cells[1] === `\`${folder}\``
+    );
+    assert.ok(row, `docs/architecture.md has no domain order row for ${folder}`);
+    assert.deepEqual([...row[2].matchAll(/`([^`]+)`/g)].map((m) => m[1]), deps, folder);
   }
 });
 

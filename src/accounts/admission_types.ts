@@ -34,7 +34,7 @@ export interface Admitter {
   /**
    * Whether `key` could pay for anything now (a positive balance and no unpaid
    * debt, or a live quota lease), as admission would fold it: from the
-   * account cache, else one read shared by concurrent callers (#25 item 2).
+   * account cache, else one read shared by concurrent callers.
    */
   mayPay(key: KeyRecord): Promise<boolean>;
   /** Hands back every quota lease (durably) and stops leasing. */

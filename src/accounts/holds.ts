@@ -1,5 +1,5 @@
 /**
- * The hold ledger (issue #15 item 4): what each gateway process has reserved
+ * The hold ledger: what each gateway process has reserved
  * from each key's balance and not yet settled or handed back, recorded
  * durably so that a crash (`kill -9`) loses no credits.
  *
@@ -25,7 +25,7 @@
  * were in flight at the crash are refunded whole: their answer never got a
  * durable receipt.
  *
- * Recovery is fenced (#25 item 12): before refunding an instance's holds it
+ * Recovery is fenced: before refunding an instance's holds it
  * writes `["hold_fence", instance]`, and every commit of an instance's own
  * ledger (the group committer's, admission's) checks that its fence is
  * absent. So a process that was alive but paused past its TTL (SIGSTOP, a

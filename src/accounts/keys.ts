@@ -201,7 +201,7 @@ const UNKNOWN = () => new GatewayError("invalid_api_key", "Invalid API key.");
 const NO_KEY_ID = "-";
 
 /**
- * Unknown, revoked and live keys do the same work (#25 item 10): the index
+ * Unknown, revoked and live keys do the same work: the index
  * read, one record read (of a key id that cannot exist when the digest is
  * unknown), and one constant-time comparison, so their timing tells an
  * outsider nothing about which keys were ever issued.

@@ -1,5 +1,5 @@
 /**
- * The rate check made before a request's body is read (#15): once admission
+ * The rate check made before a request's body is read: once admission
  * has refused a key because it has no requests left in its window
  * (`X-RateLimit-Remaining: 0`), further requests of that key are refused
  * with the same 429 until admission's own `Retry-After` has passed, without
@@ -12,7 +12,7 @@
  * Refusals for tokens per minute are not repeated: a smaller request or a
  * settlement can change them at any moment.
  *
- * #25 item 2 adds two checks, so that work before admission (reading, parsing
+ * Two more checks, so that work before admission (reading, parsing
  * and decrypting a body, counting its tokens) is neither free nor unthrottled:
  *
  * - A key that cannot pay for anything (no positive balance, or unpaid debt)

@@ -1,7 +1,7 @@
 /**
  * Per-key rate limits: requests/min and tokens/min, each a token bucket that
  * holds one minute's worth and refills continuously at the per-minute rate
- * (issue #15 item 8; fixed windows let a key spend two minutes' worth across
+ * (fixed windows let a key spend two minutes' worth across
  * a boundary in seconds). Burst: at most the per-minute limit at once, and at
  * most `limit × (1 + t/60 s)` in any t seconds. The bucket levels live in the
  * key's `AccountState`, which admission replaces under a versionstamp check,

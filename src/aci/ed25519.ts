@@ -61,7 +61,7 @@ export function ed25519PrivateKeyFromSeed(seed: Uint8Array): KeyObject {
 }
 
 /** A public key object from the raw 32-byte public key. */
-export function ed25519PublicKeyFromRaw(raw: Uint8Array): KeyObject {
+function ed25519PublicKeyFromRaw(raw: Uint8Array): KeyObject {
   if (raw.length !== 32) throw new Error("ed25519 public key must be 32 bytes");
   return createPublicKey({
     key: Buffer.from(concatBytes([SPKI_PREFIX, raw])),

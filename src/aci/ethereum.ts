@@ -73,7 +73,7 @@ export function signEip191(secretKey: Uint8Array, text: string): Uint8Array {
  * The uncompressed public key that produced an EIP-191 signature of `text`.
  * Accepts `v` as 27/28 or 0/1; throws on any other shape.
  */
-export function recoverEip191PublicKey(text: string, signature: Uint8Array): Uint8Array {
+function recoverEip191PublicKey(text: string, signature: Uint8Array): Uint8Array {
   if (signature.length !== 65) throw new Error("signature must be 65 bytes");
   const v = signature[64];
   const recovery = v >= 27 ? v - 27 : v;

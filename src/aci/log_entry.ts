@@ -11,9 +11,6 @@ export type LogEntry =
   | { kind: "session"; session_id: string }
   | { kind: "keyset"; keyset_digest: string; report_digest: string };
 
-/** Entries are tiny; anything larger is not one of ours (bundles stay under KV's value limit). */
-export const MAX_ENTRY_BYTES = 256;
-
 export function receiptEntry(receiptJcs: string): Uint8Array {
   return jcsBytes({ kind: "receipt", receipt_digest: sha256Prefixed(receiptJcs) });
 }

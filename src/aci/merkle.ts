@@ -44,7 +44,7 @@ export function hashOfHashes(hashes: readonly Uint8Array[]): Uint8Array {
 }
 
 /** The largest power of two strictly below n (n ≥ 2). */
-export function largestPowerOfTwoBelow(n: number): number {
+function largestPowerOfTwoBelow(n: number): number {
   let k = 1;
   while (k * 2 < n) k *= 2;
   return k;
@@ -82,7 +82,7 @@ export function subtreeReaderOver(
 }
 
 /** MTH(D[start:end]) from complete subtrees (start aligned as RFC 6962's recursion leaves it). */
-export async function rangeHash(
+async function rangeHash(
   read: SubtreeReader,
   start: number,
   end: number,
@@ -236,12 +236,6 @@ export function encodeTileIndex(n: number): string {
     n = Math.floor(n / 1000);
   }
   return s;
-}
-
-/** `tile/<L>/<N>[.p/<W>]` or, with `entries`, `tile/entries/<N>[.p/<W>]`. */
-export function tilePath(t: TileRef, entries = false): string {
-  const suffix = t.width === TILE_WIDTH ? "" : `.p/${t.width}`;
-  return `tile/${entries ? "entries" : t.level}/${encodeTileIndex(t.index)}${suffix}`;
 }
 
 /**

@@ -143,8 +143,8 @@ const RECEIPT_ID_RE = /^rcpt-[0-9a-f]{32}$/;
  * A fresh unguessable receipt id: `rcpt-` + 32 lowercase hex, the first 12 the
  * millisecond clock and the last 20 random (80 bits). The time prefix keeps
  * new receipt rows at the end of the store's B-tree: SQLite then dirties one
- * leaf page per commit instead of one per receipt, which halves the KV
- * worker's CPU per row (measured: ~125 → ~65 µs).
+ * leaf page per commit instead of one per receipt, which about halves the KV
+ * worker's CPU per row.
  */
 export function newReceiptId(randomBytes: (n: number) => Uint8Array, nowMs: number): string {
   const bytes = randomBytes(10);

@@ -9,7 +9,7 @@ import { PREFIXED_DIGEST_RE, sha256 } from "./digest.ts";
 import { jcs } from "./jcs.ts";
 
 /** The statement's `purpose` member. */
-export const STATEMENT_PURPOSE = "aci.report_data.v1";
+const STATEMENT_PURPOSE = "aci.report_data.v1";
 
 const NONCE_RE = /^[0-9a-f]{64}$/;
 

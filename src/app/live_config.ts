@@ -1,5 +1,5 @@
 /**
- * The live part of the configuration (#31): providers, models and embedding
+ * The live part of the configuration: providers, models and embedding
  * models (routes and prices with them) change without a restart, through the
  * admin API or on SIGHUP from the file. A change is validated as at start-up
  * (the schema, the credentials' variables, the catalog built from it) and

@@ -13,7 +13,7 @@ export interface StoreIo {
 }
 
 /**
- * Opens the store; a local file is created owner-only first (#31): SQLite
+ * Opens the store; a local file is created owner-only first: SQLite
  * creates its `-wal` and `-shm` files with the database file's mode, so the
  * keys' digests, balances and receipts are never world-readable.
  */

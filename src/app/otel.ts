@@ -1,5 +1,5 @@
 /**
- * What the gateway exports through OpenTelemetry when `OTEL_DENO=true` (#31),
+ * What the gateway exports through OpenTelemetry when `OTEL_DENO=true`,
  * beside Deno's own server spans and the upstream client spans
  * (`upstream/trace.ts`): its per-request counters and latency as OTel metrics
  * (the same facts as the Prometheus ones), and its per-request log line as an

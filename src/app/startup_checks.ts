@@ -83,7 +83,7 @@ export function unsetKeyVariables(
   configPath = "config",
 ): void {
   // A provider that takes no credential says so by naming no variable; one that names a
-  // variable needs it set, or every request would reach it unauthenticated (#31).
+  // variable needs it set, or every request would reach it unauthenticated.
   const unset = config.providers.find((p) => p.api_key_env !== undefined && !env(p.api_key_env));
   if (unset) {
     throw new StartupError(

@@ -34,7 +34,7 @@ export interface MonitorDeps {
   };
 }
 
-export const MONITOR_USAGE = [
+const MONITOR_USAGE = [
   "usage: monitor --gateway <URL> [--gateway <URL of another replica> …] [--state <file>]",
   "               [--once] [--interval <seconds>] [--allow-dev]",
   "       monitor … --witness-listen <host:port> --witness-key <file> --witness-name <name>",
@@ -133,7 +133,7 @@ async function loadState(deps: MonitorDeps, path: string): Promise<MonitorState 
 }
 
 /** One round over every replica: follows the log, then checks the replicas agree. */
-export async function monitorRound(
+async function monitorRound(
   deps: MonitorDeps,
   gateways: string[],
   state: MonitorState | null,

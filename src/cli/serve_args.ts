@@ -5,8 +5,8 @@
 import { parseOptions } from "./args.ts";
 import { StartupError } from "../app/startup_checks.ts";
 
-export const DEFAULT_PORT = 8787;
-export const SERVE_USAGE = "usage: main.ts serve --dev | --config FILE [--port N]";
+const DEFAULT_PORT = 8787;
+const SERVE_USAGE = "usage: main.ts serve --dev | --config FILE [--port N]";
 
 export interface ServeArgs {
   dev: boolean;

@@ -60,7 +60,7 @@ export interface VerifyDeps {
 /** The environment variable the API key is taken from. */
 export const API_KEY_VARIABLE = "GATEWAY_API_KEY";
 
-export const VERIFY_USAGE = [
+const VERIFY_USAGE = [
   "usage: verify --receipt <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --signature <file|URL> --report <file|URL> [--request <file>] [--response <file>]",
   "       verify --report <file|URL>",

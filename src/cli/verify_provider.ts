@@ -33,7 +33,7 @@ export interface ProviderVerifyDeps {
   now: () => number;
 }
 
-export const PROVIDER_VERIFY_USAGE = [
+const PROVIDER_VERIFY_USAGE = [
   "usage: verify --kind near-ai --evidence <report.json> [--nonce <hex>] [--collateral <dcap-qvl.json>]...",
   "              [--at <ISO time>] [--tls-spki <hex>] [--signature <file> --request <file> --response <file>]",
   "       verify --kind tinfoil --evidence <attestation or bundle.json> --repo <owner/name>",

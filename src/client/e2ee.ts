@@ -99,7 +99,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** Fetch and verify a fresh report, and select the E2EE key to use from its keyset. */
-export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKey> {
+async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKey> {
   const f = opts.fetch ?? fetch;
   const random = opts.randomBytes ?? randomBytes;
   const nonce = bytesToHex(random(32));
@@ -121,11 +121,6 @@ export async function attestE2eeKey(opts: E2eeClientOptions): Promise<AttestedKe
   const key = e2eeKeyFromReport(report, opts);
   if (typeof key === "string") throw new Error(`E2EE: ${key}`);
   return key;
-}
-
-/** Whether a verified report advertises E2EE v2 (capability and at least one listed key). */
-export function offersE2ee(report: unknown): boolean {
-  return typeof e2eeKeyFromReport(report, {}) !== "string";
 }
 
 /**

@@ -31,7 +31,7 @@ export interface InclusionDeps {
   patient?: boolean;
 }
 
-/** A deferred check's first ask: by then most receipts are in a checkpoint (p99 ~200–900 ms). */
+/** A deferred check's first ask: by then most receipts are in a checkpoint. */
 const PATIENT_FIRST_MS = 250;
 /** The longest `?wait=` a gateway holds a request (src/handlers/tlog.ts). */
 const SERVER_WAIT_MS = 5_000;
@@ -144,7 +144,7 @@ export async function fetchInclusionProof(
       }
       serverWait = false;
     }
-    // The next checkpoint is usually a batch interval (~100 ms) away: poll every 10–50 ms for
+    // The next checkpoint is usually a batch interval away: poll every 10–50 ms for
     // the first second, then back off to the server's Retry-After.
     const after = Number(res.headers.get("retry-after") ?? "1");
     const cap = Math.min(Math.max(Number.isFinite(after) ? after : 1, 0.05), 2) * 1000;

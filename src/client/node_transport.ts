@@ -22,7 +22,7 @@ export interface NodeTransportOptions {
 }
 
 /** SHA-256 hex of a TLS socket's peer SubjectPublicKeyInfo, or null without a certificate. */
-export function peerSpkiSha256(socket: tls.TLSSocket): string | null {
+function peerSpkiSha256(socket: tls.TLSSocket): string | null {
   const cert = socket.getPeerX509Certificate();
   if (!cert) return null;
   const der = cert.publicKey.export({ type: "spki", format: "der" });

@@ -122,7 +122,7 @@ export function configFields(schema: Node = configJsonSchema()): FieldRow[] {
 const cell = (s: string) => s.replace(/\|/g, "\\|");
 
 /** `docs/configuration.md`. */
-export function configurationMarkdown(rows: FieldRow[] = configFields()): string {
+function configurationMarkdown(rows: FieldRow[] = configFields()): string {
   const out: string[] = [
     "# Configuration reference",
     "",

@@ -118,7 +118,7 @@ export const configSchema = z.strictObject({
       key_id: z.string().min(1),
       public_key: z.string().regex(/^[0-9a-f]{64}$/),
     })).default([]),
-    /** NVIDIA GPU evidence (#21): pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
+    /** NVIDIA GPU evidence: pinned roots (default built in), RIM service / OCSP responder or a collateral directory. */
     nvidia: z.strictObject({
       device_root_pem: z.string().optional(),
       rim_root_pem: z.string().optional(),
@@ -137,7 +137,7 @@ export const configSchema = z.strictObject({
    */
   upstream: z.strictObject({
     client: z.enum(["http1", "fetch"]).default("http1"),
-    /** Variable holding the secret per-key prefix-cache salts are derived from (#31). */
+    /** Variable holding the secret per-key prefix-cache salts are derived from. */
     cache_salt_secret_env: z.string().optional(),
   }).default({ client: "http1" }),
   receipts: z.strictObject({

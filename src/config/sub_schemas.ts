@@ -27,7 +27,7 @@ const confidential = z.strictObject({
   session_ttl_seconds: z.number().int().positive().default(3600),
   /** Re-verify this long before a session expires. */
   reverify_margin_seconds: z.number().int().positive().default(300),
-  /** Fail verification unless the upstream's NVIDIA GPU evidence passes every check (#21); default false. */
+  /** Fail verification unless the upstream's NVIDIA GPU evidence passes every check; default false. */
   require_gpu: z.boolean().optional(),
   /**
    * Opt-out of failing closed: while unverified, this upstream still receives
@@ -114,7 +114,7 @@ export const provider = z.strictObject({
   confidential: confidential.optional(),
   /** Vendor label for the legacy `GET /v1/models/<vendor>` listing. */
   vendor: z.string().optional(),
-  /** The upstream takes vLLM's `cache_salt` (prefix-cache isolation per key, #31). */
+  /** The upstream takes vLLM's `cache_salt` (prefix-cache isolation per key). */
   cache_salt: z.boolean().optional(),
 });
 
@@ -123,7 +123,7 @@ export const origin = z.string().regex(
   /^\*$|^https?:\/\/([A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\])(:\d{1,5})?$/,
   "an origin like https://app.example.com, or *",
 );
-/** Bounds on what an upstream may send back (issue #19): size and time, streamed or not. */
+/** Bounds on what an upstream may send back: size and time, streamed or not. */
 export const UPSTREAM_BODY_LIMIT_DEFAULTS = {
   /** A non-streamed upstream answer larger than this fails (502) instead of being buffered. */
   max_upstream_body_bytes: 32 * 1024 * 1024,

@@ -14,7 +14,7 @@ import { GatewayError } from "../http/errors.ts";
 import { expectedReportData } from "../verify/dstack/report_data.ts";
 
 /** The path the endpoint answers. */
-export const DEV_ATTESTATION_PATH = "/v1/attestation/report";
+const DEV_ATTESTATION_PATH = "/v1/attestation/report";
 
 /** What the endpoint binds. */
 export interface DevAttestationOptions {

@@ -78,7 +78,7 @@ function isTokenArray(xs: readonly unknown[]): xs is number[] {
 }
 
 /** The items of an `input`: a lone item (including a flat token array) is a list of one. */
-export function embeddingItems(input: FakeEmbeddingRequest["input"]): FakeEmbeddingItem[] {
+function embeddingItems(input: FakeEmbeddingRequest["input"]): FakeEmbeddingItem[] {
   if (!Array.isArray(input)) return [input];
   if (isTokenArray(input)) return [input];
   return input.filter((x): x is FakeEmbeddingItem => typeof x !== "number");

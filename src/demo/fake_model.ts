@@ -77,7 +77,7 @@ function partText(part: FakeContentPart): string {
 }
 
 /** The text of a message's content: text parts echoed, image parts as `[image]`. */
-export function messageText(content: FakeMessage["content"]): string {
+function messageText(content: FakeMessage["content"]): string {
   if (content === undefined || content === null) return "";
   if (typeof content === "string") return content;
   return content.map(partText).join(" ");

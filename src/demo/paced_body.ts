@@ -10,7 +10,7 @@ import { sleep } from "../store/transient.ts";
 const encoder = new TextEncoder();
 
 /** The SSE comment some upstreams send to keep idle connections open. */
-export const KEEPALIVE_COMMENT = ": PROCESSING\n\n";
+const KEEPALIVE_COMMENT = ": PROCESSING\n\n";
 
 /** How to send the pieces of a body. */
 export interface PacingOptions {

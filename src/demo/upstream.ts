@@ -20,13 +20,13 @@ import { pacedBody, type PacingOptions } from "./paced_body.ts";
 import { sleep } from "../store/transient.ts";
 
 /** Model names served when none are configured. */
-export const DEFAULT_DEMO_MODELS: readonly string[] = ["demo-chat", "demo-reasoner", "demo-embed"];
+const DEFAULT_DEMO_MODELS: readonly string[] = ["demo-chat", "demo-reasoner", "demo-embed"];
 
 /** Embedding size when neither the request nor the options give one. */
-export const DEFAULT_EMBEDDING_DIMS = 16;
+const DEFAULT_EMBEDDING_DIMS = 16;
 
 /** The clock used when none is injected (fixed, so output stays byte-identical across runs). */
-export const DEFAULT_DEMO_EPOCH_MS = 1_735_689_600_000;
+const DEFAULT_DEMO_EPOCH_MS = 1_735_689_600_000;
 
 /** Options of `startDemoUpstream`. */
 export interface DemoUpstreamOptions {

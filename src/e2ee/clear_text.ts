@@ -1,5 +1,5 @@
 /**
- * What E2EE v2 cannot encrypt and must therefore refuse (issue #25 item 4):
+ * What E2EE v2 cannot encrypt and must therefore refuse:
  * request parameters that make prompt or generated text travel in clear
  * (logprobs, echo, audio transcripts, tool definitions and tool calls), and
  * anything generated in an answer outside the spec's encrypted fields.

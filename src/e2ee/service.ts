@@ -160,7 +160,7 @@ export async function openE2ee(
     throw fail("invalid_request", `at most ${MAX_E2EE_FIELDS} encrypted fields per request`);
   }
   for (const [i, s] of slots.entries()) {
-    // #25 item 2: decrypted in batches that yield, so one request of a thousand fields
+    // Decrypted in batches that yield, so one request of a thousand fields
     // (an ECDH each) does not hold the event loop for a second.
     if (i > 0 && i % DECRYPT_BATCH === 0) await new Promise((r) => setTimeout(r, 0));
     const plain = keyring.decrypt(serviceKey, s.get() as string, requestAad(ctx, s.path));

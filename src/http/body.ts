@@ -9,7 +9,7 @@ import { concatBytes } from "../aci/bytes.ts";
 import { type After, timerAfter } from "./deadlines.ts";
 import { Buffer, isUtf8 } from "node:buffer";
 
-/** Bounds on reading one body beyond its size (#15): a deadline and reserved memory. */
+/** Bounds on reading one body beyond its size: a deadline and reserved memory. */
 export interface BodyIntake {
   /** The whole body, budget wait included, must arrive within this. */
   timeoutMs: number;
@@ -168,11 +168,11 @@ export function requireJsonContentType(req: Request): void {
 // stray byte: the hashed bytes and the parsed value must describe the same document.
 // Not `fatal`: the bytes are validated first by `isUtf8` (the same strict UTF-8 as the
 // fatal decoder, which the unit tests check), and the replacing decoder's single pass is
-// 2.3–2.6× faster than the fatal one on a long prompt (#27, docs/decisions/prompt-bytes.md).
+// faster than the fatal one on a long prompt (docs/decisions/prompt-bytes.md).
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /**
- * A request body parsed once (#27): its bytes, its value, and where each member
+ * A request body parsed once: its bytes, its value, and where each member
  * of a top-level object sits in the bytes (found by the structure scan, in the
  * same pass), so an upstream body that differs from it in a few members can be
  * spliced from these bytes (http/json_splice.ts) instead of serialized again.
@@ -345,7 +345,7 @@ function checkStructure(text: string, maxDepth: number): Map<string, [number, nu
 /**
  * The index of the quote closing the string opened at `open` (or the text's
  * length). Found with the native `indexOf` rather than a loop over every
- * character (#25 item 1: a 4 MB prompt is one string); a quote preceded by an
+ * character (a 4 MB prompt is one string); a quote preceded by an
  * odd run of backslashes is escaped. Linear: each backslash run is counted
  * once, for the one quote that follows it.
  */

@@ -25,7 +25,7 @@ export const EXPOSED_HEADERS = [
   "x-e2ee-applied",
   "x-e2ee-version",
   "x-e2ee-algo",
-  // Provenance (#31): who answered, with which model.
+  // Provenance: who answered, with which model.
   "x-serving-provider",
   "x-serving-model",
 ] as const;

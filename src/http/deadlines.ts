@@ -2,8 +2,8 @@
  * Deadlines for the request path. Every request arms several (its body, the
  * upstream's head, the upstream body's total and idle limits) and almost
  * always cancels them within a millisecond. One runtime timer per deadline
- * cost ~8% of the gateway's CPU per request at c=32 (measured A/B: creating
- * and clearing a timer goes through the runtime's timer queue each time), so
+ * was a visible share of the gateway's CPU per request (creating and
+ * clearing a timer goes through the runtime's timer queue each time), so
  * `DeadlineWheel` keeps them in coarse slots behind a single runtime timer:
  * arming and cancelling are a Set insertion and deletion.
  *

@@ -1,5 +1,5 @@
 /**
- * The upstream body from the client's bytes (#27). An upstream body is mostly
+ * The upstream body from the client's bytes. An upstream body is mostly
  * the client's body with a few top-level members changed (the upstream's model
  * name, the output cap, `stream_options`, a cache salt). Serializing the whole
  * parsed value again costs as much as parsing it (a 256 KB prompt of code is

@@ -1,7 +1,7 @@
 /**
  * An unlabeled Prometheus histogram whose `observe` is a bucket search and
  * three additions: no label hashing, no closure, no allocation (prom-client's
- * `Histogram.observe` does all three per call, #17). prom-client's registry
+ * `Histogram.observe` does all three per call). prom-client's registry
  * renders it at scrape time through the same `get()` shape its own
  * histograms return, so the exposition text is unchanged.
  */

@@ -10,7 +10,7 @@
  * The per-request path only adds to plain numbers (nested Maps for labeled
  * counts, `fastHistogram` buckets); prom-client's metric objects are filled
  * from them at scrape time in `collect()`, so label hashing and its
- * allocations are paid once per series per scrape, not per request (#17).
+ * allocations are paid once per series per scrape, not per request.
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client";
 import { fastHistogram } from "./fast_histogram.ts";

@@ -1,5 +1,5 @@
 /**
- * What refusals cost the store (issue #15 item 5). Every refusal keeps its
+ * What refusals cost the store. Every refusal keeps its
  * `x-receipt-id`, but a key's refusals are bounded per window: the first
  * `budget` of a window get their own receipt (kept `retentionMs`, shorter
  * than an answered request's), and the rest of that window share one durable

@@ -1,5 +1,5 @@
 /**
- * Prefix-cache isolation (#31; vLLM's `cache_salt`, CVE-2025-46570): a shared
+ * Prefix-cache isolation (vLLM's `cache_salt`, CVE-2025-46570): a shared
  * prefix cache lets one tenant time another's prompts, so every request to an
  * upstream that takes a salt carries one derived server-side from its API key
  * (HMAC-SHA256 under a secret the clients never see: unguessable, stable per

@@ -41,7 +41,7 @@ export function satisfiesAciVerified(v: VerificationState | null): boolean {
  */
 export function mayReceivePrompt(c: Candidate): boolean {
   if (!c.provider.confidential || c.verification?.verified === true) return true;
-  // require_gpu (#21) is not relaxed by the opt-out: no GPU proof, no prompt.
+  // require_gpu is not relaxed by the opt-out: no GPU proof, no prompt.
   return c.provider.confidential.allow_unverified === true &&
     c.provider.confidential.require_gpu !== true;
 }

@@ -14,8 +14,7 @@
 import type { ProviderConfig } from "../config/schema.ts";
 import { verifyNearSignature } from "../verify/near_ai/signature.ts";
 import type { SessionDocument, VerifierDeps } from "./types.ts";
-import { fetchEvidence, parseJsonObject, v1Url } from "./upstream/endpoint.ts";
-import { VerificationFailure } from "./upstream/outcome.ts";
+import { fetchEvidence, parseJsonObject, v1Url, VerificationFailure } from "./upstream/mod.ts";
 
 /** What the pipeline reports about a served answer. */
 export interface AnsweredExchange {

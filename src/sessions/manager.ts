@@ -146,7 +146,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     );
     if (!applied.ok) return fail(p, applied.reason);
     const { doc, collateral } = withCollateral(applied.document, recording.collector.archive());
-    // Whatever the verifier, a provider that requires GPU evidence needs it proven (#21).
+    // Whatever the verifier, a provider that requires GPU evidence needs it proven.
     const gpu = doc.claims.gpu_attested;
     if (
       p.confidential?.require_gpu &&

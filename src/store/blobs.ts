@@ -17,7 +17,7 @@ const CHUNK = 60_000;
 /** Chunks per commit: 10 × 60 kB stays under KV's 800 KiB of values per commit. */
 const PER_COMMIT = 10;
 /** A bound on one blob (collateral documents are tens of kB; a GPU with many RIMs, hundreds). */
-export const MAX_BLOB_BYTES = 8 * 1024 * 1024;
+const MAX_BLOB_BYTES = 8 * 1024 * 1024;
 
 /** Stores `bytes`, kept `expireInMs` (absent: kept); returns their `sha256:` digest. */
 export async function putBlob(

@@ -32,7 +32,7 @@ export const leafKey = (hashHex: string): Deno.KvKey => [TLOG, "leaf", hashHex];
  * → `LEAF_REF_BYTES`-byte records (see `packLeafRefs`). A receipt's index is
  * found from its own `served_at` in a handful of rows, with no row per entry.
  */
-export const LEAF_AT = "at";
+const LEAF_AT = "at";
 export const leafAtPrefix = (second: number): Deno.KvKey => [TLOG, LEAF_AT, second];
 export const leafAtKey = (second: number, first: number): Deno.KvKey => [
   TLOG,
@@ -62,7 +62,7 @@ export function subtreeReader(tile: TileSource): SubtreeReader {
 }
 
 /** Encodes entries as a bundle: each as a big-endian u16 length and its bytes. */
-export function encodeBundle(entries: readonly Uint8Array[]): Uint8Array {
+function encodeBundle(entries: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(entries.reduce((a, e) => a + 2 + e.length, 0));
   let pos = 0;
   for (const e of entries) {
@@ -123,7 +123,7 @@ export function decodeQueued(bytes: Uint8Array): Queued {
 }
 
 /** One leaf reference: the leaf index (big-endian u64) and the leaf hash. */
-export const LEAF_REF_BYTES = 8 + HASH_BYTES;
+const LEAF_REF_BYTES = 8 + HASH_BYTES;
 
 export function packLeafRefs(refs: readonly { index: number; hash: Uint8Array }[]): Uint8Array {
   const out = new Uint8Array(refs.length * LEAF_REF_BYTES);

@@ -7,7 +7,7 @@
  * `tokenizer`; a model without one uses {@link FALLBACK_TOKENIZER}.
  *
  * Counting is linear in the text with a small constant, whatever the text
- * (#25 item 1; docs/decisions/token-counting.md): the library's BPE is
+ * (docs/decisions/token-counting.md): the library's BPE is
  * quadratic in one pre-token (a run of one letter, CJK without spaces, a run
  * of spaces), so no piece longer than {@link PIECE_MAX} reaches it; a limit
  * is decided by cheap bounds first (./bounds.ts) and counting stops past it;
@@ -39,7 +39,7 @@ export const REPLY_PRIMING_TOKENS = 3;
  * The longest piece (UTF-16 units) the BPE is given: a longer pre-token is
  * counted in pieces of this length. Exact for every pre-token of ordinary
  * text; for a longer one (a run of one character, CJK without spaces) each
- * cut can add a token (measured: under 1% on CJK, none on runs).
+ * cut can add a token (rarely on CJK, never on runs).
  */
 export const PIECE_MAX = 128;
 
@@ -282,9 +282,9 @@ export function countChatInto(
  * its UTF-8 bytes (a byte-level BPE token is at least one byte; a lone
  * surrogate is encoded as U+FFFD's 3 bytes, as the tokenizer encodes it),
  * framing and images as counted there. Never below the count. The bytes are
- * measured natively (`Buffer.byteLength`, no copy): the JS loop of
- * `utf8Length` cost ~9 ns per character, a quarter of a long prompt's CPU
- * once nothing else read it character by character.
+ * measured natively (`Buffer.byteLength`, no copy): a JS loop over every
+ * character was a large share of a long prompt's CPU once nothing else read
+ * it character by character.
  */
 export function chatTokenCeiling(messages: readonly CountableMessage[]): number {
   const utf8Length = (s: string) => Buffer.byteLength(s, "utf8");

@@ -15,7 +15,7 @@ import type { H1BodySource } from "./h1_client.ts";
  * One page: an SSE event is usually a few hundred bytes, and a larger burst
  * only takes more reads, while this buffer is held for the stream's whole life.
  */
-export const CHUNK_READER_BYTES = 4 * 1024;
+const CHUNK_READER_BYTES = 4 * 1024;
 
 export interface ChunkReader {
   /**

@@ -43,7 +43,7 @@ export class Exchange {
   }
 }
 
-export const NEED = 0;
+const NEED = 0;
 
 export const DONE = 1;
 
@@ -84,13 +84,13 @@ export class EofBody implements BodyDecoder {
   }
 }
 
-export const SIZE = 0;
+const SIZE = 0;
 
-export const DATA = 1;
+const DATA = 1;
 
-export const DATA_END = 2;
+const DATA_END = 2;
 
-export const TRAILERS = 3;
+const TRAILERS = 3;
 
 export const END = 4;
 
@@ -190,7 +190,7 @@ export class ChunkedBody implements BodyDecoder {
   }
 }
 
-export function hexDigit(b: number): number {
+function hexDigit(b: number): number {
   if (b >= 0x30 && b <= 0x39) return b - 0x30;
   if (b >= 0x61 && b <= 0x66) return b - 0x57;
   if (b >= 0x41 && b <= 0x46) return b - 0x37;
@@ -201,7 +201,7 @@ export function hexDigit(b: number): number {
  * A response body's bytes without the stream machinery: `chunkReader` reads an
  * event stream through this instead of its `ReadableStream`, which saves a
  * stream read (a promise, a read request and their closures) per chunk and
- * about 1 KB per held stream. Whoever reads the source must not read the stream.
+ * their memory per held stream. Whoever reads the source must not read the stream.
  */
 export interface H1BodySource {
   /** The next bytes (a fresh copy), or null at the end; rejects on a failed or aborted read. */

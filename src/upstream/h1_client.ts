@@ -1,13 +1,13 @@
 /**
  * A small HTTP/1.1 client over injected sockets, for upstream requests.
- * Deno's global `fetch` holds ~125 KB RSS per open stream and spends ~65 µs of
- * main-thread CPU per request; a raw socket read into one 4 KiB buffer per
- * connection holds ~80 KB. This client does only what the gateway needs:
- * fixed-length request bodies, RFC 9112 response framing (content-length,
- * chunked, read-to-EOF), identity content only (coded answers are refused),
- * a keep-alive pool per (origin, connector, partition) and abort signals. It
- * never retries (resending a POST could run an inference twice) and uses no
- * timers (deadlines are the caller's: forward.ts, body_read.ts).
+ * Deno's global `fetch` holds much more memory per open stream and more
+ * main-thread CPU per request than a raw socket read into one 4 KiB buffer
+ * per connection (docs/decisions/023-verified-path-rss.md). This client does
+ * only what the gateway needs: fixed-length request bodies, RFC 9112 response
+ * framing (content-length, chunked, read-to-EOF), identity content only (coded
+ * answers are refused), a keep-alive pool per (origin, connector, partition)
+ * and abort signals. It never retries (resending a POST could run an inference
+ * twice) and uses no timers (deadlines are the caller's: forward.ts, body_read.ts).
  *
  * By concern: the connection and its reads (h1_conn.ts), the pool
  * (h1_pool.ts), request writing (h1_request.ts), head parsing (h1_head.ts),
@@ -93,13 +93,13 @@ export interface H1Client {
   stats(): { open: number; idle: number };
 }
 
-export const H1_DEFAULT_MAX_IDLE_PER_ORIGIN = 64;
+const H1_DEFAULT_MAX_IDLE_PER_ORIGIN = 64;
 
-export const H1_DEFAULT_MAX_IDLE_TOTAL = 512;
+const H1_DEFAULT_MAX_IDLE_TOTAL = 512;
 
-export const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
+const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
 
-export const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
+const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
 
 // Long as one closure over shared state; each inner function is short.
 export function createH1Client(opts: H1ClientOptions): H1Client {

@@ -6,7 +6,7 @@
 import { CR, FIELD_VALUE, LF, listTokens, TOKEN, trimOws } from "./h1_syntax.ts";
 import { type Conn, fill, H1Error } from "./h1_conn.ts";
 
-export const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?$/;
 
 export const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 

@@ -27,16 +27,16 @@ export interface H1RequestInit {
 }
 
 /** Bodies up to this size go out in the same write as the head. */
-export const SINGLE_WRITE_BYTES = 64 * 1024;
+const SINGLE_WRITE_BYTES = 64 * 1024;
 
 /** Methods `fetch` upper-cases; others are sent as given, as `fetch` does. */
-export const NORMALIZED_METHODS = new Set(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"]);
+const NORMALIZED_METHODS = new Set(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"]);
 
 /** CONNECT would turn the connection into a tunnel; TRACE/TRACK echo credentials. */
-export const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
+const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
 
 /** Connection management and framing belong to this client, not the caller. */
-export const MANAGED_REQUEST_HEADERS = new Set([
+const MANAGED_REQUEST_HEADERS = new Set([
   "transfer-encoding",
   "connection",
   "keep-alive",
@@ -134,7 +134,7 @@ export function prepare(url: string, init: H1RequestInit): PreparedRequest {
   };
 }
 
-export function normalizeMethod(method: string): string {
+function normalizeMethod(method: string): string {
   if (!TOKEN.test(method)) throw new H1Error("invalid method");
   const upper = method.toUpperCase();
   if (FORBIDDEN_METHODS.has(upper)) throw new H1Error(`method ${upper} is not allowed`);
@@ -145,7 +145,7 @@ export function normalizeMethod(method: string): string {
  * Caller headers as validated pairs. Checked here rather than by `Headers`, whose errors
  * quote the offending value (an API key must not end up in an error message).
  */
-export function headerPairs(init: HeadersInit | undefined): [string, string][] {
+function headerPairs(init: HeadersInit | undefined): [string, string][] {
   if (init === undefined) return [];
   const raw: unknown[] = init instanceof Headers
     ? [...init]

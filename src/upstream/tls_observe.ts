@@ -16,7 +16,7 @@ export interface TlsObservation {
 }
 
 /** Default bound on TCP connect + TLS handshake. */
-export const DEFAULT_OBSERVE_TIMEOUT_MS = 10_000;
+const DEFAULT_OBSERVE_TIMEOUT_MS = 10_000;
 
 /** Options of {@link observeTls}. */
 export interface ObserveTlsOptions {

@@ -1,8 +1,8 @@
 /**
  * The client span of one upstream attempt, with W3C trace propagation
  * (`traceparent`) into the attempt's headers: the gateway's HTTP/1.1 client
- * is its own code, so Deno's automatic fetch instrumentation does not see it
- * (#31). Through `@opentelemetry/api`, which Deno wires to its exporter under
+ * is its own code, so Deno's automatic fetch instrumentation does not see it.
+ * Through `@opentelemetry/api`, which Deno wires to its exporter under
  * `OTEL_DENO=true`; otherwise the API's no-op tracer and propagator make this
  * a few allocations. Attributes are metadata only: never a header, a body or
  * a credential.

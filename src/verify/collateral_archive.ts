@@ -25,7 +25,7 @@ import type { GpuTimes } from "./nvidia/verify.ts";
 import type { SnpProduct } from "./sev_snp/report.ts";
 import { localVcekSource, type VcekSource } from "./sev_snp/vcek_source.ts";
 
-export const COLLATERAL_FORMAT = "aci-collateral/1";
+const COLLATERAL_FORMAT = "aci-collateral/1";
 
 export interface ArchivedTdx {
   fmspc: string;

@@ -14,7 +14,7 @@ import { verifySnpReport } from "./sev_snp/verify_report.ts";
 import { tdxQuoteCheck } from "./tdx_quote_check.ts";
 
 /** SEV-SNP: chain, signature and REPORT_DATA; never throws. */
-export function snpQuoteCheck(ctx: EvidenceContext): QuoteCheck {
+function snpQuoteCheck(ctx: EvidenceContext): QuoteCheck {
   return async (report, expectedSlot) => {
     const name = "report.quote_verified";
     const parsed = parseSnpReport(report);

@@ -170,7 +170,7 @@ export interface LoggedKeyset {
  * to the logged report digest, its keyset to the logged keyset digest, and the
  * report verify (nonce-less: archived reports are not fresh).
  */
-export async function loggedKeyset(
+async function loggedKeyset(
   fetch: Fetch,
   gateway: string,
   origin: string,

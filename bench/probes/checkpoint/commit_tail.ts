@@ -16,7 +16,7 @@ import { createIdentity } from "../../../src/attestation/identity.ts";
 import { createReceiptService } from "../../../src/receipts/service.ts";
 import { GroupCommitter, type KvWrite } from "../../../src/store/group_commit.ts";
 import { CHECKPOINT_WORKER_URL, startCheckpointer } from "./checkpointer.ts";
-import { gatewayLikeDraft } from "../../receipt_cost.ts";
+import { gatewayLikeDraft } from "../receipt_cost/receipt_cost.ts";
 import { percentile } from "../../stats.ts";
 
 function walSeq(path: string): number {

@@ -8,7 +8,7 @@
  * build (the package's `browser` condition) and by the browser test.
  */
 const ROOT = new URL("../../../", import.meta.url);
-export const BROWSER_OUT = new URL("dist/browser/aci-verifying-client.js", ROOT);
+const BROWSER_OUT = new URL("dist/browser/aci-verifying-client.js", ROOT);
 
 /** Module → its browser build (same exports; `swaps_test.ts` checks they agree). */
 export const BROWSER_SWAPS: Record<string, string> = {

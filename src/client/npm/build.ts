@@ -32,7 +32,7 @@ async function run(cmd: string, args: string[], cwd = ROOT): Promise<string> {
 }
 
 /** The declarations with their relative imports replaced by local shapes. */
-export function fixDeclarations(dts: string): string {
+function fixDeclarations(dts: string): string {
   const names = new Set<string>();
   const kept = dts.split("\n").filter((line) => {
     const m = /^import (?:type )?\{([^}]*)\} from "\.{1,2}\/[^"]*";$/.exec(line);

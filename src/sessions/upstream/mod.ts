@@ -24,6 +24,9 @@ export { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
 export { SEV_SNP_VERIFIER_ID, sevSnpVerifier } from "./sev_snp.ts";
 export { NEAR_AI_VERIFIER_ID, nearAiVerifier } from "./near_ai.ts";
 export { TINFOIL_VERIFIER_ID, tinfoilVerifier } from "./tinfoil.ts";
+// What the answer-signature check (sessions/answer_signatures.ts) shares with the verifiers.
+export { fetchEvidence, parseJsonObject, v1Url } from "./endpoint.ts";
+export { VerificationFailure } from "./outcome.ts";
 
 /** The names `provider.confidential.verifier` accepts. */
 export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];

@@ -1,8 +1,9 @@
 /**
  * Browser build of src/aci/digest.ts (same exports), swapped in by the
- * /verify page's bundle (build_page.ts): the verify library is synchronous,
- * WebCrypto's digest is not, so the bundle hashes with @noble/hashes; the
- * page then re-checks the body hashes with WebCrypto (page.ts).
+ * /verify page's bundle (enclave/build_verify_page.ts): the verify library
+ * is synchronous, WebCrypto's digest is not, so the bundle hashes with
+ * @noble/hashes; the page then re-checks the body hashes with WebCrypto
+ * (page.ts).
  */
 import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "./hex.ts";

@@ -1,4 +1,7 @@
-/** Browser build of src/aci/hex.ts (same exports, no node:buffer); swapped in by build_page.ts. */
+/**
+ * Browser build of src/aci/hex.ts (same exports, no node:buffer); swapped in
+ * by enclave/build_verify_page.ts.
+ */
 
 export function bytesToHex(bytes: Uint8Array): string {
   let s = "";

@@ -2,8 +2,8 @@
 /**
  * The /verify page's script: the same checks as `deno task verify`, run in
  * the browser with the project's own verify library (bundled by
- * build_page.ts). It fetches the attestation report with a fresh nonce,
- * verifies it (keyset digest, report data, quote slot; hardware quotes need
+ * enclave/build_verify_page.ts). It fetches the attestation report with a
+ * fresh nonce, verifies it (keyset digest, report data, quote slot; hardware quotes need
  * collateral and are for `task verify`), then the receipt against it (keyset
  * digest, Ed25519 signature over the JCS form, body hashes, upstream
  * verification), re-checks hashes and the signature with WebCrypto, and

@@ -40,7 +40,7 @@ export interface NearReport {
 
 const ADDRESS_RE = /^0x[0-9a-fA-F]{40}$/;
 /** Each model CVM costs a DCAP verification; a report listing more is refused, not verified. */
-export const MAX_MODEL_ATTESTATIONS = 16;
+const MAX_MODEL_ATTESTATIONS = 16;
 const HEX_RE = /^(0x)?([0-9a-fA-F]{2})+$/;
 
 function str(o: Record<string, unknown>, k: string): string | null {

@@ -13,8 +13,8 @@ import { buildOcspRequest, certIdKey, certIdOf, responseCertIdKeys } from "./ocs
 import { AsnConvert } from "@peculiar/asn1-schema";
 import { BasicOCSPResponse, OCSPResponse } from "@peculiar/asn1-ocsp";
 
-export const NVIDIA_RIM_SERVICE_URL = "https://rim.attestation.nvidia.com";
-export const NVIDIA_OCSP_URL = "https://ocsp.ndis.nvidia.com/";
+const NVIDIA_RIM_SERVICE_URL = "https://rim.attestation.nvidia.com";
+const NVIDIA_OCSP_URL = "https://ocsp.ndis.nvidia.com/";
 
 /** Supplies collateral; null when it has none (the check is then "unavailable"). */
 export interface GpuCollateralSource {
@@ -66,7 +66,7 @@ function fromBase64(text: string): Uint8Array | null {
 }
 
 /** A RIM id from a collateral file name (`NV_GPU_DRIVER_GH100_550.90.07.xml`). */
-export function rimIdOfFileName(name: string): string | null {
+function rimIdOfFileName(name: string): string | null {
   const m = name.match(/^(NV_GPU_[A-Za-z0-9_.]+?)\.(xml|swidtag)$/);
   return m ? m[1] : null;
 }

@@ -15,7 +15,7 @@ import { pemCertificatesToDer } from "../x509/pem.ts";
 import { type Checked, errorText, fail } from "../x509/verify_result.ts";
 
 /** NVIDIA's device chains are leaf, BROM, provisioner ICA, arch identity, root. */
-export const DEVICE_CHAIN_LENGTH = 5;
+const DEVICE_CHAIN_LENGTH = 5;
 const ECDSA_SHA384 = "1.2.840.10045.4.3.3";
 const P384 = "1.3.132.0.34";
 const OID_HOPPER_FWID = "2.23.133.5.4.1";

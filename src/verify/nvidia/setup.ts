@@ -24,7 +24,7 @@ export interface GpuSetupIo {
 }
 
 /** Reads every file of `dir` and of its direct subdirectories (e.g. `rims/`, `ocsp/`). */
-export async function readCollateralDir(
+async function readCollateralDir(
   dir: string,
   io: Pick<GpuSetupIo, "readDir" | "readFile">,
 ): Promise<{ name: string; bytes: Uint8Array }[]> {

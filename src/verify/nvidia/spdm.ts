@@ -10,9 +10,9 @@ import type { Checked } from "../x509/verify_result.ts";
 import { fail } from "../x509/verify_result.ts";
 
 /** Request length: version, code, param1, param2, nonce[32], slot id. */
-export const REQUEST_LENGTH = 37;
+const REQUEST_LENGTH = 37;
 /** Raw r‖s of an ECDSA P-384 signature. */
-export const SIGNATURE_LENGTH = 96;
+const SIGNATURE_LENGTH = 96;
 const NONCE_LENGTH = 32;
 
 /** Opaque-data TLV types the verifier reads. */

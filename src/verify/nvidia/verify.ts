@@ -297,7 +297,7 @@ async function verifyOne(
 }
 
 /** The RIM ids NVIDIA's RIM service names for this GPU's driver and VBIOS. */
-export function rimIds(
+function rimIds(
   ev: Parameters<typeof driverVersion>[0],
   arch: GpuArch,
 ): { driver: string | null; vbios: string | null } {

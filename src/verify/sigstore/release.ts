@@ -19,8 +19,8 @@ import { installEcDefaultDigest } from "./node_compat.ts";
 
 installEcDefaultDigest();
 
-export const MULTIPLATFORM_V1 = "https://tinfoil.sh/predicate/snp-tdx-multiplatform/v1";
-export const IN_TOTO_V1 = "https://in-toto.io/Statement/v1";
+const MULTIPLATFORM_V1 = "https://tinfoil.sh/predicate/snp-tdx-multiplatform/v1";
+const IN_TOTO_V1 = "https://in-toto.io/Statement/v1";
 const HEX48 = /^[0-9a-f]{96}$/;
 
 export interface ReleasePolicy {

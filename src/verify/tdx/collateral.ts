@@ -115,7 +115,7 @@ export function collateralToDcapQvlJson(c: TdxCollateral): DcapQvlCollateralJson
 }
 
 /** Splits a PCS signed-document body `{"<member>": {...}, "signature": "<hex>"}`. */
-export function splitSignedPcsBody(
+function splitSignedPcsBody(
   body: string,
   member: "tcbInfo" | "enclaveIdentity",
 ): Checked<{ raw: string; signature: Uint8Array }> {
@@ -139,7 +139,7 @@ export function splitSignedPcsBody(
  * A CRL as PCS/PCCS may serve it: DER, PEM (`X509 CRL`), or hex text of the
  * DER (PCCS `rootcacrl`). Returns the DER or null.
  */
-export function decodeCrlBody(body: Uint8Array): Uint8Array | null {
+function decodeCrlBody(body: Uint8Array): Uint8Array | null {
   if (body.length > 0 && body[0] === 0x30) return body;
   const text = new TextDecoder().decode(body).trim();
   const pem = /-----BEGIN X509 CRL-----([A-Za-z0-9+/=\s]+)-----END X509 CRL-----/.exec(text);

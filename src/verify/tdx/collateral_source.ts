@@ -23,10 +23,8 @@ export interface CollateralSource {
   get(fmspc: string, ca: PckCaKind): Promise<TdxCollateral>;
 }
 
-/** Intel's public PCS and the root CA CRL location named in the root certificate. */
+/** Intel's public PCS. */
 export const INTEL_PCS_BASE_URL = "https://api.trustedservices.intel.com";
-export const INTEL_ROOT_CA_CRL_URL =
-  "https://certificates.trustedservices.intel.com/IntelSGXRootCA.der";
 
 const keyOf = (fmspc: string, ca: PckCaKind) => `${fmspc.toLowerCase()}/${ca}`;
 
@@ -71,7 +69,7 @@ function nextUpdateOfCrl(der: Uint8Array): number | null {
 }
 
 /** Earliest nextUpdate (epoch ms) of the collateral's documents and CRLs, or null if any is unreadable. */
-export function collateralNextUpdateMs(c: TdxCollateral): number | null {
+function collateralNextUpdateMs(c: TdxCollateral): number | null {
   const all = [
     nextUpdateOfJson(c.tcbInfo),
     nextUpdateOfJson(c.qeIdentity),

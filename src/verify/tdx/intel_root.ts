@@ -5,10 +5,6 @@
  */
 import { pemCertificatesToDer } from "../x509/pem.ts";
 
-/** SHA-256 of the root certificate's DER, lowercase hex. */
-export const INTEL_SGX_ROOT_CA_SHA256 =
-  "44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3";
-
 /** The Intel SGX Root CA certificate (public; valid 2018-05-21 to 2049-12-31). */
 export const INTEL_SGX_ROOT_CA_PEM = `-----BEGIN CERTIFICATE-----
 MIICjzCCAjSgAwIBAgIUImUM1lqdNInzg7SVUr9QGzknBqwwCgYIKoZIzj0EAwIw

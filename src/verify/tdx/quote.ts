@@ -121,7 +121,7 @@ function parseTdReport(b: Uint8Array, withTd15: boolean): TdReport {
 }
 
 /** Parses the 384-byte SGX enclave report the QE produces. */
-export function parseQeReport(raw: Uint8Array): QeReport {
+function parseQeReport(raw: Uint8Array): QeReport {
   const dv = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
   return {
     raw,

@@ -66,8 +66,6 @@ const qeIdentitySchema = z.object({
 });
 
 export type TcbInfo = z.infer<typeof tcbInfoSchema>;
-export type TcbInfoLevel = TcbInfo["tcbLevels"][number];
-export type TdxModuleIdentity = NonNullable<TcbInfo["tdxModuleIdentities"]>[number];
 export type QeIdentity = z.infer<typeof qeIdentitySchema>;
 export type StatusLevel = z.infer<typeof statusLevel>;
 

@@ -14,8 +14,8 @@ import { bytesToHex } from "../../aci/hex.ts";
 import { isRecord } from "../json_shape.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
-export const TDX_GUEST_V2 = "https://tinfoil.sh/predicate/tdx-guest/v2";
-export const SEV_SNP_GUEST_V2 = "https://tinfoil.sh/predicate/sev-snp-guest/v2";
+const TDX_GUEST_V2 = "https://tinfoil.sh/predicate/tdx-guest/v2";
+const SEV_SNP_GUEST_V2 = "https://tinfoil.sh/predicate/sev-snp-guest/v2";
 
 /** A decoded attestation document. */
 export interface TinfoilDocument {

@@ -15,7 +15,7 @@ export interface VerifiedCrl {
 }
 
 /** Parses a DER CRL, or explains why it does not parse. */
-export function parseCrl(der: Uint8Array, label: string): Checked<{ crl: X509Crl }> {
+function parseCrl(der: Uint8Array, label: string): Checked<{ crl: X509Crl }> {
   try {
     return { ok: true, crl: new X509Crl(ownBytes(der)) };
   } catch (e) {

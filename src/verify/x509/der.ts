@@ -13,9 +13,9 @@ export interface Tlv {
   end: number;
 }
 
-export const TAG_INTEGER = 0x02;
+const TAG_INTEGER = 0x02;
 export const TAG_OCTET_STRING = 0x04;
-export const TAG_OID = 0x06;
+const TAG_OID = 0x06;
 export const TAG_ENUMERATED = 0x0a;
 export const TAG_SEQUENCE = 0x30;
 

@@ -1,15 +1,15 @@
 /**
- * The ways of holding an upstream stream that bench/tls_stream_rss.ts
+ * The ways of holding an upstream stream that bench/probes/tls_stream_rss/tls_stream_rss.ts
  * compares: each opens one connection to the mock (TLS or plain), sends one
  * `hold` streaming request and reads up to its first event.
  */
 import tls from "node:tls";
 import net from "node:net";
-import { chatBody } from "./load.ts";
-import { pinnedTlsConnector } from "../src/upstream/pinned_tls.ts";
-import { spkiSha256FromCertDer } from "../src/upstream/spki.ts";
-import { nodeSocketConn } from "../src/upstream/node_socket.ts";
-import { bodySourceOf, createH1Client, type H1Socket } from "../src/upstream/h1_client.ts";
+import { chatBody } from "../../load.ts";
+import { pinnedTlsConnector } from "../../../src/upstream/pinned_tls.ts";
+import { spkiSha256FromCertDer } from "../../../src/upstream/spki.ts";
+import { nodeSocketConn } from "../../../src/upstream/node_socket.ts";
+import { bodySourceOf, createH1Client, type H1Socket } from "../../../src/upstream/h1_client.ts";
 
 export const MODES = {
   "deno-tcp": "Deno.connect to the plain mock (the plain path's upstream socket)",

@@ -1,14 +1,14 @@
 /**
- * `deno run -A bench/ab_connections.ts <other checkout>`: the gateway of this
+ * `deno run -A bench/probes/ab_connections/ab_connections.ts <other checkout>`: the gateway of this
  * checkout against the gateway of another (e.g. main before #15's accept
  * loop), alternating closed-loop runs at several concurrencies on the same
  * mock upstream, each server pinned to core 0. Prints req/s and p50 per run
  * and the medians: what the accept loop costs per request.
  */
-import { closedLoop, type Target } from "./load.ts";
-import { ROOT, type Server, spawnPinned } from "./processes.ts";
-import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { median, percentile } from "./stats.ts";
+import { closedLoop, type Target } from "../../load.ts";
+import { ROOT, type Server, spawnPinned } from "../../processes.ts";
+import { gatewayModel, startGateway } from "../../gateway_setup.ts";
+import { median, percentile } from "../../stats.ts";
 
 const other = Deno.args[0];
 if (!other) throw new Error("usage: ab_connections.ts <other checkout> [rounds] [seconds]");

@@ -6,11 +6,11 @@
  * JS main thread, V8's helpers — mostly GC —, and KV's SQLite thread, "sw").
  * Noisy on a shared machine: run `on` and `off` alternately, several times.
  *
- *   deno run -A bench/tlog_inprocess.ts on|off [entries] [batch_ms]
+ *   deno run -A bench/probes/tlog_inprocess/tlog_inprocess.ts on|off [entries] [batch_ms]
  */
-import { GroupCommitter } from "../src/store/group_commit.ts";
-import { createTransparencyLog } from "../src/tlog/log.ts";
-import { cpuMs, threadCpuMs } from "./processes.ts";
+import { GroupCommitter } from "../../../src/store/group_commit.ts";
+import { createTransparencyLog } from "../../../src/tlog/log.ts";
+import { cpuMs, threadCpuMs } from "../../processes.ts";
 
 const on = Deno.args[0] === "on";
 const total = Number(Deno.args[1] ?? 15_000);

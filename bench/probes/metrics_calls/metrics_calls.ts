@@ -4,9 +4,9 @@
  * request, plus the time of one scrape. Counts CPU, not wall time, so it holds
  * on a loaded machine:
  *
- *   deno run -A bench/metrics_calls.ts [--n 200000]
+ *   deno run -A bench/probes/metrics_calls/metrics_calls.ts [--n 200000]
  */
-import { createMetrics, type GatewayMetrics, noopMetrics } from "../src/operator/metrics.ts";
+import { createMetrics, type GatewayMetrics, noopMetrics } from "../../../src/operator/metrics.ts";
 import process from "node:process";
 
 const arg = (name: string, d: number) => {

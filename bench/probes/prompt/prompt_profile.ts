@@ -2,15 +2,15 @@
  * Where a long prompt's CPU goes: a gateway under `--cpu-prof`, driven with
  * non-streamed chat of one prompt size (bench/prompt_size.ts's body) at c=4.
  *
- *   deno run -A bench/prompt_profile.ts [--kib 256] [--seconds 5]
+ *   deno run -A bench/probes/prompt/prompt_profile.ts [--kib 256] [--seconds 5]
  */
-import { encodeRequest, HttpConn } from "./http_conn.ts";
-import { LONG_MODEL, startGateway } from "./gateway_setup.ts";
-import { pinSelf, ROOT, spawnPinned } from "./processes.ts";
-import { summarizeProfile } from "./cpu_profile.ts";
-import { fmt, renderProfile } from "./report.ts";
-import { numFlag } from "./standalone.ts";
-import { promptBody } from "./prompt_size.ts";
+import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { LONG_MODEL, startGateway } from "../../gateway_setup.ts";
+import { pinSelf, ROOT, spawnPinned } from "../../processes.ts";
+import { summarizeProfile } from "../../cpu_profile.ts";
+import { fmt, renderProfile } from "../../report.ts";
+import { numFlag } from "../../standalone.ts";
+import { promptBody } from "../../prompt_size.ts";
 
 await pinSelf(1);
 const kib = numFlag("kib", 256);

@@ -7,19 +7,19 @@
  * threads, so the KV SQLite worker is counted) is fairly robust to other load
  * on a shared VM, unlike wall-clock throughput.
  *
- * `deno run -A bench/receipt_cost.ts [receipts] [group size]` prints one line per part.
+ * `deno run -A bench/probes/receipt_cost/receipt_cost.ts [receipts] [group size]` prints one line per part.
  */
 import process from "node:process";
 import { DatabaseSync } from "node:sqlite";
-import { creditSettlementWrites } from "../src/accounts/credits.ts";
-import { holdClosedWrites, holdRateClosedWrites } from "../src/accounts/holds.ts";
-import { tokenSettlementWrites } from "../src/accounts/rate_limit.ts";
-import { dailyUsageWrites } from "../src/accounts/usage_daily.ts";
-import { newReceiptId } from "../src/aci/receipt.ts";
-import { createIdentity } from "../src/attestation/identity.ts";
-import { type ReceiptDraft, ReceiptRecorder } from "../src/receipts/recorder.ts";
-import { createReceiptService, type ReceiptService } from "../src/receipts/service.ts";
-import { GroupCommitter, type KvWrite } from "../src/store/group_commit.ts";
+import { creditSettlementWrites } from "../../../src/accounts/credits.ts";
+import { holdClosedWrites, holdRateClosedWrites } from "../../../src/accounts/holds.ts";
+import { tokenSettlementWrites } from "../../../src/accounts/rate_limit.ts";
+import { dailyUsageWrites } from "../../../src/accounts/usage_daily.ts";
+import { newReceiptId } from "../../../src/aci/receipt.ts";
+import { createIdentity } from "../../../src/attestation/identity.ts";
+import { type ReceiptDraft, ReceiptRecorder } from "../../../src/receipts/recorder.ts";
+import { createReceiptService, type ReceiptService } from "../../../src/receipts/service.ts";
+import { GroupCommitter, type KvWrite } from "../../../src/store/group_commit.ts";
 
 const encoder = new TextEncoder();
 const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));

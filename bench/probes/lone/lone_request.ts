@@ -4,14 +4,14 @@
  * and after each load) the durable group commits and the mutations per
  * request, with server CPU per request (all threads, /proc).
  *
- *   deno run -A bench/lone_request.ts [--rounds N] [--seconds S]
+ *   deno run -A bench/probes/lone/lone_request.ts [--rounds N] [--seconds S]
  */
-import { closedLoop } from "./load.ts";
-import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs } from "./processes.ts";
-import { median } from "./stats.ts";
-import { fmt, type Row } from "./report.ts";
-import { type MeasureOptions, runStandalone } from "./standalone.ts";
+import { closedLoop } from "../../load.ts";
+import { gatewayModel, startGateway } from "../../gateway_setup.ts";
+import { cpuMs } from "../../processes.ts";
+import { median } from "../../stats.ts";
+import { fmt, type Row } from "../../report.ts";
+import { type MeasureOptions, runStandalone } from "../../standalone.ts";
 
 const TOKEN = "bench-operator-token-" + "a1b2c3d4".repeat(4);
 

@@ -6,14 +6,14 @@
  * Pauses are counts and durations on the gateway's own thread, so they mean
  * something on a loaded machine where the latency percentiles do not.
  *
- * `deno run -A bench/tail_probe.ts [seconds] [rounds] [extra V8 flag,…]` (e.g. to try
+ * `deno run -A bench/probes/tail/tail_probe.ts [seconds] [rounds] [extra V8 flag,…]` (e.g. to try
  * `--max-semi-space-size=16`, which then overrides the gateway's own value).
  */
-import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
-import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { closedLoop, openLoop, type Target } from "./load.ts";
-import { spawnPinned } from "./processes.ts";
-import { percentile } from "./stats.ts";
+import { GATEWAY_V8_FLAGS } from "../../../enclave/build_args.ts";
+import { gatewayModel, startGateway } from "../../gateway_setup.ts";
+import { closedLoop, openLoop, type Target } from "../../load.ts";
+import { spawnPinned } from "../../processes.ts";
+import { percentile } from "../../stats.ts";
 
 const RATE = 500;
 const SERVER_CPU = 0;

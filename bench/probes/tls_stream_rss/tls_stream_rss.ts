@@ -2,7 +2,7 @@
  * RSS per open upstream stream, by way of connecting (issue #19: the verified
  * path's memory per held stream), in ~30 s instead of a whole `task bench`.
  *
- * `deno run -A bench/tls_stream_rss.ts [--n 500] [--runs 3] [--modes a,b]`
+ * `deno run -A bench/probes/tls_stream_rss/tls_stream_rss.ts [--n 500] [--runs 3] [--modes a,b]`
  *
  * Starts the mock upstream twice (plain, and behind TLS as mock_upstream_tls.ts),
  * then for each mode and run a fresh child process that warms up with 50 held
@@ -11,7 +11,7 @@
  * connection (KB, median of the runs): RSS; the JS heap in use; the RSS of
  * the main malloc arena (`[heap]`); glibc's bytes in use and free in its
  * arenas. `GC=1` runs a full GC before each measurement (live objects only;
- * the bench measures without). The modes are listed in bench/tls_stream_modes.ts;
+ * the bench measures without). The modes are listed in bench/probes/tls_stream_rss/tls_stream_modes.ts;
  * `gateway` and `gateway-plain` measure a fresh gateway per run instead,
  * holding `n` streams through its verified or plain path as `task bench` does
  * (`GW_FLAGS` adds a runtime flag to the gateway, e.g.
@@ -19,11 +19,11 @@
  * with its connections open, so a heap profiler (heaptrack) lists what they
  * hold as leaks.
  */
-import { type Server, spawnPinned } from "./processes.ts";
-import { median } from "./stats.ts";
-import { sleep } from "../src/store/transient.ts";
-import { measureHeld } from "./held_rss.ts";
-import { gatewayModel, startGateway, verifiedModel } from "./gateway_setup.ts";
+import { type Server, spawnPinned } from "../../processes.ts";
+import { median } from "../../stats.ts";
+import { sleep } from "../../../src/store/transient.ts";
+import { measureHeld } from "../../held_rss.ts";
+import { gatewayModel, startGateway, verifiedModel } from "../../gateway_setup.ts";
 import { type ConnMode, type Held, MODES, opener, type Upstream } from "./tls_stream_modes.ts";
 
 type Mode = ConnMode | "gateway" | "gateway-plain";

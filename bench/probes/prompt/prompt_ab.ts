@@ -4,15 +4,15 @@
  * exported earlier commit), the same prompt size, measured at c=4 in
  * alternating rounds; prints CPU per request (all threads) and req/s each.
  *
- *   deno run -A bench/prompt_ab.ts --before /tmp/old-tree [--kib 256] [--rounds 4] [--seconds 3]
+ *   deno run -A bench/probes/prompt/prompt_ab.ts --before /tmp/old-tree [--kib 256] [--rounds 4] [--seconds 3]
  */
-import { encodeRequest, HttpConn } from "./http_conn.ts";
-import { type GatewayUnderTest, LONG_MODEL, startGateway } from "./gateway_setup.ts";
-import { cpuMs, pinSelf, spawnPinned } from "./processes.ts";
-import { median } from "./stats.ts";
-import { fmt } from "./report.ts";
-import { numFlag } from "./standalone.ts";
-import { promptBody } from "./prompt_size.ts";
+import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { type GatewayUnderTest, LONG_MODEL, startGateway } from "../../gateway_setup.ts";
+import { cpuMs, pinSelf, spawnPinned } from "../../processes.ts";
+import { median } from "../../stats.ts";
+import { fmt } from "../../report.ts";
+import { numFlag } from "../../standalone.ts";
+import { promptBody } from "../../prompt_size.ts";
 
 await pinSelf(1);
 const before = Deno.args[Deno.args.indexOf("--before") + 1];
