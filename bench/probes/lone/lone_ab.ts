@@ -1,7 +1,7 @@
 /**
  * Before/after for a change to what a lone request pays: a gateway from this
  * tree and one from another checkout (`--before DIR`, e.g. `git archive` of an
- * earlier commit), one request at a time (c=1) and open loop at 500 req/s, in
+ * earlier commit), one request at a time (c=1), closed loop c=32 and open loop at 500 req/s, in
  * alternating rounds; prints server CPU per request (all threads, /proc) and
  * p50 latency, each round's pair and the median of the paired ratios.
  *
@@ -38,7 +38,7 @@ const target = (g: GatewayUnderTest): Target => ({
   headers: { authorization: `Bearer ${g.key}` },
   model: gatewayModel,
 });
-type Load = "c=1" | "500/s";
+type Load = "c=1" | "c=32" | "500/s";
 const cpu = new Map<string, number[]>();
 const p50 = new Map<string, number[]>();
 const push = (m: Map<string, number[]>, k: string, v: number) =>
@@ -46,12 +46,12 @@ const push = (m: Map<string, number[]>, k: string, v: number) =>
 try {
   for (const [, g] of gws) await closedLoop(target(g), { concurrency: 32, seconds: 2 });
   for (let r = 0; r < rounds; r++) {
-    for (const load of ["c=1", "500/s"] as Load[]) {
+    for (const load of ["c=1", "c=32", "500/s"] as Load[]) {
       for (const [name, g] of r % 2 ? [...gws].reverse() : gws) {
         const c0 = cpuMs(g.pid);
-        const res = load === "c=1"
-          ? await closedLoop(target(g), { concurrency: 1, seconds })
-          : await openLoop(target(g), { rate: 500, seconds });
+        const res = load === "500/s"
+          ? await openLoop(target(g), { rate: 500, seconds })
+          : await closedLoop(target(g), { concurrency: load === "c=1" ? 1 : 32, seconds });
         const v = ((cpuMs(g.pid) - c0) * 1000) / Math.max(1, res.ok);
         push(cpu, `${name} ${load}`, v);
         push(p50, `${name} ${load}`, median(res.latencies));
@@ -65,7 +65,7 @@ try {
   }
   const load = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
   console.log(`${rounds} alternating rounds of ${seconds} s, load average at the end ${load}`);
-  for (const l of ["c=1", "500/s"]) {
+  for (const l of ["c=1", "c=32", "500/s"]) {
     const b = cpu.get(`before ${l}`)!, a = cpu.get(`after ${l}`)!;
     const ratios = a.map((v, i) => v / b[i]);
     const lb = p50.get(`before ${l}`)!, la = p50.get(`after ${l}`)!;
