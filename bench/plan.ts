@@ -70,7 +70,7 @@ export function benchPlan(
   const quick = has("--quick");
   if (quick) {
     const rounds = flag("rounds", 1);
-    const seconds = flag("seconds", 0.25);
+    const seconds = flag("seconds", 0.2);
     return {
       quick,
       rounds,
