@@ -635,7 +635,14 @@ Deno.test("body flood: 150 concurrent 4 MB bodies from one free key keep RSS und
       refusals.length,
       "every flood request refused: too long (400), past the body deadline (408), or rate-limited (429)",
     );
-    assert.equal(refusals.length + closed, 150, "the gateway accounted for every flood request");
+    // At least 150, not exactly: an HTTP client may open a spare connection that it never
+    // sends a head on (hyper's pool races a new connect against a connection coming free),
+    // which the gateway also closes at the header deadline (seen once in CI: 151).
+    assert.ok(refusals.length <= 150, `${refusals.length} flood requests logged`);
+    assert.ok(
+      refusals.length + closed >= 150,
+      `the gateway accounted for every flood request: ${refusals.length} logged + ${closed} closed`,
+    );
     // What the client saw is consistent with it: answers were refusals, never a success.
     for (const s of statuses) {
       assert.ok(
