@@ -12,8 +12,7 @@
  *   main.ts keys <create|list|revoke|credit|show> …     manage API keys (the dashboard)
  *   main.ts verify …                                    verify receipts and reports offline
  */
-import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
-import { devConfig } from "./src/config/dev.ts";
+import { devConfig, type GatewayConfig, parseConfig } from "./src/config/mod.ts";
 import { assembleGateway } from "./src/app/assemble.ts";
 import type { ConnectionServer, ServeOn } from "./src/http/connections.ts";
 import { listenOn, stopOnSignals } from "./src/app/listeners.ts";
@@ -68,7 +67,7 @@ import {
   type WorkerSpec,
 } from "./src/app/supervisor.ts";
 import type { HostWorker } from "./src/app/assemble.ts";
-import { bytesToHex } from "./src/aci/hex.ts";
+import { bytesToHex } from "./src/aci/mod.ts";
 
 /** Set by the host's supervisor in its workers' environment; the worker spec comes on stdin. */
 const WORKER_VARIABLE = "GATEWAY_WORKER";

@@ -4,7 +4,7 @@
  * parts of admission import these; `admission.ts` re-exports the public ones.
  */
 import type { GatewayError } from "../http/errors.ts";
-import type { BorrowedWrites, KvWrite } from "../store/group_commit.ts";
+import type { BorrowedWrites, KvWrite } from "../store/mod.ts";
 import type { KeyRecord } from "./keys.ts";
 import type { Tiers } from "./rate_limit.ts";
 

@@ -13,8 +13,7 @@
  */
 
 import { GatewayError } from "../http/errors.ts";
-import type { KvWrite } from "../store/group_commit.ts";
-import { retryTransient } from "../store/transient.ts";
+import { type KvWrite, retryTransient } from "../store/mod.ts";
 import {
   type AccountState,
   balanceKey,

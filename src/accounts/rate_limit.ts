@@ -13,7 +13,7 @@
  */
 
 import { GatewayError } from "../http/errors.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { KeyRecord, Tier } from "./keys.ts";
 import {
   type AccountState,

@@ -5,7 +5,7 @@
  * PCCS), the SEV-SNP roots and VCEKs, and the NVIDIA GPU roots and collateral.
  * Failures are `StartupError`s naming the field.
  */
-import type { GatewayConfig } from "../config/schema.ts";
+import type { GatewayConfig } from "../config/mod.ts";
 import { collateralFromDcapQvlJson } from "../verify/tdx/collateral.ts";
 import {
   type CollateralSource,

@@ -2,7 +2,7 @@
  * The upstream client `serve` builds: over the runtime's sockets, or the
  * runtime's fetch when a proxy variable is set (main.ts says whether one is).
  */
-import type { GatewayConfig } from "../config/schema.ts";
+import type { GatewayConfig } from "../config/mod.ts";
 import {
   createUpstreamTransport,
   type TransportDeps,

@@ -3,7 +3,7 @@
  * and the trust material of the configuration's `trust` block (TDX collateral
  * and root, SEV-SNP roots, GPU roots and collateral), read with main.ts's I/O.
  */
-import type { GatewayConfig } from "../config/schema.ts";
+import type { GatewayConfig } from "../config/mod.ts";
 import { productionVerifiers } from "../sessions/verifiers.ts";
 import type { TlsConnect } from "../upstream/pinned_tls.ts";
 import { pemCertificatesToDer } from "../verify/x509/pem.ts";

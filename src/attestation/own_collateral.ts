@@ -7,11 +7,8 @@
  * that asks, content-addressed, and never replaced: later bundles carry the
  * same bytes. Development evidence has none, and the answer says why.
  */
-import { isDevQuote } from "../aci/dev_quote.ts";
-import { parseHex } from "../aci/hex.ts";
-import { jcsBytes } from "../aci/jcs.ts";
-import { COLLATERAL_BLOBS, getBlob, putBlob } from "../store/blobs.ts";
-import { retryTransient } from "../store/transient.ts";
+import { isDevQuote, jcsBytes, parseHex } from "../aci/mod.ts";
+import { COLLATERAL_BLOBS, getBlob, putBlob, retryTransient } from "../store/mod.ts";
 import {
   archiveDigest,
   type CollateralArchive,

@@ -9,8 +9,8 @@ import type {
   GatewayConfig,
   ModelConfig,
   ProviderConfig,
-} from "../config/schema.ts";
-import { FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/names.ts";
+} from "../config/mod.ts";
+import { FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/mod.ts";
 
 export interface ChatModel {
   /** The id the client used (the canonical id or an alias). */

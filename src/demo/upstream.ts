@@ -17,7 +17,7 @@ import {
 } from "./fake_render.ts";
 import { parseChatRequest, parseCompletionRequest, parseEmbeddingRequest } from "./fake_request.ts";
 import { pacedBody, type PacingOptions } from "./paced_body.ts";
-import { sleep } from "../store/transient.ts";
+import { sleep } from "../store/mod.ts";
 
 /** Model names served when none are configured. */
 const DEFAULT_DEMO_MODELS: readonly string[] = ["demo-chat", "demo-reasoner", "demo-embed"];

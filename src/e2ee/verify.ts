@@ -6,7 +6,7 @@
  * body hashes themselves are the receipt's ordinary checks, run on the
  * restored request and the wire response.
  */
-import { hexToBytes } from "../aci/hex.ts";
+import { hexToBytes } from "../aci/mod.ts";
 import { type Check, check } from "../verify/checks.ts";
 import { isRecord } from "../verify/json_shape.ts";
 import { type AadContext, decryptField, isE2eeAlgo, responseAad } from "./crypto.ts";

@@ -3,7 +3,7 @@
  * parameter (a bad one is a 400 naming `nonce`). Here, not in `src/aci/`, so
  * the ACI primitives never depend on HTTP errors.
  */
-import { isLowerHex } from "../aci/hex.ts";
+import { isLowerHex } from "../aci/mod.ts";
 import { badParam } from "../http/errors.ts";
 
 /**

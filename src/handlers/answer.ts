@@ -4,10 +4,10 @@
  * receipt in one commit.
  */
 import { GatewayError } from "../http/errors.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
 import { responseIdOf } from "../receipts/response_id.ts";
 import type { ForwardResult } from "../routing/failover.ts";
-import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/count.ts";
+import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/mod.ts";
 import type { InferencePlan, Settle } from "./plan.ts";
 import type { InferenceState } from "./inference_state.ts";
 import { settlementFor } from "./settlement.ts";

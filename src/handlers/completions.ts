@@ -9,7 +9,7 @@ import {
 import { badParam } from "../http/errors.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { checkContextLength } from "../tokens/mod.ts";
 import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const completionsEndpoint: InferenceEndpoint = {

@@ -16,7 +16,7 @@ import { jsonResponse } from "../http/json.ts";
 import { parseMessagesRequest } from "../formats/messages/mod.ts";
 import { estimateChatTokens } from "../formats/chat/request.ts";
 import { authenticateCaller } from "./auth.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { checkContextLength } from "../tokens/mod.ts";
 
 /** Members of a Messages request that describe generation, not input: accepted and not counted. */
 const GENERATION_ONLY = ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences"];

@@ -11,12 +11,18 @@
 import type { GatewayContext } from "./context.ts";
 import type { Params } from "../http/params.ts";
 import { jsonResponse } from "../http/json.ts";
-import { b64, keyId, parseNote, SIG_ED25519 } from "../aci/note.ts";
-import { keysetEntry } from "../aci/log_entry.ts";
+import {
+  b64,
+  bytesEqual,
+  keyId,
+  keysetEntry,
+  NOTE_KEY_ALGO,
+  parseHex,
+  parseNote,
+  SIG_ED25519,
+} from "../aci/mod.ts";
 import { type CanonicalReport, KEYSET_ARCHIVE } from "../attestation/reports.ts";
 import type { ReportCollateral } from "../attestation/own_collateral.ts";
-import { NOTE_KEY_ALGO } from "../aci/signer.ts";
-import { bytesEqual, parseHex } from "../aci/hex.ts";
 import { receiptLeaf } from "./tlog.ts";
 import { GatewayError } from "../http/errors.ts";
 import { BUNDLE_FORMAT } from "../verify/bundle.ts";

@@ -5,7 +5,7 @@
  * `ForwardPlan` failover reads and its `AttemptLog` sink's companion, so
  * forwarding makes no per-request closures.
  */
-import { sha256Prefixed } from "../aci/digest.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
 import { spliceJson } from "../http/json_splice.ts";
 import type { JsonDocument } from "../http/body.ts";
 import type { ErrorFormat, GatewayError } from "../http/errors.ts";

@@ -3,8 +3,7 @@
  * its body may be read (#15, #25), the body read, decrypted (E2EE v2), hashed
  * into the receipt and parsed once.
  */
-import { newReceiptId } from "../aci/receipt.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
+import { newReceiptId, sha256Prefixed } from "../aci/mod.ts";
 import {
   largeBodyTurn,
   parseJsonDocument,

@@ -7,8 +7,8 @@
 import type { Candidate } from "../routing/select.ts";
 import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
-import type { TokenizerName } from "../tokens/count.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import type { TokenizerName } from "../tokens/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 import { idOf, usageField } from "../formats/upstream_fields.ts";
 
 // The stream contract lives with the formats that implement it.

@@ -15,7 +15,7 @@
 import type { ChatModel } from "../catalog/catalog.ts";
 import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat/request.ts";
 import type { ChatRequest } from "../formats/chat/types.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { checkContextLength } from "../tokens/mod.ts";
 
 export interface PromptTokens {
   /** Reserved at admission: the exact count, or the ceiling when that decided. */

@@ -3,7 +3,7 @@ import type { GatewayContext } from "./context.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { Params } from "../http/params.ts";
 import { jsonResponse } from "../http/json.ts";
-import { signatureEnvelope } from "../aci/legacy.ts";
+import { signatureEnvelope } from "../aci/mod.ts";
 import { signingAlgo } from "./attestation.ts";
 import { authenticateCaller, credentialHeader } from "./auth.ts";
 

@@ -15,7 +15,7 @@ import {
 import { basePlan, costOf, nativeOrTranslated } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
-import { bytesToHex } from "../aci/hex.ts";
+import { bytesToHex } from "../aci/mod.ts";
 
 export const responsesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/responses",

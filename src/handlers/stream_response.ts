@@ -7,13 +7,13 @@
  * still finalizes the receipt over what was written.
  */
 import { GatewayError } from "../http/errors.ts";
-import { BodyHasher } from "../aci/digest.ts";
+import { BodyHasher } from "../aci/mod.ts";
 import { SseDecoder } from "../formats/sse.ts";
 import type { ReceiptRecorder } from "../receipts/recorder.ts";
 import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
 import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
 import { bodySourceOf } from "../upstream/h1_client.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { Settle, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";

@@ -10,9 +10,9 @@
  */
 import type { Candidate } from "../routing/select.ts";
 import type { AttemptFailureKind, AttemptLog } from "../routing/failover.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 
-import type { ReceiptEvent } from "../aci/receipt.ts";
+import type { ReceiptEvent } from "../aci/mod.ts";
 export type { ReceiptEvent };
 
 export interface ReceiptDraft {

@@ -7,7 +7,7 @@
  * (the request log).
  */
 import { GatewayError } from "../http/errors.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
 import type { BodyReadLimits } from "../upstream/body_read.ts";
 import {
   type AttemptAnswer,

@@ -6,7 +6,7 @@
  * never reach a provider that does not satisfy the constraints.
  */
 import { badParam, GatewayError } from "../http/errors.ts";
-import type { ProviderConfig } from "../config/schema.ts";
+import type { ProviderConfig } from "../config/mod.ts";
 import type { RoutingConstraints } from "./provider_block.ts";
 
 /**

@@ -6,7 +6,7 @@
  * expired upstream is not verified until a verification passes again.
  */
 import type { VerificationState } from "../routing/select.ts";
-import type { ProviderConfig } from "../config/schema.ts";
+import type { ProviderConfig } from "../config/mod.ts";
 import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "./types.ts";
 import type { TeeAttested } from "../routing/select.ts";
 import type { SessionStore } from "./store.ts";

@@ -4,7 +4,7 @@
  * verifier interface that produces them. `session_id = hex(sha256(JCS(doc)))`;
  * the id is not inside the document.
  */
-import type { ProviderConfig } from "../config/schema.ts";
+import type { ProviderConfig } from "../config/mod.ts";
 import type { TlsObservation } from "../upstream/tls_observe.ts";
 
 export type ClaimSource =

@@ -5,7 +5,7 @@
  * before it is verified. The development verifier only exists in the
  * development configuration.
  */
-import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
+import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
 import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
 import { createVerifierDeps, verifierFor } from "./upstream/mod.ts";
 import type { CollateralSource } from "../verify/tdx/collateral_source.ts";

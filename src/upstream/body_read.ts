@@ -7,7 +7,7 @@
  * upstream exchange, so its connection is closed, never reused half-read.
  */
 import { GatewayError } from "../http/errors.ts";
-import { concatBytes } from "../aci/bytes.ts";
+import { concatBytes } from "../aci/mod.ts";
 import { type After, type Deadline, timerAfter } from "../http/deadlines.ts";
 
 export interface BodyReadLimits {

@@ -9,8 +9,8 @@ import {
   countChatInto,
   TokenCounter,
   type TokenizerName,
-} from "../../tokens/count.ts";
-import { utf8Length } from "../../tokens/bounds.ts";
+  utf8Length,
+} from "../../tokens/mod.ts";
 import { z } from "zod";
 import { badParam } from "../../http/errors.ts";
 import type { ChatModel } from "../../catalog/catalog.ts";

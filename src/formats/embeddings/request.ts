@@ -1,5 +1,5 @@
 /** `/v1/embeddings`: validation against the embedding model, the upstream body and the answer. Pure. */
-import { countText, newBpeBudget } from "../../tokens/count.ts";
+import { countText, newBpeBudget } from "../../tokens/mod.ts";
 import { z } from "zod";
 import { badParam, GatewayError } from "../../http/errors.ts";
 import type { EmbeddingModel } from "../../catalog/catalog.ts";

@@ -6,7 +6,7 @@
  * the observed TLS key to be one the attested keyset lists. Anything short
  * of every check passing is a failure.
  */
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes } from "../../aci/mod.ts";
 import type {
   SessionDocument,
   UpstreamVerifier,

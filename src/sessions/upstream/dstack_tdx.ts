@@ -8,8 +8,7 @@
  * GPU payload with the same nonce. The session document records
  * the exact report bytes as evidence.
  */
-import { isDevQuote } from "../../aci/dev_quote.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import type {
   SessionDocument,
   UpstreamVerifier,

@@ -3,7 +3,7 @@
  * dependencies (TLS observation and pinned fetch over the `connect` main.ts
  * passes in; the clock, nonce source and TDX collateral come from the caller). Session ids: `sessions/store.ts`.
  */
-import type { ProviderConfig } from "../../config/schema.ts";
+import type { ProviderConfig } from "../../config/mod.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../types.ts";
 import { pinnedOneShotFetch } from "../../upstream/transport.ts";
 import type { TlsConnect } from "../../upstream/pinned_tls.ts";

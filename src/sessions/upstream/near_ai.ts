@@ -18,7 +18,7 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes } from "../../aci/mod.ts";
 import { parseNearAiReport } from "../../verify/near_ai/report.ts";
 import { type ComponentVerdict, verifyNearAiReport } from "../../verify/near_ai/verify.ts";
 import { allowListClaim, tcbDetail, UNKNOWN } from "./claims.ts";

@@ -19,8 +19,7 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { isDevQuote } from "../../aci/dev_quote.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
 import { parseSnpReport, snpReportHex } from "../../verify/sev_snp/report.ts";
 import { verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
