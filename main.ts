@@ -24,7 +24,7 @@ import { upstreamVerifiers } from "./src/app/upstream_verifiers.ts";
 import { openConfiguredStore, openStore, type StoreIo } from "./src/app/open_store.ts";
 import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
 import tls from "node:tls";
-import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
+import { PROXY_VARIABLES } from "./src/upstream/mod.ts";
 import { runKeys } from "./src/cli/keys.ts";
 import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
 import { noopMetrics, type ProcessStats } from "./src/operator/metrics.ts";
@@ -37,15 +37,16 @@ const PROVIDER_KINDS = new Set(["near-ai", "tinfoil"]);
 import { runMonitor } from "./src/cli/monitor.ts";
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
-import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
-import { type SnpRoot, snpRootsFromPem } from "./src/verify/sev_snp/trust.ts";
 import {
   AMD_KDS_BASE_URL,
   kdsVcekSource,
   localVcekSource,
+  pemCertificatesToDer,
+  type SnpRoot,
+  snpRootsFromPem,
+  tdxQuoteCheck,
   type VcekSource,
-} from "./src/verify/sev_snp/vcek_source.ts";
-import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
+} from "./src/verify/mod.ts";
 import { takeOptions, UsageError } from "./src/cli/args.ts";
 import { createLogBuffer } from "./src/app/log_buffer.ts";
 import {

@@ -105,6 +105,13 @@ const FRONT_DOORS: FrontDoor[] = [
   modDoor("src/tokens/"),
   modDoor("src/config/"),
   modDoor("src/store/"),
+  modDoor("src/verify/"),
+  modDoor("src/upstream/"),
+  modDoor("src/tlog/"),
+  modDoor("src/catalog/"),
+  modDoor("src/e2ee/"),
+  modDoor("src/receipts/"),
+  modDoor("src/routing/"),
   { paths: ["src/sessions/upstream/"], doors: ["src/sessions/upstream/mod.ts"] },
 ];
 
@@ -117,20 +124,13 @@ const FRONT_DOOR_NOT_YET = [
   "src/accounts/",
   "src/app/",
   "src/attestation/",
-  "src/catalog/",
   "src/cli/",
   "src/demo/",
-  "src/e2ee/",
   "src/formats/",
   "src/handlers/",
   "src/http/",
   "src/operator/",
-  "src/receipts/",
-  "src/routing/",
   "src/sessions/",
-  "src/tlog/",
-  "src/upstream/",
-  "src/verify/",
 ];
 
 /** Tests (beside the code or in tests/) may use any module and reach inside folders. */
@@ -367,7 +367,7 @@ Deno.test("architecture: an upward import from a file main.ts does not reach tur
   const bypassing = new Set(frontDoorBypasses(FRONT_DOORS, house, isTest));
   assert.deepEqual(
     frontDoorBypasses(FRONT_DOORS, wrong, isTest).filter((e) => !bypassing.has(e)),
-    ["src/aci/jcs.ts -> src/client/tlog.ts"],
+    ["src/aci/jcs.ts -> src/client/tlog.ts", "src/tlog/log.ts -> src/receipts/service.ts"],
   );
 });
 

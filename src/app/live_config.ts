@@ -11,7 +11,7 @@
  * and the digest show in the operator's `/healthz` and `GET /admin/v1/config`.
  */
 import { ConfigError, type GatewayConfig, parseConfig } from "../config/mod.ts";
-import { Catalog } from "../catalog/catalog.ts";
+import { Catalog } from "../catalog/mod.ts";
 import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
 import { GatewayError } from "../http/errors.ts";
 import { jcs, sha256Prefixed } from "../aci/mod.ts";

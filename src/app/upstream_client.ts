@@ -7,7 +7,7 @@ import {
   createUpstreamTransport,
   type TransportDeps,
   type UpstreamTransport,
-} from "../upstream/transport.ts";
+} from "../upstream/mod.ts";
 
 /** The upstream client: over the runtime's sockets, or fetch when a proxy variable is set. */
 export function upstreamTransport(

@@ -6,9 +6,8 @@
  * else the plain fetch.
  */
 import { GatewayError } from "../http/errors.ts";
-import type { Candidate } from "../routing/select.ts";
-import type { UpstreamFetch } from "../upstream/forward.ts";
-import type { UpstreamTransport } from "../upstream/transport.ts";
+import type { Candidate } from "../routing/mod.ts";
+import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 
 export function createFetchFor(o: {
   transport: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa"> | undefined;

@@ -7,7 +7,7 @@
  * No prompt is sent; the request carries only the provider's credential.
  */
 import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
-import { joinUrl, readBounded, type UpstreamFetch } from "../upstream/forward.ts";
+import { joinUrl, readBounded, type UpstreamFetch } from "../upstream/mod.ts";
 
 export interface ModelsCheckDeps {
   fetchFor(p: ProviderConfig): UpstreamFetch;

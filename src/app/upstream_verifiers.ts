@@ -5,8 +5,8 @@
  */
 import type { GatewayConfig } from "../config/mod.ts";
 import { productionVerifiers } from "../sessions/verifiers.ts";
-import type { TlsConnect } from "../upstream/pinned_tls.ts";
-import { pemCertificatesToDer } from "../verify/x509/pem.ts";
+import type { TlsConnect } from "../upstream/mod.ts";
+import { pemCertificatesToDer } from "../verify/mod.ts";
 import { collateralSource, gpuDeps, snpTrust, type TrustIo } from "./trust_sources.ts";
 import { StartupError } from "./startup_checks.ts";
 

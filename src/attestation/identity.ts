@@ -16,7 +16,7 @@ import {
   type WorkloadKeys,
   type WorkloadKeyset,
 } from "../aci/mod.ts";
-import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/keys.ts";
+import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/mod.ts";
 
 /** The log origin when none is configured (tests, bench). */
 export const DEFAULT_LOG_ORIGIN = "localhost/v1/aci/log";

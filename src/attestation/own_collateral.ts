@@ -13,11 +13,11 @@ import {
   archiveDigest,
   type CollateralArchive,
   CollateralCollector,
-} from "../verify/collateral_archive.ts";
-import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
-import { quoteCollateralKey } from "../verify/tdx/dcap.ts";
-import { parseSnpReport } from "../verify/sev_snp/report.ts";
-import type { SnpTrust } from "../verify/sev_snp/trust.ts";
+  type CollateralSource,
+  parseSnpReport,
+  quoteCollateralKey,
+  type SnpTrust,
+} from "../verify/mod.ts";
 import type { CanonicalReport } from "./reports.ts";
 
 /** What a bundle says about a report's collateral. */

@@ -11,7 +11,13 @@
  */
 import { Buffer } from "node:buffer";
 import { parseOptions, UsageError } from "./args.ts";
-import { type Fetch, followLog, LogReader, type MonitorState } from "../verify/tlog.ts";
+import {
+  type Fetch,
+  followLog,
+  LogReader,
+  type MonitorState,
+  type QuoteCheck,
+} from "../verify/mod.ts";
 import {
   bytesEqual,
   bytesToHex,
@@ -25,7 +31,6 @@ import {
   verifyConsistency,
   verifyNote,
 } from "../aci/mod.ts";
-import type { QuoteCheck } from "../verify/evidence.ts";
 
 export interface MonitorDeps {
   fetch: Fetch;

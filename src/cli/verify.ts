@@ -21,23 +21,32 @@ import {
   verifyInclusion,
   verifyNote,
 } from "../aci/mod.ts";
-import { allPassed, type Check } from "../verify/checks.ts";
-import type { QuoteCheck } from "../verify/evidence.ts";
-import { isRecord } from "../verify/json_shape.ts";
-import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
-import { verifyReceipt } from "../verify/receipt.ts";
-import { verifyReport } from "../verify/report.ts";
-import { verifyBundle } from "../verify/bundle.ts";
-import { extractKeyset } from "../verify/report.ts";
-import { followLog, keysetLogKeys } from "../verify/tlog.ts";
+import {
+  allPassed,
+  type AuditChoices,
+  type AuditTrust,
+  type Check,
+  check,
+  defaultGpuDeps,
+  EVIDENCE_KINDS,
+  evidenceContext,
+  evidenceKind,
+  extractKeyset,
+  followLog,
+  type GpuDeps,
+  hardwareQuoteCheck,
+  isRecord,
+  keysetLogKeys,
+  type QuoteCheck,
+  verifyBundle,
+  verifyLegacyReport,
+  verifyReceipt,
+  verifyReport,
+  verifySessionGpu,
+  verifySignatureEnvelope,
+} from "../verify/mod.ts";
 import { Buffer } from "node:buffer";
-import { check } from "../verify/checks.ts";
-import { verifyE2eeResponse } from "../e2ee/verify.ts";
-import { defaultGpuDeps, type GpuDeps } from "../verify/nvidia/deps.ts";
-import { verifySessionGpu } from "../verify/session_gpu.ts";
-import { hardwareQuoteCheck } from "../verify/hardware_quote_check.ts";
-import { EVIDENCE_KINDS, evidenceKind } from "../verify/kinds/table.ts";
-import { type AuditChoices, type AuditTrust, evidenceContext } from "../verify/kinds/types.ts";
+import { verifyE2eeResponse } from "../e2ee/mod.ts";
 import { ACCEPTABLE_TCB_STATUSES, type AcceptableTcbStatus } from "../config/mod.ts";
 
 /** Everything the command needs from the outside world. */

@@ -10,7 +10,7 @@
  */
 import { bytesToHex, devQuote, hexToBytes, isLowerHex } from "../aci/mod.ts";
 import { GatewayError } from "../http/errors.ts";
-import { expectedReportData } from "../verify/dstack/report_data.ts";
+import { expectedReportData } from "../verify/mod.ts";
 
 /** The path the endpoint answers. */
 const DEV_ATTESTATION_PATH = "/v1/attestation/report";

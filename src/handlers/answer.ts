@@ -5,8 +5,8 @@
  */
 import { GatewayError } from "../http/errors.ts";
 import { sha256Prefixed } from "../aci/mod.ts";
-import { responseIdOf } from "../receipts/response_id.ts";
-import type { ForwardResult } from "../routing/failover.ts";
+import { responseIdOf } from "../receipts/mod.ts";
+import type { ForwardResult } from "../routing/mod.ts";
 import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/mod.ts";
 import type { InferencePlan, Settle } from "./plan.ts";
 import type { InferenceState } from "./inference_state.ts";

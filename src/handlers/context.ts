@@ -6,15 +6,13 @@
 import type { PolicyRegistry } from "../sessions/policy/registry.ts";
 import type { AnsweredExchange, AnswerSignatures } from "../sessions/answer_signatures.ts";
 import type { ConfigControl } from "./config_control.ts";
-import type { CacheSalter } from "../routing/cache_salt.ts";
+import type { CacheSalter, ForwardDeps, VerificationState } from "../routing/mod.ts";
 import type { GatewayConfig } from "../config/mod.ts";
-import type { Catalog } from "../catalog/catalog.ts";
+import type { Catalog } from "../catalog/mod.ts";
 import type { Authenticator } from "../accounts/keys.ts";
 import type { Admitter } from "../accounts/admission.ts";
 import type { GroupCommitter } from "../store/mod.ts";
-import type { ForwardDeps } from "../routing/failover.ts";
-import type { VerificationState } from "../routing/select.ts";
-import type { ReceiptService } from "../receipts/service.ts";
+import type { ReceiptService } from "../receipts/mod.ts";
 import type { RequestInfo } from "./request_info.ts";
 import type { Identity } from "../attestation/identity.ts";
 import type { CanonicalReport, ReportService } from "../attestation/reports.ts";
@@ -27,8 +25,8 @@ import type { GatewayMetrics } from "../operator/metrics.ts";
 import type { PreAdmission } from "../accounts/pre_admission.ts";
 import type { BodyBudget } from "../http/body_budget.ts";
 import type { DeadlineWheel } from "../http/deadlines.ts";
-import type { E2eeDeps } from "../e2ee/service.ts";
-import type { TransparencyLog } from "../tlog/log.ts";
+import type { E2eeDeps } from "../e2ee/mod.ts";
+import type { TransparencyLog } from "../tlog/mod.ts";
 
 export type LogLine = Record<string, unknown>;
 

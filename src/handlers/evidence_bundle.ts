@@ -25,7 +25,7 @@ import { type CanonicalReport, KEYSET_ARCHIVE } from "../attestation/reports.ts"
 import type { ReportCollateral } from "../attestation/own_collateral.ts";
 import { receiptLeaf } from "./tlog.ts";
 import { GatewayError } from "../http/errors.ts";
-import { BUNDLE_FORMAT } from "../verify/bundle.ts";
+import { BUNDLE_FORMAT } from "../verify/mod.ts";
 
 /** Archived keysets scanned for the checkpoint's signer (rotations × replicas stay far below). */
 const MAX_KEYSETS = 10_000;

@@ -11,9 +11,9 @@ import {
   requireJsonContentType,
 } from "../http/body.ts";
 import { freezeJson } from "../http/json_splice.ts";
-import { ReceiptRecorder } from "../receipts/recorder.ts";
-import { refuseClientSalt } from "../routing/cache_salt.ts";
-import { openE2ee } from "../e2ee/service.ts";
+import { ReceiptRecorder } from "../receipts/mod.ts";
+import { refuseClientSalt } from "../routing/mod.ts";
+import { openE2ee } from "../e2ee/mod.ts";
 import { credentialHeader } from "./auth.ts";
 import type { InferenceState } from "./inference_state.ts";
 

@@ -4,7 +4,7 @@
  * the upstream's answer into the client's format. Built by thin per-endpoint
  * modules; the pipeline does everything else.
  */
-import type { Candidate } from "../routing/select.ts";
+import type { Candidate } from "../routing/mod.ts";
 import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
 import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
 import type { TokenizerName } from "../tokens/mod.ts";

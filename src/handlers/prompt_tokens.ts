@@ -12,7 +12,7 @@
  * usage the upstream never reported). Otherwise it is counted as before, with
  * the model's tokenizer, stopping past its context.
  */
-import type { ChatModel } from "../catalog/catalog.ts";
+import type { ChatModel } from "../catalog/mod.ts";
 import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat/request.ts";
 import type { ChatRequest } from "../formats/chat/types.ts";
 import { checkContextLength } from "../tokens/mod.ts";

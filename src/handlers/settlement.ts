@@ -7,7 +7,7 @@
  */
 import type { Admission } from "../accounts/admission.ts";
 import { dailyUsageWrites } from "../accounts/usage_daily.ts";
-import type { ReceiptRecorder } from "../receipts/recorder.ts";
+import type { ReceiptRecorder } from "../receipts/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import type { RequestInfo } from "./request_info.ts";

@@ -9,10 +9,8 @@
 import { GatewayError } from "../http/errors.ts";
 import { BodyHasher } from "../aci/mod.ts";
 import { SseDecoder } from "../formats/sse.ts";
-import type { ReceiptRecorder } from "../receipts/recorder.ts";
-import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
-import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
-import { bodySourceOf } from "../upstream/h1_client.ts";
+import { type ReceiptRecorder, responseIdOf, StreamIdFinder } from "../receipts/mod.ts";
+import { bodySourceOf, chunkReader, drainRest } from "../upstream/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { Settle, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "./context.ts";

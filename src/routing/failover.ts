@@ -8,14 +8,14 @@
  */
 import { GatewayError } from "../http/errors.ts";
 import { sha256Prefixed } from "../aci/mod.ts";
-import type { BodyReadLimits } from "../upstream/body_read.ts";
 import {
   type AttemptAnswer,
   type AttemptFailure,
+  type BodyReadLimits,
   joinUrl,
   sendAttempt,
   type UpstreamFetch,
-} from "../upstream/forward.ts";
+} from "../upstream/mod.ts";
 import type { Candidate } from "./select.ts";
 
 export interface ForwardDeps {

@@ -12,7 +12,7 @@
  * skipped, never queued without bound).
  */
 import type { ProviderConfig } from "../config/mod.ts";
-import { verifyNearSignature } from "../verify/near_ai/signature.ts";
+import { verifyNearSignature } from "../verify/mod.ts";
 import type { SessionDocument, VerifierDeps } from "./types.ts";
 import { fetchEvidence, parseJsonObject, v1Url, VerificationFailure } from "./upstream/mod.ts";
 

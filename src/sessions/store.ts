@@ -15,7 +15,7 @@ import {
   retryTransient,
 } from "../store/mod.ts";
 import type { SessionDocument } from "./types.ts";
-import { archiveDigest, type CollateralArchive } from "../verify/collateral_archive.ts";
+import { archiveDigest, type CollateralArchive } from "../verify/mod.ts";
 
 export const SESSION_PREFIX = "sessions";
 export const CURRENT_PREFIX = "sessions_current";

@@ -13,7 +13,7 @@ import {
 } from "../../tokens/mod.ts";
 import { z } from "zod";
 import { badParam } from "../../http/errors.ts";
-import type { ChatModel } from "../../catalog/catalog.ts";
+import type { ChatModel } from "../../catalog/mod.ts";
 import type { ChatMessage, ChatRequest, ChatResponse } from "./types.ts";
 import { parseWith } from "../zod_error.ts";
 

@@ -2,7 +2,7 @@
 import { countText, newBpeBudget } from "../../tokens/mod.ts";
 import { z } from "zod";
 import { badParam, GatewayError } from "../../http/errors.ts";
-import type { EmbeddingModel } from "../../catalog/catalog.ts";
+import type { EmbeddingModel } from "../../catalog/mod.ts";
 import { parseWith } from "../zod_error.ts";
 import { mediaUrl } from "../chat/request.ts";
 import type { TokenUsage } from "../stream_translator.ts";

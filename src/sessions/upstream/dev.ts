@@ -14,7 +14,7 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { checkReportData } from "../../verify/dstack/report_data.ts";
+import { checkReportData } from "../../verify/mod.ts";
 import { UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";

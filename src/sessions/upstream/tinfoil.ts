@@ -20,16 +20,17 @@ import type {
   VerifyTarget,
 } from "../types.ts";
 import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
-import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
-import { parseSnpReport, snpReportHex } from "../../verify/sev_snp/report.ts";
-import { verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
-import { verifyReleaseBundle } from "../../verify/sigstore/release.ts";
 import {
   matchRelease,
+  parseSnpReport,
   parseTinfoilEvidence,
+  snpReportHex,
   tinfoilBinding,
   type TinfoilEvidence,
-} from "../../verify/tinfoil/attestation.ts";
+  verifyReleaseBundle,
+  verifySnpReport,
+  verifyTdxQuoteWithSource,
+} from "../../verify/mod.ts";
 import { allowListClaim, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import {
   confidentialOf,
