@@ -22,12 +22,16 @@ import { serveArgs } from "./src/cli/serve_args.ts";
 import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
 import { upstreamVerifiers } from "./src/app/upstream_verifiers.ts";
 import { openConfiguredStore, openStore, type StoreIo } from "./src/app/open_store.ts";
-import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
+import { DEFAULT_TIERS } from "./src/accounts/mod.ts";
 import tls from "node:tls";
 import { PROXY_VARIABLES } from "./src/upstream/mod.ts";
 import { runKeys } from "./src/cli/keys.ts";
-import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
-import { noopMetrics, type ProcessStats } from "./src/operator/metrics.ts";
+import {
+  ADMIN_TOKEN_ENV,
+  noopMetrics,
+  operatorAuth,
+  type ProcessStats,
+} from "./src/operator/mod.ts";
 import process from "node:process";
 import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
 import { runProviderVerify } from "./src/cli/verify_provider.ts";

@@ -4,7 +4,7 @@
  * and root, SEV-SNP roots, GPU roots and collateral), read with main.ts's I/O.
  */
 import type { GatewayConfig } from "../config/mod.ts";
-import { productionVerifiers } from "../sessions/verifiers.ts";
+import { productionVerifiers } from "../sessions/mod.ts";
 import type { TlsConnect } from "../upstream/mod.ts";
 import { pemCertificatesToDer } from "../verify/mod.ts";
 import { collateralSource, gpuDeps, snpTrust, type TrustIo } from "./trust_sources.ts";

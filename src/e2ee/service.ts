@@ -9,7 +9,7 @@
  */
 import { GatewayError } from "../http/errors.ts";
 import { parseJsonBody } from "../http/body.ts";
-import type { Translator } from "../formats/stream_translator.ts";
+import type { Translator } from "../formats/mod.ts";
 import {
   type AadContext,
   canEncryptTo,

@@ -13,8 +13,7 @@ import type { GatewayContext } from "./context.ts";
 import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
 import { badParam } from "../http/errors.ts";
 import { jsonResponse } from "../http/json.ts";
-import { parseMessagesRequest } from "../formats/messages/mod.ts";
-import { estimateChatTokens } from "../formats/chat/request.ts";
+import { estimateChatTokens, parseMessagesRequest } from "../formats/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 import { checkContextLength } from "../tokens/mod.ts";
 

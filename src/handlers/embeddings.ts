@@ -6,7 +6,7 @@ import {
   embeddingUsage,
   parseEmbeddingRequest,
   upstreamEmbeddingBody,
-} from "../formats/embeddings/request.ts";
+} from "../formats/mod.ts";
 import { GatewayError } from "../http/errors.ts";
 import { basePlan } from "./plan.ts";
 

@@ -21,8 +21,7 @@ import {
   parseNote,
   SIG_ED25519,
 } from "../aci/mod.ts";
-import { type CanonicalReport, KEYSET_ARCHIVE } from "../attestation/reports.ts";
-import type { ReportCollateral } from "../attestation/own_collateral.ts";
+import { type CanonicalReport, KEYSET_ARCHIVE, type ReportCollateral } from "../attestation/mod.ts";
 import { receiptLeaf } from "./tlog.ts";
 import { GatewayError } from "../http/errors.ts";
 import { BUNDLE_FORMAT } from "../verify/mod.ts";

@@ -5,7 +5,7 @@
  * the operator token on `/healthz` or at `GET /admin/v1/health`.
  */
 import { jsonResponse } from "../http/json.ts";
-import type { OperatorAuth } from "../operator/admin_token.ts";
+import type { OperatorAuth } from "../operator/mod.ts";
 
 /** What health needs (the gateway's context satisfies it). */
 export interface HealthDeps {

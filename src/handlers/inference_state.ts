@@ -17,8 +17,7 @@ import {
   withSalt,
 } from "../routing/mod.ts";
 import type { ReceiptRecorder } from "../receipts/mod.ts";
-import type { Admission } from "../accounts/admission.ts";
-import type { KeyRecord } from "../accounts/keys.ts";
+import type { Admission, KeyRecord } from "../accounts/mod.ts";
 import type { BodyTicket } from "../http/body_budget.ts";
 import type { OpenedRequest } from "../e2ee/mod.ts";
 import type { GatewayContext } from "./context.ts";

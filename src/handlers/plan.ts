@@ -5,14 +5,13 @@
  * modules; the pipeline does everything else.
  */
 import type { Candidate } from "../routing/mod.ts";
-import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
-import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
+import { idOf, type TokenUsage, type Translator, usageField } from "../formats/mod.ts";
+import { MAX_SETTLEMENT_NANO } from "../accounts/mod.ts";
 import type { TokenizerName } from "../tokens/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
-import { idOf, usageField } from "../formats/upstream_fields.ts";
 
 // The stream contract lives with the formats that implement it.
-export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
+export type { TokenUsage, Translator } from "../formats/mod.ts";
 
 export interface InferencePlan {
   /** The model id the client asked for (echoed in responses and receipts). */

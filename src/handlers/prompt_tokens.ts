@@ -13,8 +13,7 @@
  * the model's tokenizer, stopping past its context.
  */
 import type { ChatModel } from "../catalog/mod.ts";
-import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat/request.ts";
-import type { ChatRequest } from "../formats/chat/types.ts";
+import { type ChatRequest, chatTokenCeilingOf, estimateChatTokens } from "../formats/mod.ts";
 import { checkContextLength } from "../tokens/mod.ts";
 
 export interface PromptTokens {

@@ -8,7 +8,7 @@
  */
 import { GatewayError } from "../http/errors.ts";
 import { BodyHasher } from "../aci/mod.ts";
-import { SseDecoder } from "../formats/sse.ts";
+import { SseDecoder } from "../formats/mod.ts";
 import { type ReceiptRecorder, responseIdOf, StreamIdFinder } from "../receipts/mod.ts";
 import { bodySourceOf, chunkReader, drainRest } from "../upstream/mod.ts";
 import type { KvWrite } from "../store/mod.ts";

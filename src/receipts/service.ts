@@ -8,7 +8,7 @@ import { type Receipt, receiptEntry, signReceiptJcs } from "../aci/mod.ts";
 import { GatewayError } from "../http/errors.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { ReceiptDraft } from "./recorder.ts";
-import type { Identity } from "../attestation/identity.ts";
+import type { Identity } from "../attestation/mod.ts";
 import { createRefusalStore, type RefusalPolicy } from "./refusals.ts";
 import { decodeReceiptRow, encodeReceiptRow } from "./stored_row.ts";
 

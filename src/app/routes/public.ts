@@ -19,8 +19,8 @@ import {
   getTile,
   TILE_SEGMENTS,
 } from "../../handlers/tlog.ts";
-import { OwnKeySchema } from "../../accounts/key_views.ts";
-import { catalogFilters, dayParam, schemaOf, str } from "../../operator/openapi_operations.ts";
+import { OwnKeySchema } from "../../accounts/mod.ts";
+import { catalogFilters, dayParam, schemaOf, str } from "../../operator/mod.ts";
 import type { RouteRow } from "./row.ts";
 
 export const PUBLIC_ROUTES: RouteRow[] = [

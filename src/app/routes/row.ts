@@ -8,7 +8,7 @@ import type { ErrorFormat } from "../../http/errors.ts";
 import type { Handler } from "../../http/router.ts";
 import type { GatewayContext } from "../../handlers/context.ts";
 import type { InferenceEndpoint } from "../../handlers/pipeline.ts";
-import type { Op } from "../../operator/openapi_operations.ts";
+import type { Op } from "../../operator/mod.ts";
 
 /** What the OpenAPI document says of a route beyond what its row already says. */
 export type OpDoc = Omit<Op, "auth" | "anthropic" | "inference">;
