@@ -12,7 +12,7 @@
  * flight can take the effective balance below zero (by its own overrun).
  */
 
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { type KvWrite, retryTransient } from "../store/mod.ts";
 import {
   type AccountState,

@@ -35,7 +35,7 @@
  * once. The balance never exceeds the credits given minus those spent.
  */
 import { type KvWrite, retryTransient } from "../store/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { creditRefundKey, u64 } from "./kv_layout.ts";
 
 /** Credits (nano) reserved/closed; lease slices' requests and tokens reserved/closed. */

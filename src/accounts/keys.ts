@@ -13,7 +13,7 @@
 
 import { Buffer } from "node:buffer";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { retryTransient } from "../store/mod.ts";
 import { balanceKey, digestIndexKey, keyRecordKey } from "./kv_layout.ts";
 

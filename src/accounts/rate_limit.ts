@@ -12,7 +12,7 @@
  * the reservation) that the next admission folds into the bucket.
  */
 
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { KeyRecord, Tier } from "./keys.ts";
 import {

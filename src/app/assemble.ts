@@ -4,7 +4,13 @@
  * log sink, environment lookup). main.ts and the tests both call this, so
  * tests exercise exactly what production runs.
  */
-import { StreamTicker, tickPeriodMs } from "../handlers/stream_ticker.ts";
+import {
+  type GatewayContext,
+  type LogLine,
+  type RequestInfo,
+  StreamTicker,
+  tickPeriodMs,
+} from "../handlers/mod.ts";
 import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
 import { Catalog } from "../catalog/mod.ts";
 import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
@@ -16,7 +22,7 @@ import {
   keyAdmin,
   PreAdmission,
 } from "../accounts/mod.ts";
-import { BodyBudget } from "../http/body_budget.ts";
+import { BodyBudget, DeadlineWheel } from "../http/mod.ts";
 import { GroupCommitter } from "../store/mod.ts";
 import {
   createIdentity,
@@ -30,8 +36,6 @@ import {
 import { createReceiptService } from "../receipts/mod.ts";
 import { API_VERSION, type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
 import { SERVICE_CAPABILITIES } from "./routes/table.ts";
-import type { GatewayContext, LogLine } from "../handlers/context.ts";
-import type { RequestInfo } from "../handlers/pipeline.ts";
 import { createCacheSalter, type VerificationState } from "../routing/mod.ts";
 import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 import { bytesToHex, hexToBytes, keysetEntry } from "../aci/mod.ts";
@@ -52,7 +56,6 @@ import {
   operatorAuth,
   type ProcessStats,
 } from "../operator/mod.ts";
-import { DeadlineWheel } from "../http/deadlines.ts";
 import { createReplayGuard } from "../e2ee/mod.ts";
 import { startReplicaUpkeep } from "./replica_upkeep.ts";
 import { createFetchFor } from "./upstream_fetch.ts";

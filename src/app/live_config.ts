@@ -13,11 +13,10 @@
 import { ConfigError, type GatewayConfig, parseConfig } from "../config/mod.ts";
 import { Catalog } from "../catalog/mod.ts";
 import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { jcs, sha256Prefixed } from "../aci/mod.ts";
 import { StartupError, unsetKeyVariables } from "./startup_checks.ts";
-import type { GatewayContext, LogLine } from "../handlers/context.ts";
-import type { ConfigControl, ConfigView } from "../handlers/config_control.ts";
+import type { ConfigControl, ConfigView, GatewayContext, LogLine } from "../handlers/mod.ts";
 
 /** The sections that change live; every other one needs a restart. */
 const LIVE = new Set(["providers", "models", "embedding_models"]);

@@ -6,7 +6,7 @@
  */
 import { recoverHolds } from "../accounts/mod.ts";
 import type { Identity, ReplicaRegistry, ReportService } from "../attestation/mod.ts";
-import type { LogLine } from "../handlers/context.ts";
+import type { LogLine } from "../handlers/mod.ts";
 
 export interface ReplicaUpkeep {
   /** Announces this replica's current attestation. */

@@ -5,7 +5,7 @@
  * re-verified, or another key). A private-CA upstream gets its CA; anything
  * else the plain fetch.
  */
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { Candidate } from "../routing/mod.ts";
 import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 

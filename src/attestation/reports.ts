@@ -16,7 +16,7 @@ import {
   reportData,
   reportDataSlot,
 } from "../aci/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { Identity, IdentitySnapshot } from "./identity.ts";
 import type { Quote, QuoteProvider } from "./quote_provider.ts";
 import type { SourceProvenance } from "./provenance.ts";

@@ -3,7 +3,7 @@
  * lookup by id or alias, the public model objects, and the `zdr` / `tee`
  * filters. Pure: no I/O.
  */
-import { badParam, GatewayError } from "../http/errors.ts";
+import { badParam, GatewayError } from "../http/mod.ts";
 import type {
   EmbeddingModelConfig,
   GatewayConfig,

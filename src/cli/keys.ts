@@ -16,7 +16,7 @@ import {
   parseCredits,
   type Tiers,
 } from "../accounts/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 
 export interface KeysCliDeps {
   kv: Deno.Kv;

@@ -9,7 +9,7 @@
  * can tell that nothing here proves a TEE.
  */
 import { bytesToHex, devQuote, hexToBytes, isLowerHex } from "../aci/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { expectedReportData } from "../verify/mod.ts";
 
 /** The path the endpoint answers. */

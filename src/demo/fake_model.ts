@@ -5,7 +5,7 @@
  * upstream sends; the HTTP server only renders and paces these plans.
  */
 import type { ChatUsage } from "../formats/mod.ts";
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 import type {
   FakeChatRequest,
   FakeCompletionRequest,

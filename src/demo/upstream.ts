@@ -4,7 +4,7 @@
  * upstream of end-to-end tests. It records what it received (in memory only,
  * never logged) and can be told to misbehave (see `faults.ts`).
  */
-import { ERROR_KINDS, errorBody, GatewayError } from "../http/errors.ts";
+import { ERROR_KINDS, errorBody, GatewayError } from "../http/mod.ts";
 import { type Fault, FaultSlot } from "./faults.ts";
 import { fakeEmbeddings } from "./fake_embeddings.ts";
 import { planChat, planCompletion } from "./fake_model.ts";

@@ -4,7 +4,7 @@
  * the ACI primitives never depend on HTTP errors.
  */
 import { isLowerHex } from "../aci/mod.ts";
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 
 /**
  * The `nonce` query parameter of `GET /v1/aci/attestation`: absent → null;

@@ -9,9 +9,15 @@
  * keys` runs.
  */
 import type { z } from "zod";
-import { asGatewayError, badParam, GatewayError } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
+import {
+  asGatewayError,
+  badParam,
+  GatewayError,
+  jsonResponse,
+  parseJsonBody,
+  readBody,
+  requireJsonContentType,
+} from "../http/mod.ts";
 import { parseWith } from "../formats/mod.ts";
 import {
   CreateKeyBody,

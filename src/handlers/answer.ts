@@ -3,7 +3,7 @@
  * (`stream_response.ts`), settled against the admission and closed into the
  * receipt in one commit.
  */
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { sha256Prefixed } from "../aci/mod.ts";
 import { responseIdOf } from "../receipts/mod.ts";
 import type { ForwardResult } from "../routing/mod.ts";

@@ -7,7 +7,7 @@ import {
   parseCompletionRequest,
   upstreamCompletionBody,
 } from "../formats/mod.ts";
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { checkContextLength } from "../tokens/mod.ts";

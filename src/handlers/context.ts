@@ -25,8 +25,7 @@ import type {
 } from "../attestation/mod.ts";
 import type { StreamTicker } from "./stream_ticker.ts";
 import type { GatewayMetrics, OperatorAuth } from "../operator/mod.ts";
-import type { BodyBudget } from "../http/body_budget.ts";
-import type { DeadlineWheel } from "../http/deadlines.ts";
+import type { BodyBudget, DeadlineWheel } from "../http/mod.ts";
 import type { E2eeDeps } from "../e2ee/mod.ts";
 import type { TransparencyLog } from "../tlog/mod.ts";
 

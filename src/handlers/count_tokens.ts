@@ -10,9 +10,14 @@
  * `/v1/messages` would answer it).
  */
 import type { GatewayContext } from "./context.ts";
-import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
-import { badParam } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
+import {
+  badParam,
+  jsonResponse,
+  largeBodyTurn,
+  parseJsonBody,
+  readBody,
+  requireJsonContentType,
+} from "../http/mod.ts";
 import { estimateChatTokens, parseMessagesRequest } from "../formats/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 import { checkContextLength } from "../tokens/mod.ts";

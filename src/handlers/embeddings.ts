@@ -7,7 +7,7 @@ import {
   parseEmbeddingRequest,
   upstreamEmbeddingBody,
 } from "../formats/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { basePlan } from "./plan.ts";
 
 export const embeddingsEndpoint: InferenceEndpoint = {

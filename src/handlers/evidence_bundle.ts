@@ -9,8 +9,7 @@
  * body or key. Same access rule as the receipt.
  */
 import type { GatewayContext } from "./context.ts";
-import type { Params } from "../http/params.ts";
-import { jsonResponse } from "../http/json.ts";
+import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import {
   b64,
   bytesEqual,
@@ -23,7 +22,6 @@ import {
 } from "../aci/mod.ts";
 import { type CanonicalReport, KEYSET_ARCHIVE, type ReportCollateral } from "../attestation/mod.ts";
 import { receiptLeaf } from "./tlog.ts";
-import { GatewayError } from "../http/errors.ts";
 import { BUNDLE_FORMAT } from "../verify/mod.ts";
 
 /** Archived keysets scanned for the checkpoint's signer (rotations × replicas stay far below). */

@@ -6,9 +6,13 @@
  * forwarding makes no per-request closures.
  */
 import { sha256Prefixed } from "../aci/mod.ts";
-import { spliceJson } from "../http/json_splice.ts";
-import type { JsonDocument } from "../http/body.ts";
-import type { ErrorFormat, GatewayError } from "../http/errors.ts";
+import {
+  type BodyTicket,
+  type ErrorFormat,
+  type GatewayError,
+  type JsonDocument,
+  spliceJson,
+} from "../http/mod.ts";
 import {
   type AttemptRecord,
   type Candidate,
@@ -18,7 +22,6 @@ import {
 } from "../routing/mod.ts";
 import type { ReceiptRecorder } from "../receipts/mod.ts";
 import type { Admission, KeyRecord } from "../accounts/mod.ts";
-import type { BodyTicket } from "../http/body_budget.ts";
 import type { OpenedRequest } from "../e2ee/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import type { InferencePlan } from "./plan.ts";

@@ -5,12 +5,12 @@
  */
 import { newReceiptId, sha256Prefixed } from "../aci/mod.ts";
 import {
+  freezeJson,
   largeBodyTurn,
   parseJsonDocument,
   readBody,
   requireJsonContentType,
-} from "../http/body.ts";
-import { freezeJson } from "../http/json_splice.ts";
+} from "../http/mod.ts";
 import { ReceiptRecorder } from "../receipts/mod.ts";
 import { refuseClientSalt } from "../routing/mod.ts";
 import { openE2ee } from "../e2ee/mod.ts";

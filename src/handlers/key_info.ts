@@ -5,8 +5,7 @@
  * and `GET /v1/usage?from&to` (per UTC day and model). The figures are the
  * admin API's (accounts/key_admin.ts).
  */
-import { badParam } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
+import { badParam, jsonResponse } from "../http/mod.ts";
 import { type Authenticator, dayRange, type KeyAdmin, ownKeyView } from "../accounts/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 

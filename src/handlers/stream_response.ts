@@ -6,7 +6,7 @@
  * debit are durably committed; a client disconnect aborts the upstream and
  * still finalizes the receipt over what was written.
  */
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { BodyHasher } from "../aci/mod.ts";
 import { SseDecoder } from "../formats/mod.ts";
 import { type ReceiptRecorder, responseIdOf, StreamIdFinder } from "../receipts/mod.ts";

@@ -5,9 +5,7 @@
  * the receipt). Shapes: /work/team/CONTRACTS.md and docs/decisions/.
  */
 import type { GatewayContext } from "./context.ts";
-import { GatewayError } from "../http/errors.ts";
-import type { Params } from "../http/params.ts";
-import { jsonResponse } from "../http/json.ts";
+import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import { b64, jcs, ownBytes, parseTilePath, type Receipt, receiptEntry } from "../aci/mod.ts";
 import { callerDigest } from "./receipts.ts";
 

@@ -5,7 +5,7 @@
  * rule: a receipt is only served to the key that made the request.
  */
 import { type Receipt, receiptEntry, signReceiptJcs } from "../aci/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { ReceiptDraft } from "./recorder.ts";
 import type { Identity } from "../attestation/mod.ts";

@@ -6,7 +6,7 @@
  * happens to an `AttemptLog` (the receipt implements it) and to `onAttempt`
  * (the request log).
  */
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { sha256Prefixed } from "../aci/mod.ts";
 import {
   type AttemptAnswer,

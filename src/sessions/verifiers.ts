@@ -9,7 +9,7 @@ import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
 import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
 import { createVerifierDeps, verifierFor } from "./upstream/mod.ts";
 import type { CollateralSource, GpuDeps } from "../verify/mod.ts";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { TlsConnect } from "../upstream/mod.ts";
 import { PolicyRegistry } from "./policy/registry.ts";
 

@@ -36,7 +36,7 @@ import {
 } from "./tiles.ts";
 import { createWitnessClient, type WitnessConfig } from "./witnesses.ts";
 import { createLogWaiters, type LogWaiters } from "./waiters.ts";
-import { type After, timerAfter } from "../http/deadlines.ts";
+import { type After, timerAfter } from "../http/mod.ts";
 
 export type { Head } from "./tiles.ts";
 

@@ -8,12 +8,13 @@ import {
   keyUsage,
   listKeys,
   listPolicies,
+  replaceConfig,
   revokeKey,
+  showConfig,
   showKey,
   updateKey,
   usageByKey,
-} from "../../handlers/admin.ts";
-import { replaceConfig, showConfig } from "../../handlers/admin_config.ts";
+} from "../../handlers/mod.ts";
 import { SignedPolicy } from "../../sessions/mod.ts";
 import {
   CreateKeyBody,

@@ -1,10 +1,12 @@
 /** The inference endpoints (run by the pipeline) and Anthropic's token count. */
-import { chatEndpoint } from "../../handlers/chat.ts";
-import { completionsEndpoint } from "../../handlers/completions.ts";
-import { embeddingsEndpoint } from "../../handlers/embeddings.ts";
-import { messagesEndpoint } from "../../handlers/messages.ts";
-import { responsesEndpoint } from "../../handlers/responses.ts";
-import { countTokens } from "../../handlers/count_tokens.ts";
+import {
+  chatEndpoint,
+  completionsEndpoint,
+  countTokens,
+  embeddingsEndpoint,
+  messagesEndpoint,
+  responsesEndpoint,
+} from "../../handlers/mod.ts";
 import {
   ChatCompletionSchema,
   chatRequestSchema,

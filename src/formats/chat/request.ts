@@ -12,7 +12,7 @@ import {
   utf8Length,
 } from "../../tokens/mod.ts";
 import { z } from "zod";
-import { badParam } from "../../http/errors.ts";
+import { badParam } from "../../http/mod.ts";
 import type { ChatModel } from "../../catalog/mod.ts";
 import type { ChatMessage, ChatRequest, ChatResponse } from "./types.ts";
 import { parseWith } from "../zod_error.ts";

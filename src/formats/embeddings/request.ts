@@ -1,7 +1,7 @@
 /** `/v1/embeddings`: validation against the embedding model, the upstream body and the answer. Pure. */
 import { countText, newBpeBudget } from "../../tokens/mod.ts";
 import { z } from "zod";
-import { badParam, GatewayError } from "../../http/errors.ts";
+import { badParam, GatewayError } from "../../http/mod.ts";
 import type { EmbeddingModel } from "../../catalog/mod.ts";
 import { parseWith } from "../zod_error.ts";
 import { mediaUrl } from "../chat/request.ts";

@@ -1,0 +1,5 @@
+/**
+ * The development upstreams' front door.
+ */
+
+export { startDevUpstreams } from "./dev_upstreams.ts";
