@@ -1,6 +1,4 @@
-/**
- * Accounts' front door: keys, credits, rate limits and admission.
- */
+/** Accounts' front door: keys, credits, rate limits and admission. */
 
 export { CreateKeyBody, CreditBody, UpdateKeyBody } from "./admin_bodies.ts";
 export { type Admission, type Admitter, createAdmitter } from "./admission.ts";

@@ -1,6 +1,4 @@
-/**
- * The composition's front door: assembly, the request handler and the start-up checks.
- */
+/** The composition's front door: assembly, the request handler and the start-up checks. */
 
 export { assembleGateway, type HostWorker } from "./assemble.ts";
 export { printDevKey } from "./dev_banner.ts";

@@ -1,6 +1,4 @@
-/**
- * Attestation's front door: the gateway's own reports, identity, provenance and replicas.
- */
+/** Attestation's front door: the gateway's own reports, identity, provenance and replicas. */
 
 export { createIdentity, type Identity } from "./identity.ts";
 export { createOwnCollateral, type ReportCollateral } from "./own_collateral.ts";

@@ -1,6 +1,4 @@
-/**
- * The CLIs' front door.
- */
+/** The CLIs' front door. */
 
 export { parseOptions, takeOptions, UsageError } from "./args.ts";
 export { runKeys } from "./keys.ts";

@@ -1,6 +1,4 @@
-/**
- * The handlers' front door: one module per endpoint, their context and the inference pipeline.
- */
+/** The handlers' front door: one module per endpoint, their context and the inference pipeline. */
 
 export {
   adminHealth,

@@ -1,6 +1,4 @@
-/**
- * Receipts' front door: the recorder, refusals and the receipt service.
- */
+/** Receipts' front door: the recorder, refusals and the receipt service. */
 
 export { ReceiptRecorder } from "./recorder.ts";
 export { responseIdOf, StreamIdFinder } from "./response_id.ts";

@@ -1,6 +1,4 @@
-/**
- * Routing's front door: candidate selection and failover.
- */
+/** Routing's front door: candidate selection and failover. */
 
 export {
   type CacheSalter,

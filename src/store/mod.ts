@@ -1,6 +1,4 @@
-/**
- * The store's front door: KV group commits, transient-failure retries and the KV wrappers.
- */
+/** The store's front door: KV group commits, transient-failure retries and the KV wrappers. */
 
 export { COLLATERAL_BLOBS, getBlob, putBlob } from "./blobs.ts";
 export { applyWrites, type BorrowedWrites, GroupCommitter, type KvWrite } from "./group_commit.ts";

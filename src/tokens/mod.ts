@@ -1,6 +1,4 @@
-/**
- * Token counting's front door: the tokenizers by name and the counts the handlers reserve.
- */
+/** Token counting's front door: the tokenizers by name and the counts the handlers reserve. */
 
 export { utf8Length } from "./bounds.ts";
 export { checkContextLength } from "./context.ts";

@@ -1,6 +1,4 @@
-/**
- * Reaching upstreams' front door: the HTTP/1.1 client, TLS pinning and one attempt at a time.
- */
+/** Reaching upstreams' front door: the HTTP/1.1 client, TLS pinning and one attempt at a time. */
 
 export type { BodyReadLimits } from "./body_read.ts";
 export { chunkReader, drainRest } from "./chunk_reader.ts";
