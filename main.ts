@@ -12,63 +12,73 @@
  *   main.ts keys <create|list|revoke|credit|show> …     manage API keys (the dashboard)
  *   main.ts verify …                                    verify receipts and reports offline
  */
-import { type GatewayConfig, parseConfig } from "./src/config/schema.ts";
-import { devConfig } from "./src/config/dev.ts";
-import { assembleGateway } from "./src/app/assemble.ts";
-import type { ConnectionServer, ServeOn } from "./src/http/connections.ts";
-import { listenOn, stopOnSignals } from "./src/app/listeners.ts";
-import { upstreamTransport } from "./src/app/upstream_client.ts";
-import { printDevKey } from "./src/app/dev_banner.ts";
-import { serveArgs } from "./src/cli/serve_args.ts";
-import { startDevUpstreams } from "./src/demo/dev_upstreams.ts";
-import { upstreamVerifiers } from "./src/app/upstream_verifiers.ts";
-import { openConfiguredStore, openStore, type StoreIo } from "./src/app/open_store.ts";
-import { DEFAULT_TIERS } from "./src/accounts/rate_limit.ts";
+import { devConfig, type GatewayConfig, parseConfig } from "./src/config/mod.ts";
+import {
+  assembleGateway,
+  checkConfigFiles,
+  connectionCap,
+  createLogBuffer,
+  type HostWorker,
+  hostWorker,
+  listenerSpkis,
+  listenOn,
+  openConfiguredStore,
+  openFileLimit,
+  openStore,
+  parseWorkerSpec,
+  printDevKey,
+  StartupError,
+  type StartupFiles,
+  stopOnSignals,
+  type StoreIo,
+  supervise,
+  type TrustIo,
+  unsetKeyVariables,
+  upstreamTransport,
+  upstreamVerifiers,
+  verifyCollateral,
+  workerCount,
+  type WorkerProcess,
+  type WorkerSpec,
+} from "./src/app/mod.ts";
+import type { ConnectionServer, ServeOn } from "./src/http/mod.ts";
+import {
+  API_KEY_VARIABLE,
+  runKeys,
+  runMonitor,
+  runProviderVerify,
+  runVerify,
+  serveArgs,
+  takeOptions,
+  UsageError,
+} from "./src/cli/mod.ts";
+import { startDevUpstreams } from "./src/demo/mod.ts";
+import { DEFAULT_TIERS } from "./src/accounts/mod.ts";
 import tls from "node:tls";
-import { PROXY_VARIABLES } from "./src/upstream/socket_connector.ts";
-import { runKeys } from "./src/cli/keys.ts";
-import { ADMIN_TOKEN_ENV, operatorAuth } from "./src/operator/admin_token.ts";
-import { noopMetrics, type ProcessStats } from "./src/operator/metrics.ts";
+import { PROXY_VARIABLES } from "./src/upstream/mod.ts";
+import {
+  ADMIN_TOKEN_ENV,
+  noopMetrics,
+  operatorAuth,
+  type ProcessStats,
+} from "./src/operator/mod.ts";
 import process from "node:process";
-import { API_KEY_VARIABLE, runVerify } from "./src/cli/verify.ts";
-import { runProviderVerify } from "./src/cli/verify_provider.ts";
 
 /** `verify --kind` values handled by the provider entry (src/cli/verify_provider.ts). */
 const PROVIDER_KINDS = new Set(["near-ai", "tinfoil"]);
-import { runMonitor } from "./src/cli/monitor.ts";
 import { randomBytes } from "node:crypto";
 import { gatewayIdentity } from "./enclave/gateway_identity.ts";
-import { tdxQuoteCheck } from "./src/verify/tdx_quote_check.ts";
-import { type SnpRoot, snpRootsFromPem } from "./src/verify/sev_snp/trust.ts";
 import {
   AMD_KDS_BASE_URL,
   kdsVcekSource,
   localVcekSource,
+  pemCertificatesToDer,
+  type SnpRoot,
+  snpRootsFromPem,
+  tdxQuoteCheck,
   type VcekSource,
-} from "./src/verify/sev_snp/vcek_source.ts";
-import { pemCertificatesToDer } from "./src/verify/x509/pem.ts";
-import { takeOptions, UsageError } from "./src/cli/args.ts";
-import { createLogBuffer } from "./src/app/log_buffer.ts";
-import {
-  checkConfigFiles,
-  connectionCap,
-  listenerSpkis,
-  openFileLimit,
-  StartupError,
-  type StartupFiles,
-  unsetKeyVariables,
-} from "./src/app/startup_checks.ts";
-import { type TrustIo, verifyCollateral } from "./src/app/trust_sources.ts";
-import {
-  hostWorker,
-  parseWorkerSpec,
-  supervise,
-  workerCount,
-  type WorkerProcess,
-  type WorkerSpec,
-} from "./src/app/supervisor.ts";
-import type { HostWorker } from "./src/app/assemble.ts";
-import { bytesToHex } from "./src/aci/hex.ts";
+} from "./src/verify/mod.ts";
+import { bytesToHex } from "./src/aci/mod.ts";
 
 /** Set by the host's supervisor in its workers' environment; the worker spec comes on stdin. */
 const WORKER_VARIABLE = "GATEWAY_WORKER";

@@ -3,7 +3,7 @@
  * `docs/configuration.md` from the zod schema (src/config/reference.ts).
  * `--check` writes nothing and exits 1 when either file is out of date.
  */
-import { configReferenceFiles } from "../src/config/reference.ts";
+import { configReferenceFiles } from "../src/config/mod.ts";
 
 const root = new URL("../", import.meta.url);
 const targets = [

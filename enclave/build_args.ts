@@ -3,7 +3,7 @@
  * `deno compile` arguments (the permissions baked into the binary), and the
  * scan for files the gateway loads at run time, which must be `--include`d.
  */
-import { parseOptions } from "../src/cli/args.ts";
+import { parseOptions } from "../src/cli/mod.ts";
 
 /**
  * The gateway's permissions, in `deno task start`, the compiled binary and

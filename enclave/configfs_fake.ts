@@ -17,7 +17,7 @@
 
 import { createHash } from "node:crypto";
 import type { TsmFs } from "./configfs_tsm.ts";
-import { sleep } from "../src/store/transient.ts";
+import { sleep } from "../src/store/mod.ts";
 
 /** The marker every imitation quote carries (TDX header user data, SNP HOST_DATA). */
 export const FAKE_QUOTE_MARKER = "FAKE-CONFIGFS-TSM";

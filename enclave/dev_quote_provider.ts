@@ -5,7 +5,7 @@
  * nothing: anyone can make one, so they are worthless as evidence.
  */
 
-import { DEV_TEE_TYPE, devQuote } from "../src/aci/dev_quote.ts";
+import { DEV_TEE_TYPE, devQuote } from "../src/aci/mod.ts";
 import { assertReportData, type Quote, type QuoteProvider } from "./quote_provider.ts";
 
 /** Printed by the gateway at start-up whenever the dev provider is in use. */

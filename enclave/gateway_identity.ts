@@ -4,8 +4,8 @@
  * manifest when `identity.manifest_path` is set, read with main.ts's file read.
  * A failure is a StartupError, one line for the operator.
  */
-import type { GatewayConfig } from "../src/config/schema.ts";
-import { readFailure, StartupError } from "../src/app/startup_checks.ts";
+import type { GatewayConfig } from "../src/config/mod.ts";
+import { readFailure, StartupError } from "../src/app/mod.ts";
 import { selectQuoteProvider } from "./select_provider.ts";
 import { DEV_QUOTE_WARNING } from "./dev_quote_provider.ts";
 import { type SourceProvenance, sourceProvenanceFromManifest } from "./manifest.ts";

@@ -7,7 +7,7 @@
 
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import type { SourceProvenance } from "../src/attestation/provenance.ts";
+import type { SourceProvenance } from "../src/attestation/mod.ts";
 
 export const MANIFEST_FORMAT = "aci-gateway-build-manifest/1";
 
@@ -228,7 +228,7 @@ export function parseManifest(value: unknown): BuildManifest {
 }
 
 // The report's side of provenance lives with the reports (src/attestation/).
-export type { ImageProvenance, SourceProvenance } from "../src/attestation/provenance.ts";
+export type { ImageProvenance, SourceProvenance } from "../src/attestation/mod.ts";
 
 /**
  * The gateway's `source_provenance`, from a parsed manifest JSON value; null

@@ -8,4 +8,4 @@ export {
   type Quote,
   type QuoteProvider,
   REPORT_DATA_LENGTH,
-} from "../src/attestation/quote_provider.ts";
+} from "../src/attestation/mod.ts";

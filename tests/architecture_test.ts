@@ -88,46 +88,57 @@ const DOMAIN_ORDER: FolderOrder = {
  */
 const CLIENT_MAY_IMPORT = ["src/aci/", "src/verify/", "src/e2ee/"];
 
-/** Folders entered from outside only through their front doors (tests may reach inside). */
+/** A folder whose one front door is its `mod.ts`. */
+const modDoor = (folder: string): FrontDoor => ({ paths: [folder], doors: [`${folder}mod.ts`] });
+
+/**
+ * Folders entered from outside only through their front doors (tests may reach
+ * inside; see `reachesInside`). A folder comes before its sub-folders with their
+ * own doors: the first that holds an import's target and not its source checks it.
+ */
 const FRONT_DOORS: FrontDoor[] = [
   {
     paths: ["src/client/", "proxy.ts"],
     doors: ["src/client/mod.ts", "src/client/node.ts", "src/client/browser.ts"],
   },
+  modDoor("src/aci/"),
+  modDoor("src/tokens/"),
+  modDoor("src/config/"),
+  modDoor("src/store/"),
+  modDoor("src/verify/"),
+  modDoor("src/upstream/"),
+  modDoor("src/tlog/"),
+  modDoor("src/catalog/"),
+  modDoor("src/e2ee/"),
+  modDoor("src/receipts/"),
+  modDoor("src/routing/"),
+  modDoor("src/accounts/"),
+  modDoor("src/attestation/"),
+  modDoor("src/sessions/"),
+  modDoor("src/operator/"),
+  modDoor("src/formats/"),
+  modDoor("src/http/"),
+  modDoor("src/handlers/"),
+  modDoor("src/app/"),
+  modDoor("src/cli/"),
+  modDoor("src/demo/"),
   { paths: ["src/sessions/upstream/"], doors: ["src/sessions/upstream/mod.ts"] },
-];
-
-/**
- * Folders of `src/` with no `mod.ts` front door yet (issue #28, step 3): outside
- * imports may still name any of their files. The list may only shrink; a folder
- * that gets a `mod.ts` moves to FRONT_DOORS.
- */
-const FRONT_DOOR_NOT_YET = [
-  "src/accounts/",
-  "src/aci/",
-  "src/app/",
-  "src/attestation/",
-  "src/catalog/",
-  "src/cli/",
-  "src/config/",
-  "src/demo/",
-  "src/e2ee/",
-  "src/formats/",
-  "src/handlers/",
-  "src/http/",
-  "src/operator/",
-  "src/receipts/",
-  "src/routing/",
-  "src/sessions/",
-  "src/store/",
-  "src/tlog/",
-  "src/tokens/",
-  "src/upstream/",
-  "src/verify/",
 ];
 
 /** Tests (beside the code or in tests/) may use any module and reach inside folders. */
 const isTest = (f: string) => layerOf(LAYERS, f)?.name === "harness";
+
+/**
+ * The entries of what is bundled for browsers and npm: the client library with
+ * proxy.ts, and the /verify page's script.
+ */
+const BUNDLE_ENTRIES = [
+  "proxy.ts",
+  "src/client/mod.ts",
+  "src/client/node.ts",
+  "src/client/browser.ts",
+  "src/verify/browser/page.ts",
+];
 
 /**
  * Clocks and randomness that modules below the entry layer still draw themselves,
@@ -250,6 +261,18 @@ const graph = await moduleGraph(ROOT, "main.ts");
 const files = await projectFiles();
 const house = await moduleGraph(ROOT, houseEntries(files));
 
+/**
+ * What the bundles hold: they import files, never a server folder's front door.
+ * Their builds swap single files of `aci/`, `e2ee/` and `verify/` for browser
+ * builds, and a bundle should hold only the files it uses, not a folder's whole
+ * face (with its npm dependencies). The client's own rule (CLIENT_MAY_IMPORT)
+ * still holds it to its three primitives.
+ */
+const bundled = reachable(house, BUNDLE_ENTRIES);
+
+/** What may reach past a front door: tests and what the bundles hold. */
+const reachesInside = (f: string) => isTest(f) || bundled.has(f);
+
 Deno.test("architecture: every module of main.ts has a layer", () => {
   assert.ok(graph.size > 100, `the graph has ${graph.size} modules`);
   assert.deepEqual(unplaced(LAYERS, graph), [], "add each new folder to LAYERS and the doc");
@@ -281,19 +304,29 @@ Deno.test("architecture: the client library uses only its primitives; the server
 });
 
 Deno.test("architecture: folders with a front door are entered through it", () => {
-  assert.deepEqual(frontDoorBypasses(FRONT_DOORS, house, isTest), [], "import the front door");
+  assert.deepEqual(
+    frontDoorBypasses(FRONT_DOORS, house, reachesInside),
+    [],
+    "import the front door",
+  );
   const topFolders = new Set(
     files.filter((f) => f.startsWith("src/")).map((f) => f.split("/").slice(0, 2).join("/") + "/"),
   );
   const doors = FRONT_DOORS.map((d) => d.paths[0]);
   assert.deepEqual(
-    [...topFolders].filter((f) => !doors.includes(f) && !FRONT_DOOR_NOT_YET.includes(f)),
+    [...topFolders].filter((f) => !doors.includes(f)),
     [],
     "a new folder starts with a mod.ts front door (FRONT_DOORS)",
   );
-  for (const f of FRONT_DOOR_NOT_YET) {
-    assert.ok(!files.includes(`${f}mod.ts`), `${f} has a mod.ts: move it to FRONT_DOORS`);
-  }
+  const missing = FRONT_DOORS.flatMap((d) => d.doors).filter((door) => !files.includes(door));
+  assert.deepEqual(missing, [], "each front door is a file");
+  const serverDoors = FRONT_DOORS.filter((d) => !d.paths.includes("src/client/")).flatMap((d) =>
+    d.doors
+  );
+  const bundledThroughDoors = [...bundled].flatMap((f) =>
+    [...house.get(f)!].filter((to) => serverDoors.includes(to)).map((to) => `${f} -> ${to}`)
+  );
+  assert.deepEqual(bundledThroughDoors, [], "a bundled file imports the file it uses");
 });
 
 Deno.test("architecture: no import cycle between files", () => {
@@ -322,9 +355,11 @@ Deno.test("architecture: an upward import from a file main.ts does not reach tur
     "src/tlog/log.ts -> src/receipts/service.ts",
   ]);
   assert.deepEqual(upwardImports(LAYERS, wrong), ["src/aci/jcs.ts -> src/client/tlog.ts"]);
-  assert.deepEqual(frontDoorBypasses(FRONT_DOORS, wrong, isTest), [
-    "src/aci/jcs.ts -> src/client/tlog.ts",
-  ]);
+  const bypassing = new Set(frontDoorBypasses(FRONT_DOORS, house, isTest));
+  assert.deepEqual(
+    frontDoorBypasses(FRONT_DOORS, wrong, isTest).filter((e) => !bypassing.has(e)),
+    ["src/aci/jcs.ts -> src/client/tlog.ts", "src/tlog/log.ts -> src/receipts/service.ts"],
+  );
 });
 
 Deno.test("architecture: below the entry layer, nothing opens sockets, files or processes", async () => {

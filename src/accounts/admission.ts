@@ -18,8 +18,8 @@
  * those writes fails, retry the same array rather than calling again.
  */
 
-import { GatewayError } from "../http/errors.ts";
-import { backoffMs, isTransientKvError, sleep as defaultSleep } from "../store/transient.ts";
+import { GatewayError } from "../http/mod.ts";
+import { backoffMs, isTransientKvError, sleep as defaultSleep } from "../store/mod.ts";
 import type { KeyRecord } from "./keys.ts";
 import { AccountCache, type AccountEntries } from "./account_cache.ts";
 import { batchAtomic, commitInLane } from "./admission_commit.ts";

@@ -4,7 +4,7 @@
  * and, when it has room, blind writes borrowed from the group committer
  * (receipts, settlements) riding the same commit.
  */
-import { applyWrites } from "../store/group_commit.ts";
+import { applyWrites } from "../store/mod.ts";
 import { holdFenceKey, holdInstanceKey, holdKey } from "./holds.ts";
 import { balanceKey, stateKey } from "./kv_layout.ts";
 import type { Working } from "./admission_decide.ts";

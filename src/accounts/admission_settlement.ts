@@ -2,7 +2,7 @@
  * An admitted request's `Admission`: its rate-limit headers, and the blind
  * writes that settle it against the actual usage, handed out once.
  */
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import { creditSettlementWrites } from "./credits.ts";
 import { holdClosedWrites, holdRateClosedWrites } from "./holds.ts";
 import type { KeyRecord } from "./keys.ts";

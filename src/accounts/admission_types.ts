@@ -3,8 +3,8 @@
  * of the store and the group committer), and the checks on its inputs. The
  * parts of admission import these; `admission.ts` re-exports the public ones.
  */
-import type { GatewayError } from "../http/errors.ts";
-import type { BorrowedWrites, KvWrite } from "../store/group_commit.ts";
+import type { GatewayError } from "../http/mod.ts";
+import type { BorrowedWrites, KvWrite } from "../store/mod.ts";
 import type { KeyRecord } from "./keys.ts";
 import type { Tiers } from "./rate_limit.ts";
 

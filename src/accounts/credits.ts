@@ -12,9 +12,8 @@
  * flight can take the effective balance below zero (by its own overrun).
  */
 
-import { GatewayError } from "../http/errors.ts";
-import type { KvWrite } from "../store/group_commit.ts";
-import { retryTransient } from "../store/transient.ts";
+import { GatewayError } from "../http/mod.ts";
+import { type KvWrite, retryTransient } from "../store/mod.ts";
 import {
   type AccountState,
   balanceKey,

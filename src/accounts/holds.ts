@@ -34,9 +34,8 @@
  * requests get no receipt and are refused, and the key is credited its holds
  * once. The balance never exceeds the credits given minus those spent.
  */
-import type { KvWrite } from "../store/group_commit.ts";
-import { GatewayError } from "../http/errors.ts";
-import { retryTransient } from "../store/transient.ts";
+import { type KvWrite, retryTransient } from "../store/mod.ts";
+import { GatewayError } from "../http/mod.ts";
 import { creditRefundKey, u64 } from "./kv_layout.ts";
 
 /** Credits (nano) reserved/closed; lease slices' requests and tokens reserved/closed. */

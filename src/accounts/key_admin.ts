@@ -22,8 +22,8 @@ import {
 import { keyRecordKey } from "./kv_layout.ts";
 import { limitsFor, type Tiers } from "./rate_limit.ts";
 import { type DayRange, readDailyUsage } from "./usage_daily.ts";
-import { retryTransient } from "../store/transient.ts";
-import { GatewayError } from "../http/errors.ts";
+import { retryTransient } from "../store/mod.ts";
+import { GatewayError } from "../http/mod.ts";
 
 /** A bad argument (CLI usage error, API 400). */
 export class KeyArgumentError extends Error {

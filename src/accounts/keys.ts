@@ -13,8 +13,8 @@
 
 import { Buffer } from "node:buffer";
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { GatewayError } from "../http/errors.ts";
-import { retryTransient } from "../store/transient.ts";
+import { GatewayError } from "../http/mod.ts";
+import { retryTransient } from "../store/mod.ts";
 import { balanceKey, digestIndexKey, keyRecordKey } from "./kv_layout.ts";
 
 export const KEY_PREFIX = "cgw-";

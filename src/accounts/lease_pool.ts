@@ -4,7 +4,7 @@
  * granted after a batch's decision, leases folded back into a batch's commit,
  * and idle or old ones handed back by a sweep.
  */
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import { holdClosedWrites, holdRateClosedWrites } from "./holds.ts";
 import type { KeyRecord } from "./keys.ts";
 import {

@@ -14,7 +14,7 @@
  * is renewed in the background (a new slice reserved and added to it), so a
  * steady stream of requests never waits for an admission commit.
  */
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import { creditRefundKey, reqRefundKey, tokRefundKey } from "./kv_layout.ts";
 
 export interface Lease {

@@ -25,7 +25,7 @@
  *   per-key bucket of this process holding the key's requests per minute; a
  *   key whose bucket is full is refused with 429 before its body is read.
  */
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { KeyRecord } from "./keys.ts";
 import { limitsFor, type Tiers, WINDOW_MS } from "./rate_limit.ts";
 

@@ -12,8 +12,8 @@
  * the reservation) that the next admission folds into the bucket.
  */
 
-import { GatewayError } from "../http/errors.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import { GatewayError } from "../http/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { KeyRecord, Tier } from "./keys.ts";
 import {
   type AccountState,

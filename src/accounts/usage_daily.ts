@@ -5,7 +5,7 @@
  * (`Deno.KvU64`). Entries are kept as long as the key's totals: four small
  * counters per key, model and day.
  */
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import { u64, USAGE_FIELDS, type UsageField } from "./kv_layout.ts";
 
 export const dailyUsageKey = (

@@ -4,12 +4,14 @@
  * (log line, metrics, trace ids, CORS, `Server-Timing`, `X-ACI-*`) composed
  * once, with errors rendered in one place in the route's envelope.
  */
-import { Router } from "../http/router.ts";
-import { compose } from "../http/chain.ts";
-import { corsPolicy } from "../http/cors.ts";
-import type { GatewayContext } from "../handlers/context.ts";
-import { handleInference, type InferenceEndpoint, type RequestInfo } from "../handlers/pipeline.ts";
-import { guarded } from "../handlers/admin.ts";
+import { compose, corsPolicy, Router } from "../http/mod.ts";
+import {
+  type GatewayContext,
+  guarded,
+  handleInference,
+  type InferenceEndpoint,
+  type RequestInfo,
+} from "../handlers/mod.ts";
 import { API_VERSION, ROUTES } from "./routes/table.ts";
 import { envelopeOf, type RouteRow } from "./routes/row.ts";
 import type { Exchange } from "./exchange.ts";

@@ -4,50 +4,63 @@
  * log sink, environment lookup). main.ts and the tests both call this, so
  * tests exercise exactly what production runs.
  */
-import { StreamTicker, tickPeriodMs } from "../handlers/stream_ticker.ts";
-import type { GatewayConfig } from "../config/schema.ts";
-import { Catalog } from "../catalog/catalog.ts";
-import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/count.ts";
-import { createAuthenticator } from "../accounts/keys.ts";
-import { createAdmitter } from "../accounts/admission.ts";
-import { PreAdmission } from "../accounts/pre_admission.ts";
-import { FencedError, holdFenceKey } from "../accounts/holds.ts";
-import { BodyBudget } from "../http/body_budget.ts";
-import { GroupCommitter } from "../store/group_commit.ts";
-import { createIdentity, type Identity } from "../attestation/identity.ts";
-import { createReceiptService } from "../receipts/service.ts";
+import {
+  type GatewayContext,
+  type LogLine,
+  type RequestInfo,
+  StreamTicker,
+  tickPeriodMs,
+} from "../handlers/mod.ts";
+import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
+import { Catalog } from "../catalog/mod.ts";
+import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
+import {
+  createAdmitter,
+  createAuthenticator,
+  FencedError,
+  holdFenceKey,
+  keyAdmin,
+  PreAdmission,
+} from "../accounts/mod.ts";
+import { BodyBudget, DeadlineWheel } from "../http/mod.ts";
+import { GroupCommitter } from "../store/mod.ts";
+import {
+  createIdentity,
+  createOwnCollateral,
+  createReplicaRegistry,
+  createReportService,
+  type Identity,
+  type QuoteProvider,
+  type SourceProvenance,
+} from "../attestation/mod.ts";
+import { createReceiptService } from "../receipts/mod.ts";
 import { API_VERSION, type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
 import { SERVICE_CAPABILITIES } from "./routes/table.ts";
-import type { GatewayContext, LogLine } from "../handlers/context.ts";
-import type { RequestInfo } from "../handlers/pipeline.ts";
-import type { VerificationState } from "../routing/select.ts";
-import type { UpstreamFetch } from "../upstream/forward.ts";
-import type { QuoteProvider } from "../attestation/quote_provider.ts";
-import type { SourceProvenance } from "../attestation/provenance.ts";
-import { createReportService } from "../attestation/reports.ts";
-import { createReplicaRegistry } from "../attestation/replicas.ts";
-import { bytesToHex } from "../aci/hex.ts";
-import { createSessionStore } from "../sessions/store.ts";
-import { createOwnCollateral } from "../attestation/own_collateral.ts";
-import type { PolicyRegistry } from "../sessions/policy/registry.ts";
-import { createAnswerSignatures } from "../sessions/answer_signatures.ts";
+import { createCacheSalter, type VerificationState } from "../routing/mod.ts";
+import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
+import { bytesToHex, hexToBytes, keysetEntry } from "../aci/mod.ts";
+import {
+  createAnswerSignatures,
+  createSessionStore,
+  createVerificationManager,
+  type PolicyRegistry,
+  type UpstreamVerifier,
+  type VerificationManager,
+  type VerifierDeps,
+} from "../sessions/mod.ts";
 import { checkUpstreamModels } from "./upstream_models_check.ts";
-import { createVerificationManager, type VerificationManager } from "../sessions/manager.ts";
-import type { UpstreamVerifier, VerifierDeps } from "../sessions/types.ts";
-import type { ProviderConfig } from "../config/schema.ts";
-import { keyAdmin } from "../accounts/key_admin.ts";
-import { ADMIN_TOKEN_ENV, operatorAuth } from "../operator/admin_token.ts";
-import { DeadlineWheel } from "../http/deadlines.ts";
-import { createMetrics, type GatewayMetrics, type ProcessStats } from "../operator/metrics.ts";
-import type { UpstreamTransport } from "../upstream/transport.ts";
-import { createReplayGuard } from "../e2ee/replay.ts";
+import {
+  ADMIN_TOKEN_ENV,
+  createMetrics,
+  type GatewayMetrics,
+  operatorAuth,
+  type ProcessStats,
+} from "../operator/mod.ts";
+import { createReplayGuard } from "../e2ee/mod.ts";
 import { startReplicaUpkeep } from "./replica_upkeep.ts";
 import { createFetchFor } from "./upstream_fetch.ts";
 import { requestLogLine } from "./request_log.ts";
-import { hexToBytes } from "../aci/hex.ts";
-import { createTransparencyLog } from "../tlog/log.ts";
-import { keysetEntry } from "../aci/log_entry.ts";
-import { createCacheSalter } from "../routing/cache_salt.ts";
+import { createTransparencyLog } from "../tlog/mod.ts";
 import { createOtelExport } from "./otel.ts";
 import { createLiveConfig, hostWideOnly, type LiveConfig } from "./live_config.ts";
 import type { Context } from "@opentelemetry/api";

@@ -2,8 +2,8 @@
  * What `serve --dev` prints once listening: the demo upstreams and the dev
  * key (pro tier, 100 credits), created once and reused across restarts.
  */
-import type { GatewayConfig } from "../config/schema.ts";
-import { devKey, type DevKeyDeps } from "../accounts/dev_key.ts";
+import type { GatewayConfig } from "../config/mod.ts";
+import { devKey, type DevKeyDeps } from "../accounts/mod.ts";
 
 /** Prints the dev banner; `file` is where `read`/`save` keep the key (named in the message). */
 export async function printDevKey(

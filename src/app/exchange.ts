@@ -1,6 +1,6 @@
 /** The one object a request's layers share (src/app/layers.ts): made once per request, nothing else is. */
-import type { ErrorFormat } from "../http/errors.ts";
-import type { RequestInfo } from "../handlers/request_info.ts";
+import type { ErrorFormat } from "../http/mod.ts";
+import type { RequestInfo } from "../handlers/mod.ts";
 
 export interface Exchange {
   req: Request;

@@ -5,10 +5,15 @@
  * preflight, `Server-Timing`, the `X-ACI-*` headers. Every layer reads and
  * writes the request's one `Exchange`.
  */
-import { asGatewayError } from "../http/errors.ts";
-import type { Layer } from "../http/chain.ts";
-import { type CorsPolicy, decorate, isPreflight, preflightResponse } from "../http/cors.ts";
-import type { GatewayContext } from "../handlers/context.ts";
+import {
+  asGatewayError,
+  type CorsPolicy,
+  decorate,
+  isPreflight,
+  type Layer,
+  preflightResponse,
+} from "../http/mod.ts";
+import type { GatewayContext } from "../handlers/mod.ts";
 import type { Exchange } from "./exchange.ts";
 import { metadataOf, traceIdOf } from "./request_headers.ts";
 

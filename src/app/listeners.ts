@@ -3,8 +3,8 @@
  * (TLS terminated on a loopback relay), and the drain on SIGTERM/SIGINT.
  * main.ts passes in the sockets, files, signals and exit it may not reach.
  */
-import type { GatewayConfig } from "../config/schema.ts";
-import { type ConnectionServer, serveConnections, type ServeOn } from "../http/connections.ts";
+import type { GatewayConfig } from "../config/mod.ts";
+import { type ConnectionServer, serveConnections, type ServeOn } from "../http/mod.ts";
 import { listenFailure, StartupError } from "./startup_checks.ts";
 
 type Listen = GatewayConfig["listen"]["base"];

@@ -10,15 +10,13 @@
  * the route it started on. Every change is logged and numbered; the version
  * and the digest show in the operator's `/healthz` and `GET /admin/v1/config`.
  */
-import { ConfigError, type GatewayConfig, parseConfig } from "../config/schema.ts";
-import { Catalog } from "../catalog/catalog.ts";
-import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/count.ts";
-import { GatewayError } from "../http/errors.ts";
-import { jcs } from "../aci/jcs.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
+import { ConfigError, type GatewayConfig, parseConfig } from "../config/mod.ts";
+import { Catalog } from "../catalog/mod.ts";
+import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
+import { GatewayError } from "../http/mod.ts";
+import { jcs, sha256Prefixed } from "../aci/mod.ts";
 import { StartupError, unsetKeyVariables } from "./startup_checks.ts";
-import type { GatewayContext, LogLine } from "../handlers/context.ts";
-import type { ConfigControl, ConfigView } from "../handlers/config_control.ts";
+import type { ConfigControl, ConfigView, GatewayContext, LogLine } from "../handlers/mod.ts";
 
 /** The sections that change live; every other one needs a restart. */
 const LIVE = new Set(["providers", "models", "embedding_models"]);

@@ -10,8 +10,8 @@
  * key, a created key) are written past the console, so they are never exported.
  */
 import { type Context, context, metrics, trace } from "@opentelemetry/api";
-import type { LogLine } from "../handlers/context.ts";
-import type { RequestObservation } from "../operator/metrics.ts";
+import type { LogLine } from "../handlers/mod.ts";
+import type { RequestObservation } from "../operator/mod.ts";
 
 export interface OtelExport {
   /** The trace context of the request being handled now (its server span), if any. */

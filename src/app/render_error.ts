@@ -4,10 +4,8 @@
  * the trace id. The pipeline renders its own refusals, whose bytes its
  * receipt binds, with the same `errorBody`.
  */
-import { asGatewayError, errorBody, errorCodeOf } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import type { Render } from "../http/chain.ts";
-import type { LogLine } from "../handlers/context.ts";
+import { asGatewayError, errorBody, errorCodeOf, jsonResponse, type Render } from "../http/mod.ts";
+import type { LogLine } from "../handlers/mod.ts";
 import type { Exchange } from "./exchange.ts";
 
 export function errorRenderer(log: (line: LogLine) => void): Render<Exchange> {

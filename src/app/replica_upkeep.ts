@@ -4,11 +4,9 @@
  * TTL), the holds of crashed replicas recovered, and whether it is the only
  * live replica (quota leases are safe only then; see accounts/leases.ts).
  */
-import { recoverHolds } from "../accounts/holds.ts";
-import type { Identity } from "../attestation/identity.ts";
-import type { ReplicaRegistry } from "../attestation/replicas.ts";
-import type { ReportService } from "../attestation/reports.ts";
-import type { LogLine } from "../handlers/context.ts";
+import { recoverHolds } from "../accounts/mod.ts";
+import type { Identity, ReplicaRegistry, ReportService } from "../attestation/mod.ts";
+import type { LogLine } from "../handlers/mod.ts";
 
 export interface ReplicaUpkeep {
   /** Announces this replica's current attestation. */

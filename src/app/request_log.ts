@@ -2,8 +2,7 @@
  * The one log line per request: ids, route, key id, model, provider, status,
  * how each attempt ended, latency and token counts — never content.
  */
-import type { RequestInfo } from "../handlers/pipeline.ts";
-import type { LogLine } from "../handlers/context.ts";
+import type { LogLine, RequestInfo } from "../handlers/mod.ts";
 
 export function requestLogLine(
   info: RequestInfo,

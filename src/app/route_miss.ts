@@ -1,6 +1,5 @@
 /** The gateway's answer to a request the route table does not serve: 405 with Allow, or 404. */
-import { GatewayError } from "../http/errors.ts";
-import type { Miss } from "../http/router.ts";
+import { GatewayError, type Miss } from "../http/mod.ts";
 
 export function missError(method: string, miss: Miss): GatewayError {
   if (miss.allowed.length === 0) return new GatewayError("not_found", "no such endpoint");

@@ -5,8 +5,8 @@
  * limit, and warnings. A failure is a `StartupError` with one line naming the
  * field and the file; main.ts prints it and exits 2.
  */
-import type { GatewayConfig } from "../config/schema.ts";
-import { spkiSha256FromPem } from "../upstream/spki.ts";
+import type { GatewayConfig } from "../config/mod.ts";
+import { spkiSha256FromPem } from "../upstream/mod.ts";
 
 /** A start-up failure: one line for the operator, no stack. */
 export class StartupError extends Error {}

@@ -8,7 +8,7 @@
  * workers' listeners (SO_REUSEPORT). main.ts passes in the processes,
  * signals, clock and output it may not reach.
  */
-import { hexToBytes } from "../aci/hex.ts";
+import { hexToBytes } from "../aci/mod.ts";
 import type { HostWorker } from "./assemble.ts";
 
 /** What one worker is told at start (one JSON line on its stdin). */

@@ -5,16 +5,19 @@
  * PCCS), the SEV-SNP roots and VCEKs, and the NVIDIA GPU roots and collateral.
  * Failures are `StartupError`s naming the field.
  */
-import type { GatewayConfig } from "../config/schema.ts";
-import { collateralFromDcapQvlJson } from "../verify/tdx/collateral.ts";
+import type { GatewayConfig } from "../config/mod.ts";
 import {
+  collateralFromDcapQvlJson,
   type CollateralSource,
+  type GpuDeps,
+  gpuDepsFromConfig,
+  type GpuSetupIo,
   INTEL_PCS_BASE_URL,
+  type NvidiaTrust,
   PcsCollateralSource,
-} from "../verify/tdx/collateral_source.ts";
-import { type SnpTrust, snpTrustFromConfig } from "../verify/sev_snp/trust.ts";
-import type { GpuDeps } from "../verify/nvidia/deps.ts";
-import { gpuDepsFromConfig, type GpuSetupIo, type NvidiaTrust } from "../verify/nvidia/setup.ts";
+  type SnpTrust,
+  snpTrustFromConfig,
+} from "../verify/mod.ts";
 import { readFailure, StartupError } from "./startup_checks.ts";
 
 /** File reads and a fetch with a deadline (main.ts's). */

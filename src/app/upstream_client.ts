@@ -2,12 +2,12 @@
  * The upstream client `serve` builds: over the runtime's sockets, or the
  * runtime's fetch when a proxy variable is set (main.ts says whether one is).
  */
-import type { GatewayConfig } from "../config/schema.ts";
+import type { GatewayConfig } from "../config/mod.ts";
 import {
   createUpstreamTransport,
   type TransportDeps,
   type UpstreamTransport,
-} from "../upstream/transport.ts";
+} from "../upstream/mod.ts";
 
 /** The upstream client: over the runtime's sockets, or fetch when a proxy variable is set. */
 export function upstreamTransport(

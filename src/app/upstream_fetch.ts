@@ -5,10 +5,9 @@
  * re-verified, or another key). A private-CA upstream gets its CA; anything
  * else the plain fetch.
  */
-import { GatewayError } from "../http/errors.ts";
-import type { Candidate } from "../routing/select.ts";
-import type { UpstreamFetch } from "../upstream/forward.ts";
-import type { UpstreamTransport } from "../upstream/transport.ts";
+import { GatewayError } from "../http/mod.ts";
+import type { Candidate } from "../routing/mod.ts";
+import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 
 export function createFetchFor(o: {
   transport: Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa"> | undefined;

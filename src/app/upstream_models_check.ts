@@ -6,8 +6,8 @@
  * upstream without a listing (404, not JSON, unreachable) is not checked.
  * No prompt is sent; the request carries only the provider's credential.
  */
-import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
-import { joinUrl, readBounded, type UpstreamFetch } from "../upstream/forward.ts";
+import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
+import { joinUrl, readBounded, type UpstreamFetch } from "../upstream/mod.ts";
 
 export interface ModelsCheckDeps {
   fetchFor(p: ProviderConfig): UpstreamFetch;

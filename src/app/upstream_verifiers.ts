@@ -3,10 +3,10 @@
  * and the trust material of the configuration's `trust` block (TDX collateral
  * and root, SEV-SNP roots, GPU roots and collateral), read with main.ts's I/O.
  */
-import type { GatewayConfig } from "../config/schema.ts";
-import { productionVerifiers } from "../sessions/verifiers.ts";
-import type { TlsConnect } from "../upstream/pinned_tls.ts";
-import { pemCertificatesToDer } from "../verify/x509/pem.ts";
+import type { GatewayConfig } from "../config/mod.ts";
+import { productionVerifiers } from "../sessions/mod.ts";
+import type { TlsConnect } from "../upstream/mod.ts";
+import { pemCertificatesToDer } from "../verify/mod.ts";
 import { collateralSource, gpuDeps, snpTrust, type TrustIo } from "./trust_sources.ts";
 import { StartupError } from "./startup_checks.ts";
 

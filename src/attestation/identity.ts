@@ -5,12 +5,18 @@
  * rotates to a fresh keyset; every keyset ever served is archived in KV so
  * old receipts stay verifiable after a rotation or restart.
  */
-import { buildKeyset, generateWorkloadKeys, type WorkloadKeys } from "../aci/signer.ts";
-import { keysetDigest, type WorkloadKeyset } from "../aci/keyset.ts";
-import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/keys.ts";
-import { createNoteSigner, type NoteSigner } from "../aci/note_signer.ts";
-import { bytesToHex } from "../aci/hex.ts";
-import { sha256Hex } from "../aci/digest.ts";
+import {
+  buildKeyset,
+  bytesToHex,
+  createNoteSigner,
+  generateWorkloadKeys,
+  keysetDigest,
+  type NoteSigner,
+  sha256Hex,
+  type WorkloadKeys,
+  type WorkloadKeyset,
+} from "../aci/mod.ts";
+import { createE2eeKeyring, type E2eeKeyring } from "../e2ee/mod.ts";
 
 /** The log origin when none is configured (tests, bench). */
 export const DEFAULT_LOG_ORIGIN = "localhost/v1/aci/log";

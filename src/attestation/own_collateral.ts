@@ -7,20 +7,17 @@
  * that asks, content-addressed, and never replaced: later bundles carry the
  * same bytes. Development evidence has none, and the answer says why.
  */
-import { isDevQuote } from "../aci/dev_quote.ts";
-import { parseHex } from "../aci/hex.ts";
-import { jcsBytes } from "../aci/jcs.ts";
-import { COLLATERAL_BLOBS, getBlob, putBlob } from "../store/blobs.ts";
-import { retryTransient } from "../store/transient.ts";
+import { isDevQuote, jcsBytes, parseHex } from "../aci/mod.ts";
+import { COLLATERAL_BLOBS, getBlob, putBlob, retryTransient } from "../store/mod.ts";
 import {
   archiveDigest,
   type CollateralArchive,
   CollateralCollector,
-} from "../verify/collateral_archive.ts";
-import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
-import { quoteCollateralKey } from "../verify/tdx/dcap.ts";
-import { parseSnpReport } from "../verify/sev_snp/report.ts";
-import type { SnpTrust } from "../verify/sev_snp/trust.ts";
+  type CollateralSource,
+  parseSnpReport,
+  quoteCollateralKey,
+  type SnpTrust,
+} from "../verify/mod.ts";
 import type { CanonicalReport } from "./reports.ts";
 
 /** What a bundle says about a report's collateral. */

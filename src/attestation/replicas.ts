@@ -4,7 +4,7 @@
  * nonce-less attestation. Nothing here assumes this process is the only one.
  */
 import type { AttestationEntry } from "./entry.ts";
-import { retryTransient } from "../store/transient.ts";
+import { retryTransient } from "../store/mod.ts";
 
 export const REPLICA_PREFIX = "replicas";
 

@@ -6,22 +6,23 @@
  * reports with a nonce are always fresh. Every keyset's nonce-less report is
  * archived in KV so old receipts stay verifiable after rotation or restart.
  */
-import { bytesToHex } from "../aci/hex.ts";
-import { reportData, reportDataSlot } from "../aci/statement.ts";
 import {
+  bytesToHex,
   legacyAddressBytes,
   legacyReportData,
   legacySigningAddress,
   type LegacySigningAlgo,
   legacySigningPublicKey,
-} from "../aci/legacy.ts";
-import { GatewayError } from "../http/errors.ts";
+  reportData,
+  reportDataSlot,
+} from "../aci/mod.ts";
+import { GatewayError } from "../http/mod.ts";
 import type { Identity, IdentitySnapshot } from "./identity.ts";
 import type { Quote, QuoteProvider } from "./quote_provider.ts";
 import type { SourceProvenance } from "./provenance.ts";
 import type { ReplicaRegistry } from "./replicas.ts";
 import type { AttestationEntry } from "./entry.ts";
-import { retryTransient } from "../store/transient.ts";
+import { retryTransient } from "../store/mod.ts";
 
 export const KEYSET_ARCHIVE = "keysets";
 

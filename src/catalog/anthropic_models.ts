@@ -5,7 +5,7 @@
  * last_id}` with Anthropic's `limit` / `after_id` / `before_id` cursor.
  * Pure: the catalog's OpenAI-shaped objects in, Anthropic's out.
  */
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 
 export interface AnthropicModel {
   type: "model";

@@ -3,14 +3,14 @@
  * lookup by id or alias, the public model objects, and the `zdr` / `tee`
  * filters. Pure: no I/O.
  */
-import { badParam, GatewayError } from "../http/errors.ts";
+import { badParam, GatewayError } from "../http/mod.ts";
 import type {
   EmbeddingModelConfig,
   GatewayConfig,
   ModelConfig,
   ProviderConfig,
-} from "../config/schema.ts";
-import { FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/names.ts";
+} from "../config/mod.ts";
+import { FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/mod.ts";
 
 export interface ChatModel {
   /** The id the client used (the canonical id or an alias). */

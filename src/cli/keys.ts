@@ -7,12 +7,16 @@
  * can print it.
  */
 import { parseArgs } from "node:util";
-import { keyAdmin, KeyArgumentError } from "../accounts/key_admin.ts";
-import { formatCredits, parseCredits } from "../accounts/credits.ts";
-import { isKeyId } from "../accounts/keys.ts";
-import type { Tiers } from "../accounts/rate_limit.ts";
-import { dayRange } from "../accounts/usage_daily.ts";
-import { GatewayError } from "../http/errors.ts";
+import {
+  dayRange,
+  formatCredits,
+  isKeyId,
+  keyAdmin,
+  KeyArgumentError,
+  parseCredits,
+  type Tiers,
+} from "../accounts/mod.ts";
+import { GatewayError } from "../http/mod.ts";
 
 export interface KeysCliDeps {
   kv: Deno.Kv;

@@ -11,12 +11,26 @@
  */
 import { Buffer } from "node:buffer";
 import { parseOptions, UsageError } from "./args.ts";
-import { type Fetch, followLog, LogReader, type MonitorState } from "../verify/tlog.ts";
-import { parseCheckpointBody, parseVerifierKey, unb64, verifyNote } from "../aci/note.ts";
-import { createNoteSigner, type NoteSigner } from "../aci/note_signer.ts";
-import { emptyRoot, verifyConsistency } from "../aci/merkle.ts";
-import { bytesEqual, bytesToHex, parseHex } from "../aci/hex.ts";
-import type { QuoteCheck } from "../verify/evidence.ts";
+import {
+  type Fetch,
+  followLog,
+  LogReader,
+  type MonitorState,
+  type QuoteCheck,
+} from "../verify/mod.ts";
+import {
+  bytesEqual,
+  bytesToHex,
+  createNoteSigner,
+  emptyRoot,
+  type NoteSigner,
+  parseCheckpointBody,
+  parseHex,
+  parseVerifierKey,
+  unb64,
+  verifyConsistency,
+  verifyNote,
+} from "../aci/mod.ts";
 
 export interface MonitorDeps {
   fetch: Fetch;

@@ -3,7 +3,7 @@
  * PORT variable main.ts reads). Bad use is a StartupError, one line for the operator.
  */
 import { parseOptions } from "./args.ts";
-import { StartupError } from "../app/startup_checks.ts";
+import { StartupError } from "../app/mod.ts";
 
 const DEFAULT_PORT = 8787;
 const SERVE_USAGE = "usage: main.ts serve --dev | --config FILE [--port N]";

@@ -11,29 +11,43 @@
  */
 
 import { type ParsedOptions, parseOptions, UsageError } from "./args.ts";
-import { bytesToHex } from "../aci/hex.ts";
-import { allPassed, type Check } from "../verify/checks.ts";
-import type { QuoteCheck } from "../verify/evidence.ts";
-import { isRecord } from "../verify/json_shape.ts";
-import { verifyLegacyReport, verifySignatureEnvelope } from "../verify/legacy.ts";
-import { verifyReceipt } from "../verify/receipt.ts";
-import { verifyReport } from "../verify/report.ts";
-import { verifyBundle } from "../verify/bundle.ts";
-import { extractKeyset } from "../verify/report.ts";
-import { followLog, keysetLogKeys } from "../verify/tlog.ts";
-import { parseCheckpointBody, parseVerifierKey, verifyNote } from "../aci/note.ts";
-import { leafHash, verifyInclusion } from "../aci/merkle.ts";
-import { receiptEntry } from "../aci/log_entry.ts";
-import { jcs } from "../aci/jcs.ts";
+import {
+  bytesToHex,
+  jcs,
+  leafHash,
+  parseCheckpointBody,
+  parseVerifierKey,
+  receiptEntry,
+  verifyInclusion,
+  verifyNote,
+} from "../aci/mod.ts";
+import {
+  allPassed,
+  type AuditChoices,
+  type AuditTrust,
+  type Check,
+  check,
+  defaultGpuDeps,
+  EVIDENCE_KINDS,
+  evidenceContext,
+  evidenceKind,
+  extractKeyset,
+  followLog,
+  type GpuDeps,
+  hardwareQuoteCheck,
+  isRecord,
+  keysetLogKeys,
+  type QuoteCheck,
+  verifyBundle,
+  verifyLegacyReport,
+  verifyReceipt,
+  verifyReport,
+  verifySessionGpu,
+  verifySignatureEnvelope,
+} from "../verify/mod.ts";
 import { Buffer } from "node:buffer";
-import { check } from "../verify/checks.ts";
-import { verifyE2eeResponse } from "../e2ee/verify.ts";
-import { defaultGpuDeps, type GpuDeps } from "../verify/nvidia/deps.ts";
-import { verifySessionGpu } from "../verify/session_gpu.ts";
-import { hardwareQuoteCheck } from "../verify/hardware_quote_check.ts";
-import { EVIDENCE_KINDS, evidenceKind } from "../verify/kinds/table.ts";
-import { type AuditChoices, type AuditTrust, evidenceContext } from "../verify/kinds/types.ts";
-import { ACCEPTABLE_TCB_STATUSES, type AcceptableTcbStatus } from "../config/attestation_names.ts";
+import { verifyE2eeResponse } from "../e2ee/mod.ts";
+import { ACCEPTABLE_TCB_STATUSES, type AcceptableTcbStatus } from "../config/mod.ts";
 
 /** Everything the command needs from the outside world. */
 export interface VerifyDeps {

@@ -8,23 +8,23 @@
  */
 import { parseArgs } from "node:util";
 import { createHash, X509Certificate } from "node:crypto";
-import { type Check, check } from "../verify/checks.ts";
-import { collateralFromDcapQvlJson } from "../verify/tdx/collateral.ts";
 import {
+  type Check,
+  check,
+  collateralFromDcapQvlJson,
   LocalCollateralSource,
-  verifyTdxQuoteWithSource,
-} from "../verify/tdx/collateral_source.ts";
-import { parseNearAiReport } from "../verify/near_ai/report.ts";
-import { verifyNearAiReport } from "../verify/near_ai/verify.ts";
-import { verifyNearSignature } from "../verify/near_ai/signature.ts";
-import {
   matchRelease,
+  parseNearAiReport,
   parseTinfoilEvidence,
+  snpReportHex,
+  splitAskArkPem,
   tinfoilBinding,
-} from "../verify/tinfoil/attestation.ts";
-import { splitAskArkPem, verifySnpReport } from "../verify/sev_snp/verify_report.ts";
-import { snpReportHex } from "../verify/sev_snp/report.ts";
-import { verifyReleaseBundle } from "../verify/sigstore/release.ts";
+  verifyNearAiReport,
+  verifyNearSignature,
+  verifyReleaseBundle,
+  verifySnpReport,
+  verifyTdxQuoteWithSource,
+} from "../verify/mod.ts";
 
 export interface ProviderVerifyDeps {
   readFile: (path: string) => Promise<Uint8Array>;

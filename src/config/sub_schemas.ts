@@ -3,7 +3,7 @@
  * per-tier limits (schema.ts assembles the document from them).
  */
 import { z } from "zod";
-import { TOKENIZERS } from "../tokens/names.ts";
+import { TOKENIZERS } from "../tokens/mod.ts";
 import { ACCEPTABLE_TCB_STATUSES, DEFAULT_ACCEPTED_TCB_STATUSES } from "./attestation_names.ts";
 
 const modality = z.enum(["text", "image", "file", "video", "audio"]);

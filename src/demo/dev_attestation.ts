@@ -8,10 +8,9 @@
  * the whole verified-upstream path where no TEE exists, while every verifier
  * can tell that nothing here proves a TEE.
  */
-import { devQuote } from "../aci/dev_quote.ts";
-import { bytesToHex, hexToBytes, isLowerHex } from "../aci/hex.ts";
-import { GatewayError } from "../http/errors.ts";
-import { expectedReportData } from "../verify/dstack/report_data.ts";
+import { bytesToHex, devQuote, hexToBytes, isLowerHex } from "../aci/mod.ts";
+import { GatewayError } from "../http/mod.ts";
+import { expectedReportData } from "../verify/mod.ts";
 
 /** The path the endpoint answers. */
 const DEV_ATTESTATION_PATH = "/v1/attestation/report";

@@ -8,7 +8,7 @@
 import { type DemoUpstream, startDemoUpstream } from "./upstream.ts";
 import { issueServerCert, makeCa } from "./certs.ts";
 import { devAttestationRoutes } from "./dev_attestation.ts";
-import { generateWorkloadKeys } from "../aci/signer.ts";
+import { generateWorkloadKeys } from "../aci/mod.ts";
 
 export interface DevUpstreamSet {
   plain: DemoUpstream;

@@ -4,8 +4,8 @@
  * usage). Same request → same plan, so tests can predict every byte the demo
  * upstream sends; the HTTP server only renders and paces these plans.
  */
-import type { ChatUsage } from "../formats/chat/types.ts";
-import { badParam } from "../http/errors.ts";
+import type { ChatUsage } from "../formats/mod.ts";
+import { badParam } from "../http/mod.ts";
 import type {
   FakeChatRequest,
   FakeCompletionRequest,

@@ -9,7 +9,7 @@ import type {
   ChatResponse,
   ChatToolCall,
   ChatUsage,
-} from "../formats/chat/types.ts";
+} from "../formats/mod.ts";
 import type { ChatPlan, CompletionPlan } from "./fake_model.ts";
 
 /** Identity of one response: `created` is in epoch seconds. */

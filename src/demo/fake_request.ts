@@ -5,7 +5,7 @@
  * unknown fields pass through, as a real OpenAI-compatible server tolerates them.
  */
 import { z } from "zod";
-import { badParam, GatewayError } from "../http/errors.ts";
+import { badParam, GatewayError } from "../http/mod.ts";
 
 const positiveInt = z.int().positive();
 

@@ -5,7 +5,7 @@
  * server or a client disconnect never leaves a timer behind.
  */
 
-import { sleep } from "../store/transient.ts";
+import { sleep } from "../store/mod.ts";
 
 const encoder = new TextEncoder();
 

@@ -4,7 +4,7 @@
  * upstream of end-to-end tests. It records what it received (in memory only,
  * never logged) and can be told to misbehave (see `faults.ts`).
  */
-import { ERROR_KINDS, errorBody, GatewayError } from "../http/errors.ts";
+import { ERROR_KINDS, errorBody, GatewayError } from "../http/mod.ts";
 import { type Fault, FaultSlot } from "./faults.ts";
 import { fakeEmbeddings } from "./fake_embeddings.ts";
 import { planChat, planCompletion } from "./fake_model.ts";
@@ -17,7 +17,7 @@ import {
 } from "./fake_render.ts";
 import { parseChatRequest, parseCompletionRequest, parseEmbeddingRequest } from "./fake_request.ts";
 import { pacedBody, type PacingOptions } from "./paced_body.ts";
-import { sleep } from "../store/transient.ts";
+import { sleep } from "../store/mod.ts";
 
 /** Model names served when none are configured. */
 const DEFAULT_DEMO_MODELS: readonly string[] = ["demo-chat", "demo-reasoner", "demo-embed"];

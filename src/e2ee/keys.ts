@@ -10,9 +10,7 @@
  */
 import { hkdfSync } from "node:crypto";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
-import { sha256Hex } from "../aci/digest.ts";
-import { bytesToHex } from "../aci/hex.ts";
-import type { E2eePublicKey } from "../aci/keyset.ts";
+import { bytesToHex, type E2eePublicKey, sha256Hex } from "../aci/mod.ts";
 import {
   decryptField,
   type E2eeAlgo,

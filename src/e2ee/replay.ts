@@ -9,8 +9,8 @@
  * and it expires when the request's timestamp leaves the acceptance window,
  * after which the request would be refused for its timestamp anyway.
  */
-import { sha256Hex } from "../aci/digest.ts";
-import { retryTransient } from "../store/transient.ts";
+import { sha256Hex } from "../aci/mod.ts";
+import { retryTransient } from "../store/mod.ts";
 
 export const REPLAY_PREFIX = "e2ee_replay";
 

@@ -7,9 +7,8 @@
  * `GatewayError`s of the spec's `e2ee_*` kinds; nothing decrypted is ever
  * put in a message.
  */
-import { GatewayError } from "../http/errors.ts";
-import { parseJsonBody } from "../http/body.ts";
-import type { Translator } from "../formats/stream_translator.ts";
+import { GatewayError, parseJsonBody } from "../http/mod.ts";
+import type { Translator } from "../formats/mod.ts";
 import {
   type AadContext,
   canEncryptTo,

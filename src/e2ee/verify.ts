@@ -6,9 +6,8 @@
  * body hashes themselves are the receipt's ordinary checks, run on the
  * restored request and the wire response.
  */
-import { hexToBytes } from "../aci/hex.ts";
-import { type Check, check } from "../verify/checks.ts";
-import { isRecord } from "../verify/json_shape.ts";
+import { hexToBytes } from "../aci/mod.ts";
+import { type Check, check, isRecord } from "../verify/mod.ts";
 import { type AadContext, decryptField, isE2eeAlgo, responseAad } from "./crypto.ts";
 import { E2EE_ENDPOINTS, responseIdFor, responseSlots } from "./fields.ts";
 

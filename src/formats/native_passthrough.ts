@@ -4,8 +4,7 @@
  * rewritten to the id the client asked for, usage read for billing, and an
  * in-band error event of the same format when the upstream fails. Pure.
  */
-import type { GatewayError } from "../http/errors.ts";
-import { errorBody } from "../http/errors.ts";
+import { errorBody, type GatewayError } from "../http/mod.ts";
 import type { TokenUsage, Translator } from "./stream_translator.ts";
 
 type Obj = Record<string, unknown>;

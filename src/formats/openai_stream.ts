@@ -10,7 +10,7 @@
  * lengths (deterministic filler: the length is what leaks, not the bytes).
  * Pure.
  */
-import { errorBody, type GatewayError } from "../http/errors.ts";
+import { errorBody, type GatewayError } from "../http/mod.ts";
 import type { ChatUsage } from "./chat/types.ts";
 import type { TokenUsage, Translator } from "./stream_translator.ts";
 

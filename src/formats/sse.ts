@@ -5,7 +5,7 @@
  * keep-alives) are dropped here so they can never reach a client or a JSON parser.
  */
 
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 
 /** One dispatched SSE event. `event` is absent when the frame had no `event:` line. */
 export interface SseEvent {

@@ -6,7 +6,7 @@
  */
 
 import type { ChatChunk } from "./chat/types.ts";
-import type { GatewayError } from "../http/errors.ts";
+import type { GatewayError } from "../http/mod.ts";
 
 export interface StreamTranslator {
   /** Feed one parsed upstream chat chunk; returns the SSE text to write to the client (may be ""). */

@@ -8,7 +8,7 @@
  * into them.
  */
 import type { z } from "zod";
-import { badParam, type GatewayError } from "../http/errors.ts";
+import { badParam, type GatewayError } from "../http/mod.ts";
 
 type Issue = z.core.$ZodIssue;
 

@@ -3,8 +3,8 @@
  * parameter (a bad one is a 400 naming `nonce`). Here, not in `src/aci/`, so
  * the ACI primitives never depend on HTTP errors.
  */
-import { isLowerHex } from "../aci/hex.ts";
-import { badParam } from "../http/errors.ts";
+import { isLowerHex } from "../aci/mod.ts";
+import { badParam } from "../http/mod.ts";
 
 /**
  * The `nonce` query parameter of `GET /v1/aci/attestation`: absent → null;

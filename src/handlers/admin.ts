@@ -9,17 +9,27 @@
  * keys` runs.
  */
 import type { z } from "zod";
-import { asGatewayError, badParam, GatewayError } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import { parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
-import { parseWith } from "../formats/zod_error.ts";
-import { isKeyId } from "../accounts/keys.ts";
-import { KeyArgumentError } from "../accounts/key_admin.ts";
-import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../accounts/admin_bodies.ts";
-import type { GatewayMetrics } from "../operator/metrics.ts";
+import {
+  asGatewayError,
+  badParam,
+  GatewayError,
+  jsonResponse,
+  parseJsonBody,
+  readBody,
+  requireJsonContentType,
+} from "../http/mod.ts";
+import { parseWith } from "../formats/mod.ts";
+import {
+  CreateKeyBody,
+  CreditBody,
+  isKeyId,
+  KeyArgumentError,
+  UpdateKeyBody,
+} from "../accounts/mod.ts";
+import type { GatewayMetrics } from "../operator/mod.ts";
 import { type HealthDeps, healthDetail } from "./health.ts";
 import { type KeyInfoDeps, rangeFromQuery } from "./key_info.ts";
-import type { PolicyRegistry } from "../sessions/policy/registry.ts";
+import type { PolicyRegistry } from "../sessions/mod.ts";
 
 const MAX_ADMIN_BODY = 64 * 1024;
 /** A policy of 1000 entries of every field is about 600 KiB. */

@@ -7,11 +7,9 @@
  * progress keep the routes they started on. The change itself is
  * `app/live_config.ts`; SIGHUP (main.ts) applies the configuration file the same way.
  */
-import { readBody, requireJsonContentType } from "../http/body.ts";
-import { jsonResponse } from "../http/json.ts";
+import { GatewayError, jsonResponse, readBody, requireJsonContentType } from "../http/mod.ts";
 import type { AdminDeps, AdminHandler } from "./admin.ts";
 import type { ConfigControl } from "./config_control.ts";
-import { GatewayError } from "../http/errors.ts";
 
 /** A whole configuration is larger than a key's settings. */
 const MAX_CONFIG_BODY = 4 * 1024 * 1024;

@@ -5,7 +5,7 @@
  */
 import { costNano, type InferencePlan } from "./plan.ts";
 import type { InferenceState } from "./inference_state.ts";
-import type { KeyRecord } from "../accounts/keys.ts";
+import type { KeyRecord } from "../accounts/mod.ts";
 
 export async function admit(s: InferenceState, key: KeyRecord, plan: InferencePlan): Promise<void> {
   const { ctx, info } = s;

@@ -3,11 +3,11 @@
  * (`stream_response.ts`), settled against the admission and closed into the
  * receipt in one commit.
  */
-import { GatewayError } from "../http/errors.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
-import { responseIdOf } from "../receipts/response_id.ts";
-import type { ForwardResult } from "../routing/failover.ts";
-import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/count.ts";
+import { GatewayError } from "../http/mod.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
+import { responseIdOf } from "../receipts/mod.ts";
+import type { ForwardResult } from "../routing/mod.ts";
+import { countText, FALLBACK_TOKENIZER, type TokenizerName } from "../tokens/mod.ts";
 import type { InferencePlan, Settle } from "./plan.ts";
 import type { InferenceState } from "./inference_state.ts";
 import { settlementFor } from "./settlement.ts";

@@ -5,9 +5,8 @@
  */
 import type { GatewayContext } from "./context.ts";
 import { parseAciNonce } from "./aci_nonce.ts";
-import { badParam } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import type { LegacySigningAlgo } from "../aci/legacy.ts";
+import { badParam, jsonResponse } from "../http/mod.ts";
+import type { LegacySigningAlgo } from "../aci/mod.ts";
 
 /** `GET /v1/aci/attestation`. */
 export async function canonicalAttestation(req: Request, ctx: GatewayContext): Promise<Response> {

@@ -1,14 +1,12 @@
 /** The public catalog endpoints: chat models, embedding models, the legacy vendor listing. */
 import type { GatewayContext } from "./context.ts";
-import { jsonResponse } from "../http/json.ts";
-import { parseCatalogFilter } from "../catalog/catalog.ts";
-import { GatewayError } from "../http/errors.ts";
-import type { Params } from "../http/params.ts";
+import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import {
   anthropicModelPage,
   isAnthropicStyle,
+  parseCatalogFilter,
   toAnthropicModel,
-} from "../catalog/anthropic_models.ts";
+} from "../catalog/mod.ts";
 
 export function listModels(req: Request, ctx: GatewayContext): Response {
   const params = new URL(req.url).searchParams;

@@ -1,16 +1,16 @@
 /** `POST /v1/chat/completions`: the chat plan for the shared pipeline. */
 import type { InferenceEndpoint } from "./inference_state.ts";
 import {
+  type ChatResponse,
   chatResponseForClient,
   checkChatAgainstModel,
+  createOpenAiStreamPassthrough,
   parseChatRequest,
   upstreamChatBody,
-} from "../formats/chat/request.ts";
-import type { ChatResponse } from "../formats/chat/types.ts";
+} from "../formats/mod.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
-import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
   endpoint: "/v1/chat/completions",

@@ -3,14 +3,14 @@ import type { InferenceEndpoint } from "./inference_state.ts";
 import {
   completionForClient,
   countCompletionPrompts,
+  createOpenAiStreamPassthrough,
   parseCompletionRequest,
   upstreamCompletionBody,
-} from "../formats/completions/request.ts";
-import { badParam } from "../http/errors.ts";
+} from "../formats/mod.ts";
+import { badParam } from "../http/mod.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { checkContextLength } from "../tokens/context.ts";
-import { createOpenAiStreamPassthrough } from "../formats/openai_stream.ts";
+import { checkContextLength } from "../tokens/mod.ts";
 
 export const completionsEndpoint: InferenceEndpoint = {
   endpoint: "/v1/completions",

@@ -3,32 +3,31 @@
  * that consume it, and composed once by `app/assemble.ts` from what main.ts
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
-import type { PolicyRegistry } from "../sessions/policy/registry.ts";
-import type { AnsweredExchange, AnswerSignatures } from "../sessions/answer_signatures.ts";
+import type {
+  AnsweredExchange,
+  AnswerSignatures,
+  PolicyRegistry,
+  SessionStore,
+} from "../sessions/mod.ts";
 import type { ConfigControl } from "./config_control.ts";
-import type { CacheSalter } from "../routing/cache_salt.ts";
-import type { GatewayConfig } from "../config/schema.ts";
-import type { Catalog } from "../catalog/catalog.ts";
-import type { Authenticator } from "../accounts/keys.ts";
-import type { Admitter } from "../accounts/admission.ts";
-import type { GroupCommitter } from "../store/group_commit.ts";
-import type { ForwardDeps } from "../routing/failover.ts";
-import type { VerificationState } from "../routing/select.ts";
-import type { ReceiptService } from "../receipts/service.ts";
+import type { CacheSalter, ForwardDeps, VerificationState } from "../routing/mod.ts";
+import type { GatewayConfig } from "../config/mod.ts";
+import type { Catalog } from "../catalog/mod.ts";
+import type { Admitter, Authenticator, KeyAdmin, PreAdmission } from "../accounts/mod.ts";
+import type { GroupCommitter } from "../store/mod.ts";
+import type { ReceiptService } from "../receipts/mod.ts";
 import type { RequestInfo } from "./request_info.ts";
-import type { Identity } from "../attestation/identity.ts";
-import type { CanonicalReport, ReportService } from "../attestation/reports.ts";
-import type { ReportCollateral } from "../attestation/own_collateral.ts";
-import type { SessionStore } from "../sessions/store.ts";
+import type {
+  CanonicalReport,
+  Identity,
+  ReportCollateral,
+  ReportService,
+} from "../attestation/mod.ts";
 import type { StreamTicker } from "./stream_ticker.ts";
-import type { KeyAdmin } from "../accounts/key_admin.ts";
-import type { OperatorAuth } from "../operator/admin_token.ts";
-import type { GatewayMetrics } from "../operator/metrics.ts";
-import type { PreAdmission } from "../accounts/pre_admission.ts";
-import type { BodyBudget } from "../http/body_budget.ts";
-import type { DeadlineWheel } from "../http/deadlines.ts";
-import type { E2eeDeps } from "../e2ee/service.ts";
-import type { TransparencyLog } from "../tlog/log.ts";
+import type { GatewayMetrics, OperatorAuth } from "../operator/mod.ts";
+import type { BodyBudget, DeadlineWheel } from "../http/mod.ts";
+import type { E2eeDeps } from "../e2ee/mod.ts";
+import type { TransparencyLog } from "../tlog/mod.ts";
 
 export type LogLine = Record<string, unknown>;
 

@@ -10,13 +10,17 @@
  * `/v1/messages` would answer it).
  */
 import type { GatewayContext } from "./context.ts";
-import { largeBodyTurn, parseJsonBody, readBody, requireJsonContentType } from "../http/body.ts";
-import { badParam } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import { parseMessagesRequest } from "../formats/messages/mod.ts";
-import { estimateChatTokens } from "../formats/chat/request.ts";
+import {
+  badParam,
+  jsonResponse,
+  largeBodyTurn,
+  parseJsonBody,
+  readBody,
+  requireJsonContentType,
+} from "../http/mod.ts";
+import { estimateChatTokens, parseMessagesRequest } from "../formats/mod.ts";
 import { authenticateCaller } from "./auth.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import { checkContextLength } from "../tokens/mod.ts";
 
 /** Members of a Messages request that describe generation, not input: accepted and not counted. */
 const GENERATION_ONLY = ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences"];

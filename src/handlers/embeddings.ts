@@ -6,8 +6,8 @@ import {
   embeddingUsage,
   parseEmbeddingRequest,
   upstreamEmbeddingBody,
-} from "../formats/embeddings/request.ts";
-import { GatewayError } from "../http/errors.ts";
+} from "../formats/mod.ts";
+import { GatewayError } from "../http/mod.ts";
 import { basePlan } from "./plan.ts";
 
 export const embeddingsEndpoint: InferenceEndpoint = {

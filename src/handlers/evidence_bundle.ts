@@ -9,17 +9,20 @@
  * body or key. Same access rule as the receipt.
  */
 import type { GatewayContext } from "./context.ts";
-import type { Params } from "../http/params.ts";
-import { jsonResponse } from "../http/json.ts";
-import { b64, keyId, parseNote, SIG_ED25519 } from "../aci/note.ts";
-import { keysetEntry } from "../aci/log_entry.ts";
-import { type CanonicalReport, KEYSET_ARCHIVE } from "../attestation/reports.ts";
-import type { ReportCollateral } from "../attestation/own_collateral.ts";
-import { NOTE_KEY_ALGO } from "../aci/signer.ts";
-import { bytesEqual, parseHex } from "../aci/hex.ts";
+import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
+import {
+  b64,
+  bytesEqual,
+  keyId,
+  keysetEntry,
+  NOTE_KEY_ALGO,
+  parseHex,
+  parseNote,
+  SIG_ED25519,
+} from "../aci/mod.ts";
+import { type CanonicalReport, KEYSET_ARCHIVE, type ReportCollateral } from "../attestation/mod.ts";
 import { receiptLeaf } from "./tlog.ts";
-import { GatewayError } from "../http/errors.ts";
-import { BUNDLE_FORMAT } from "../verify/bundle.ts";
+import { BUNDLE_FORMAT } from "../verify/mod.ts";
 
 /** Archived keysets scanned for the checkpoint's signer (rotations × replicas stay far below). */
 const MAX_KEYSETS = 10_000;

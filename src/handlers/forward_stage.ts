@@ -3,7 +3,7 @@
  * (`routing/failover.ts`), the request state itself serving as the forward
  * plan and the receipt as the attempt log.
  */
-import { forward, type ForwardResult } from "../routing/failover.ts";
+import { forward, type ForwardResult } from "../routing/mod.ts";
 import type { InferenceState } from "./inference_state.ts";
 
 export async function forwardStage(s: InferenceState): Promise<ForwardResult> {

@@ -4,8 +4,8 @@
  * session ids, TLS key hashes, failure reasons) is for operators, shown with
  * the operator token on `/healthz` or at `GET /admin/v1/health`.
  */
-import { jsonResponse } from "../http/json.ts";
-import type { OperatorAuth } from "../operator/admin_token.ts";
+import { jsonResponse } from "../http/mod.ts";
+import type { OperatorAuth } from "../operator/mod.ts";
 
 /** What health needs (the gateway's context satisfies it). */
 export interface HealthDeps {

@@ -5,18 +5,24 @@
  * `ForwardPlan` failover reads and its `AttemptLog` sink's companion, so
  * forwarding makes no per-request closures.
  */
-import { sha256Prefixed } from "../aci/digest.ts";
-import { spliceJson } from "../http/json_splice.ts";
-import type { JsonDocument } from "../http/body.ts";
-import type { ErrorFormat, GatewayError } from "../http/errors.ts";
-import { saltDigest, withSalt } from "../routing/cache_salt.ts";
-import type { Candidate } from "../routing/select.ts";
-import type { AttemptRecord, ForwardPlan } from "../routing/failover.ts";
-import type { ReceiptRecorder } from "../receipts/recorder.ts";
-import type { Admission } from "../accounts/admission.ts";
-import type { KeyRecord } from "../accounts/keys.ts";
-import type { BodyTicket } from "../http/body_budget.ts";
-import type { OpenedRequest } from "../e2ee/service.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
+import {
+  type BodyTicket,
+  type ErrorFormat,
+  type GatewayError,
+  type JsonDocument,
+  spliceJson,
+} from "../http/mod.ts";
+import {
+  type AttemptRecord,
+  type Candidate,
+  type ForwardPlan,
+  saltDigest,
+  withSalt,
+} from "../routing/mod.ts";
+import type { ReceiptRecorder } from "../receipts/mod.ts";
+import type { Admission, KeyRecord } from "../accounts/mod.ts";
+import type { OpenedRequest } from "../e2ee/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import type { InferencePlan } from "./plan.ts";
 import type { RequestInfo } from "./request_info.ts";

@@ -3,18 +3,17 @@
  * its body may be read (#15, #25), the body read, decrypted (E2EE v2), hashed
  * into the receipt and parsed once.
  */
-import { newReceiptId } from "../aci/receipt.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
+import { newReceiptId, sha256Prefixed } from "../aci/mod.ts";
 import {
+  freezeJson,
   largeBodyTurn,
   parseJsonDocument,
   readBody,
   requireJsonContentType,
-} from "../http/body.ts";
-import { freezeJson } from "../http/json_splice.ts";
-import { ReceiptRecorder } from "../receipts/recorder.ts";
-import { refuseClientSalt } from "../routing/cache_salt.ts";
-import { openE2ee } from "../e2ee/service.ts";
+} from "../http/mod.ts";
+import { ReceiptRecorder } from "../receipts/mod.ts";
+import { refuseClientSalt } from "../routing/mod.ts";
+import { openE2ee } from "../e2ee/mod.ts";
 import { credentialHeader } from "./auth.ts";
 import type { InferenceState } from "./inference_state.ts";
 

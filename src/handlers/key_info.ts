@@ -5,13 +5,9 @@
  * and `GET /v1/usage?from&to` (per UTC day and model). The figures are the
  * admin API's (accounts/key_admin.ts).
  */
-import { badParam } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import { dayRange } from "../accounts/usage_daily.ts";
+import { badParam, jsonResponse } from "../http/mod.ts";
+import { type Authenticator, dayRange, type KeyAdmin, ownKeyView } from "../accounts/mod.ts";
 import { authenticateCaller } from "./auth.ts";
-import { ownKeyView } from "../accounts/key_views.ts";
-import type { Authenticator } from "../accounts/keys.ts";
-import type { KeyAdmin } from "../accounts/key_admin.ts";
 
 /** What the key holder's endpoints need (the gateway's context satisfies it). */
 export interface KeyInfoDeps {

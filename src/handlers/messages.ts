@@ -1,13 +1,16 @@
 /** `POST /v1/messages` (Anthropic format): translated to chat for chat upstreams, forwarded to native ones. */
 import type { InferenceEndpoint } from "./inference_state.ts";
 import {
+  type ChatResponse,
   chatToMessagesResponse,
+  checkChatAgainstModel,
   createMessagesStreamTranslator,
+  nativeBody,
+  nativeMessagesPassthrough,
   parseMessagesRequest,
-} from "../formats/messages/mod.ts";
-import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat/request.ts";
-import type { ChatResponse } from "../formats/chat/types.ts";
-import { nativeBody, nativeMessagesPassthrough, withModel } from "../formats/native_passthrough.ts";
+  upstreamChatBody,
+  withModel,
+} from "../formats/mod.ts";
 import { basePlan, costOf, nativeOrTranslated } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";

@@ -5,7 +5,7 @@
  * spends reasoning tokens that some upstreams do not count against the
  * client's cap, so its reservation is the model's whole output length.
  */
-import type { ChatModel } from "../catalog/catalog.ts";
+import type { ChatModel } from "../catalog/mod.ts";
 
 export interface OutputReserve {
   /** Sent upstream when the client named no maximum. */

@@ -4,15 +4,14 @@
  * the upstream's answer into the client's format. Built by thin per-endpoint
  * modules; the pipeline does everything else.
  */
-import type { Candidate } from "../routing/select.ts";
-import type { TokenUsage, Translator } from "../formats/stream_translator.ts";
-import { MAX_SETTLEMENT_NANO } from "../accounts/credits.ts";
-import type { TokenizerName } from "../tokens/count.ts";
-import type { KvWrite } from "../store/group_commit.ts";
-import { idOf, usageField } from "../formats/upstream_fields.ts";
+import type { Candidate } from "../routing/mod.ts";
+import { idOf, type TokenUsage, type Translator, usageField } from "../formats/mod.ts";
+import { MAX_SETTLEMENT_NANO } from "../accounts/mod.ts";
+import type { TokenizerName } from "../tokens/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 
 // The stream contract lives with the formats that implement it.
-export type { TokenUsage, Translator } from "../formats/stream_translator.ts";
+export type { TokenUsage, Translator } from "../formats/mod.ts";
 
 export interface InferencePlan {
   /** The model id the client asked for (echoed in responses and receipts). */

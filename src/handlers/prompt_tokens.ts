@@ -12,10 +12,9 @@
  * usage the upstream never reported). Otherwise it is counted as before, with
  * the model's tokenizer, stopping past its context.
  */
-import type { ChatModel } from "../catalog/catalog.ts";
-import { chatTokenCeilingOf, estimateChatTokens } from "../formats/chat/request.ts";
-import type { ChatRequest } from "../formats/chat/types.ts";
-import { checkContextLength } from "../tokens/context.ts";
+import type { ChatModel } from "../catalog/mod.ts";
+import { type ChatRequest, chatTokenCeilingOf, estimateChatTokens } from "../formats/mod.ts";
+import { checkContextLength } from "../tokens/mod.ts";
 
 export interface PromptTokens {
   /** Reserved at admission: the exact count, or the ceiling when that decided. */

@@ -1,9 +1,7 @@
 /** `GET /v1/aci/receipts/{id}`: the bare canonical receipt, served only to the key that made it. */
 import type { GatewayContext } from "./context.ts";
-import { GatewayError } from "../http/errors.ts";
-import type { Params } from "../http/params.ts";
-import { jsonResponse } from "../http/json.ts";
-import { signatureEnvelope } from "../aci/legacy.ts";
+import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
+import { signatureEnvelope } from "../aci/mod.ts";
 import { signingAlgo } from "./attestation.ts";
 import { authenticateCaller, credentialHeader } from "./auth.ts";
 

@@ -3,9 +3,9 @@
  * refusal counted against the key (#25), and — once a body was received — a
  * signed, durable refusal receipt committed with the admission's release.
  */
-import { asGatewayError, errorBody, errorCodeOf } from "../http/errors.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import { asGatewayError, errorBody, errorCodeOf } from "../http/mod.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { InferenceState } from "./inference_state.ts";
 
 const encoder = new TextEncoder();

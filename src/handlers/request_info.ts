@@ -3,7 +3,7 @@
  * line and headers). Its own module so that the context (`handlers/context.ts`)
  * and the stream writer can name it without importing the pipeline.
  */
-import type { GatewayError } from "../http/errors.ts";
+import type { GatewayError } from "../http/mod.ts";
 import type { TokenUsage } from "./plan.ts";
 
 /** Per-request facts the pipeline threads through (for the log line and headers). */

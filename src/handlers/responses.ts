@@ -1,21 +1,20 @@
 /** `POST /v1/responses` (OpenAI Responses format): translated to chat, or forwarded to native upstreams. */
 import type { InferenceEndpoint } from "./inference_state.ts";
 import {
+  type ChatResponse,
   chatToResponsesResponse,
+  checkChatAgainstModel,
   createResponsesStreamTranslator,
-  parseResponsesRequest,
-} from "../formats/responses/mod.ts";
-import { checkChatAgainstModel, upstreamChatBody } from "../formats/chat/request.ts";
-import type { ChatResponse } from "../formats/chat/types.ts";
-import {
   nativeBody,
   nativeResponsesPassthrough,
+  parseResponsesRequest,
+  upstreamChatBody,
   withModel,
-} from "../formats/native_passthrough.ts";
+} from "../formats/mod.ts";
 import { basePlan, costOf, nativeOrTranslated } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
-import { bytesToHex } from "../aci/hex.ts";
+import { bytesToHex } from "../aci/mod.ts";
 
 export const responsesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/responses",

@@ -2,8 +2,7 @@
  * The second stage: the endpoint's plan for the parsed body, the client's
  * routing constraints, and the candidates that may serve it.
  */
-import { parseRouting } from "../routing/provider_block.ts";
-import { selectCandidates } from "../routing/select.ts";
+import { parseRouting, selectCandidates } from "../routing/mod.ts";
 import type { InferenceState } from "./inference_state.ts";
 import type { InferencePlan } from "./plan.ts";
 

@@ -5,9 +5,7 @@
  * Bearer authentication, as the spec asks of attested-session requests.
  */
 import type { GatewayContext } from "./context.ts";
-import { badParam, GatewayError } from "../http/errors.ts";
-import { jsonResponse } from "../http/json.ts";
-import type { Params } from "../http/params.ts";
+import { badParam, GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 
 export async function getSession(

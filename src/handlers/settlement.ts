@@ -5,9 +5,8 @@
  * plan and the prompt's bytes. So it writes its two log facts (`usage`,
  * `costNano`) itself, the one exception to the state owning them.
  */
-import type { Admission } from "../accounts/admission.ts";
-import { dailyUsageWrites } from "../accounts/usage_daily.ts";
-import type { ReceiptRecorder } from "../receipts/recorder.ts";
+import { type Admission, dailyUsageWrites } from "../accounts/mod.ts";
+import type { ReceiptRecorder } from "../receipts/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import type { RequestInfo } from "./request_info.ts";

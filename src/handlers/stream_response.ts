@@ -6,14 +6,12 @@
  * debit are durably committed; a client disconnect aborts the upstream and
  * still finalizes the receipt over what was written.
  */
-import { GatewayError } from "../http/errors.ts";
-import { BodyHasher } from "../aci/digest.ts";
-import { SseDecoder } from "../formats/sse.ts";
-import type { ReceiptRecorder } from "../receipts/recorder.ts";
-import { responseIdOf, StreamIdFinder } from "../receipts/response_id.ts";
-import { chunkReader, drainRest } from "../upstream/chunk_reader.ts";
-import { bodySourceOf } from "../upstream/h1_client.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import { GatewayError } from "../http/mod.ts";
+import { BodyHasher } from "../aci/mod.ts";
+import { SseDecoder } from "../formats/mod.ts";
+import { type ReceiptRecorder, responseIdOf, StreamIdFinder } from "../receipts/mod.ts";
+import { bodySourceOf, chunkReader, drainRest } from "../upstream/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { Settle, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";

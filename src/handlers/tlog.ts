@@ -5,16 +5,9 @@
  * the receipt). Shapes: /work/team/CONTRACTS.md and docs/decisions/.
  */
 import type { GatewayContext } from "./context.ts";
-import { GatewayError } from "../http/errors.ts";
-import type { Params } from "../http/params.ts";
-import { jsonResponse } from "../http/json.ts";
-import { parseTilePath } from "../aci/merkle.ts";
-import { b64 } from "../aci/note.ts";
-import { jcs } from "../aci/jcs.ts";
-import { receiptEntry } from "../aci/log_entry.ts";
-import type { Receipt } from "../aci/receipt.ts";
+import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
+import { b64, jcs, ownBytes, parseTilePath, type Receipt, receiptEntry } from "../aci/mod.ts";
 import { callerDigest } from "./receipts.ts";
-import { ownBytes } from "../aci/bytes.ts";
 
 /** How many path segments a tile path may have after `tile/` (level, up to 6 index parts, `.p`, W). */
 export const TILE_SEGMENTS = 8;

@@ -5,7 +5,7 @@
  * sent (`max_tokens × n`, or the model's output length) and the context the
  * prompt had to fit (docs/decisions/upstream-usage-bounds.md).
  */
-import type { TokenUsage } from "../formats/stream_translator.ts";
+import type { TokenUsage } from "../formats/mod.ts";
 
 /** The most a request may be billed for, in tokens. */
 export interface UsageBounds {

@@ -6,8 +6,8 @@
  * how to run the same checks offline. Strict CSP: scripts from this origin
  * only, requests to this origin only.
  */
-import { VERIFY_PAGE_SCRIPT } from "../verify/browser/bundle.gen.ts";
-import { sha256Hex } from "../aci/digest.ts";
+import { VERIFY_PAGE_SCRIPT } from "../verify/mod.ts";
+import { sha256Hex } from "../aci/mod.ts";
 
 const SCRIPT_SHA256 = sha256Hex(VERIFY_PAGE_SCRIPT);
 

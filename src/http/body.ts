@@ -5,7 +5,7 @@
  * one body differently would defeat the receipt's body hash).
  */
 import { GatewayError } from "./errors.ts";
-import { concatBytes } from "../aci/bytes.ts";
+import { concatBytes } from "../aci/mod.ts";
 import { type After, timerAfter } from "./deadlines.ts";
 import { Buffer, isUtf8 } from "node:buffer";
 

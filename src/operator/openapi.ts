@@ -7,7 +7,7 @@
  * does (tests/openapi_test.ts compares them); errors use one envelope per format, and the headers every response
  * carries are declared once.
  */
-import { EXPOSED_HEADERS } from "../http/cors.ts";
+import { EXPOSED_HEADERS } from "../http/mod.ts";
 import { type Json, json, type Op, str } from "./openapi_operations.ts";
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });

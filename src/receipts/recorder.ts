@@ -8,11 +8,10 @@
  * the receipt service sign it and commits it together with the writes the
  * caller names (the usage settlement) in one group commit.
  */
-import type { Candidate } from "../routing/select.ts";
-import type { AttemptFailureKind, AttemptLog } from "../routing/failover.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import type { AttemptFailureKind, AttemptLog, Candidate } from "../routing/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 
-import type { ReceiptEvent } from "../aci/receipt.ts";
+import type { ReceiptEvent } from "../aci/mod.ts";
 export type { ReceiptEvent };
 
 export interface ReceiptDraft {

@@ -13,7 +13,7 @@
  * it. A crash loses at most the last `flushMs` of count increments, never a
  * receipt id that was handed out.
  */
-import type { KvWrite } from "../store/group_commit.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { ReceiptDraft } from "./recorder.ts";
 
 export interface RefusalPolicy {

@@ -4,7 +4,7 @@
  * `resp_…`) from the upstream's, so the upstream id alone would name a
  * response the client never saw.
  */
-import { SseDecoder } from "../formats/sse.ts";
+import { SseDecoder } from "../formats/mod.ts";
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);

@@ -4,14 +4,13 @@
  * group committer with the request's other writes); `get` applies the access
  * rule: a receipt is only served to the key that made the request.
  */
-import { type Receipt, signReceiptJcs } from "../aci/receipt.ts";
-import { GatewayError } from "../http/errors.ts";
-import type { KvWrite } from "../store/group_commit.ts";
+import { type Receipt, receiptEntry, signReceiptJcs } from "../aci/mod.ts";
+import { GatewayError } from "../http/mod.ts";
+import type { KvWrite } from "../store/mod.ts";
 import type { ReceiptDraft } from "./recorder.ts";
-import type { Identity } from "../attestation/identity.ts";
+import type { Identity } from "../attestation/mod.ts";
 import { createRefusalStore, type RefusalPolicy } from "./refusals.ts";
 import { decodeReceiptRow, encodeReceiptRow } from "./stored_row.ts";
-import { receiptEntry } from "../aci/log_entry.ts";
 
 export const RECEIPT_PREFIX = "receipts";
 export const CHAT_INDEX_PREFIX = "receipt_by_chat";

@@ -7,7 +7,7 @@
  * The receipt records the salt's digest, never the salt.
  */
 import { createHash, createHmac } from "node:crypto";
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 
 /** The domain of this derivation (a salt is never another HMAC of the same secret). */
 const LABEL = "aci.cache_salt.v1\0";

@@ -6,16 +6,16 @@
  * happens to an `AttemptLog` (the receipt implements it) and to `onAttempt`
  * (the request log).
  */
-import { GatewayError } from "../http/errors.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
-import type { BodyReadLimits } from "../upstream/body_read.ts";
+import { GatewayError } from "../http/mod.ts";
+import { sha256Prefixed } from "../aci/mod.ts";
 import {
   type AttemptAnswer,
   type AttemptFailure,
+  type BodyReadLimits,
   joinUrl,
   sendAttempt,
   type UpstreamFetch,
-} from "../upstream/forward.ts";
+} from "../upstream/mod.ts";
 import type { Candidate } from "./select.ts";
 
 export interface ForwardDeps {

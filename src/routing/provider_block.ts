@@ -2,7 +2,7 @@
  * The `provider` routing block of inference requests, and the routing
  * headers. Validation only: what the client demands, not who can serve it.
  */
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 
 export interface RoutingConstraints {
   zdr: boolean;

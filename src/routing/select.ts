@@ -5,8 +5,8 @@
  * the spec prescribes. Failover only ever walks this list, so a retry can
  * never reach a provider that does not satisfy the constraints.
  */
-import { badParam, GatewayError } from "../http/errors.ts";
-import type { ProviderConfig } from "../config/schema.ts";
+import { badParam, GatewayError } from "../http/mod.ts";
+import type { ProviderConfig } from "../config/mod.ts";
 import type { RoutingConstraints } from "./provider_block.ts";
 
 /**

@@ -11,8 +11,8 @@
  * background, a bounded number at a time (excess answers are counted as
  * skipped, never queued without bound).
  */
-import type { ProviderConfig } from "../config/schema.ts";
-import { verifyNearSignature } from "../verify/near_ai/signature.ts";
+import type { ProviderConfig } from "../config/mod.ts";
+import { verifyNearSignature } from "../verify/mod.ts";
 import type { SessionDocument, VerifierDeps } from "./types.ts";
 import { fetchEvidence, parseJsonObject, v1Url, VerificationFailure } from "./upstream/mod.ts";
 

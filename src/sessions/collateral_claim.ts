@@ -6,11 +6,7 @@
  * (development, pinned keys) is left as it is.
  */
 import type { SessionDocument } from "./types.ts";
-import {
-  archiveDigest,
-  archiveIsEmpty,
-  type CollateralArchive,
-} from "../verify/collateral_archive.ts";
+import { archiveDigest, archiveIsEmpty, type CollateralArchive } from "../verify/mod.ts";
 
 export function withCollateral(
   doc: SessionDocument,

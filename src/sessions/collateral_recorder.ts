@@ -6,7 +6,7 @@
  * fetch.
  */
 import type { VerifierDeps } from "./types.ts";
-import { CollateralCollector } from "../verify/collateral_archive.ts";
+import { CollateralCollector } from "../verify/mod.ts";
 
 export function recordingDeps(
   deps: VerifierDeps,

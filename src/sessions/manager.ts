@@ -5,10 +5,9 @@
  * path only reads `state()`; it never waits on verification. A failed or
  * expired upstream is not verified until a verification passes again.
  */
-import type { VerificationState } from "../routing/select.ts";
-import type { ProviderConfig } from "../config/schema.ts";
+import type { TeeAttested, VerificationState } from "../routing/mod.ts";
+import type { ProviderConfig } from "../config/mod.ts";
 import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "./types.ts";
-import type { TeeAttested } from "../routing/select.ts";
 import type { SessionStore } from "./store.ts";
 import type { PolicyRegistry } from "./policy/registry.ts";
 import { matchPolicy, subjectsOf } from "./policy/match.ts";

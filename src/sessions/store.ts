@@ -5,14 +5,17 @@
  * `expires_at` plus the receipt retention, so it outlives every receipt that
  * can cite it (receipts only cite sessions that are current when served).
  */
-import { sessionEntry } from "../aci/log_entry.ts";
-import { applyWrites, type KvWrite } from "../store/group_commit.ts";
-import { jcs, jcsBytes } from "../aci/jcs.ts";
-import { sha256Hex } from "../aci/digest.ts";
+import { jcs, jcsBytes, sessionEntry, sha256Hex } from "../aci/mod.ts";
+import {
+  applyWrites,
+  COLLATERAL_BLOBS,
+  getBlob,
+  type KvWrite,
+  putBlob,
+  retryTransient,
+} from "../store/mod.ts";
 import type { SessionDocument } from "./types.ts";
-import { retryTransient } from "../store/transient.ts";
-import { COLLATERAL_BLOBS, getBlob, putBlob } from "../store/blobs.ts";
-import { archiveDigest, type CollateralArchive } from "../verify/collateral_archive.ts";
+import { archiveDigest, type CollateralArchive } from "../verify/mod.ts";
 
 export const SESSION_PREFIX = "sessions";
 export const CURRENT_PREFIX = "sessions_current";

@@ -4,8 +4,8 @@
  * verifier interface that produces them. `session_id = hex(sha256(JCS(doc)))`;
  * the id is not inside the document.
  */
-import type { ProviderConfig } from "../config/schema.ts";
-import type { TlsObservation } from "../upstream/tls_observe.ts";
+import type { ProviderConfig } from "../config/mod.ts";
+import type { TlsObservation } from "../upstream/mod.ts";
 
 export type ClaimSource =
   | "hardware_proven"
@@ -66,7 +66,7 @@ export interface VerifyTarget {
 }
 
 /** What a TLS observation reports (defined beside the code that makes it). */
-export type { TlsObservation } from "../upstream/tls_observe.ts";
+export type { TlsObservation } from "../upstream/mod.ts";
 
 export interface VerifierDeps {
   now: () => number;
@@ -80,13 +80,13 @@ export interface VerifierDeps {
   ) => (url: string, init?: RequestInit) => Promise<Response>;
   /** TDX collateral (Intel PCS/PCCS or local files) and the pinned Intel root (DER); tests pass their own. */
   tdx: {
-    collateral: import("../verify/tdx/collateral_source.ts").CollateralSource;
+    collateral: import("../verify/mod.ts").CollateralSource;
     rootCaDer?: Uint8Array;
   };
   /** Pinned AMD roots and the VCEK source, when SEV-SNP upstreams are configured. */
-  sevSnp?: import("../verify/sev_snp/trust.ts").SnpTrust;
+  sevSnp?: import("../verify/mod.ts").SnpTrust;
   /** NVIDIA GPU evidence: pinned roots, RIM/OCSP collateral and the verification clock per artefact. */
-  gpu: import("../verify/nvidia/deps.ts").GpuDeps;
+  gpu: import("../verify/mod.ts").GpuDeps;
 }
 
 export type VerifyOutcome =

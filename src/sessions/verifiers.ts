@@ -5,13 +5,12 @@
  * before it is verified. The development verifier only exists in the
  * development configuration.
  */
-import type { GatewayConfig, ProviderConfig } from "../config/schema.ts";
+import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
 import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
 import { createVerifierDeps, verifierFor } from "./upstream/mod.ts";
-import type { CollateralSource } from "../verify/tdx/collateral_source.ts";
-import type { GpuDeps } from "../verify/nvidia/deps.ts";
-import { GatewayError } from "../http/errors.ts";
-import type { TlsConnect } from "../upstream/pinned_tls.ts";
+import type { CollateralSource, GpuDeps } from "../verify/mod.ts";
+import { GatewayError } from "../http/mod.ts";
+import type { TlsConnect } from "../upstream/mod.ts";
 import { PolicyRegistry } from "./policy/registry.ts";
 
 export function productionVerifiers(

@@ -6,8 +6,7 @@
  * only leaves rows a later write completes; a reader checks the digest, so a
  * partial blob reads as absent, never as wrong bytes.
  */
-import { sha256Prefixed } from "../aci/digest.ts";
-import { concatBytes } from "../aci/bytes.ts";
+import { concatBytes, sha256Prefixed } from "../aci/mod.ts";
 import { retryTransient } from "./transient.ts";
 
 /** The prefix of collateral archives (sessions' and the gateway's own quotes'). */

@@ -6,9 +6,9 @@
  * from the stored tiles. With witnesses configured, cosignatures are
  * gathered after each append (witnesses.ts).
  */
-import { bytesToHex } from "../aci/hex.ts";
-import { checkpointBody } from "../aci/note.ts";
 import {
+  bytesToHex,
+  checkpointBody,
   consistencyProof,
   emptyRoot,
   inclusionProof,
@@ -16,10 +16,8 @@ import {
   TILE_WIDTH,
   tileExistsFor,
   type TileRef,
-} from "../aci/merkle.ts";
-import type { KvWrite } from "../store/group_commit.ts";
-import { framed } from "../store/kv_writes.ts";
-import { retryTransient } from "../store/transient.ts";
+} from "../aci/mod.ts";
+import { framed, type KvWrite, retryTransient } from "../store/mod.ts";
 import { createSequencer, type Sequencer } from "./sequencer.ts";
 import {
   bundleKey,
@@ -38,7 +36,7 @@ import {
 } from "./tiles.ts";
 import { createWitnessClient, type WitnessConfig } from "./witnesses.ts";
 import { createLogWaiters, type LogWaiters } from "./waiters.ts";
-import { type After, timerAfter } from "../http/deadlines.ts";
+import { type After, timerAfter } from "../http/mod.ts";
 
 export type { Head } from "./tiles.ts";
 

@@ -11,10 +11,8 @@
  * its pending entries. Head and checkpoint are one value, so there is no
  * crash window between them.
  */
-import { bytesToHex } from "../aci/hex.ts";
-import { checkpointBody } from "../aci/note.ts";
-import { leafHash } from "../aci/merkle.ts";
-import { retryTransient } from "../store/transient.ts";
+import { bytesToHex, checkpointBody, leafHash } from "../aci/mod.ts";
+import { retryTransient } from "../store/mod.ts";
 import {
   bundleKey,
   decodeBundle,

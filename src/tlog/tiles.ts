@@ -17,7 +17,7 @@ import {
   TILE_HEIGHT,
   TILE_WIDTH,
   tilesAtLevel,
-} from "../aci/merkle.ts";
+} from "../aci/mod.ts";
 
 export const TLOG = "tlog";
 export const HEAD_KEY: Deno.KvKey = [TLOG, "head"];

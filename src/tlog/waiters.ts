@@ -9,7 +9,7 @@
  * processes' writes to the same SQLite file, tested). The re-read is one KV
  * read per interval for all waiters together, and stops when none is left.
  */
-import type { After, Deadline } from "../http/deadlines.ts";
+import type { After, Deadline } from "../http/mod.ts";
 
 /** How a wait ended: the log may have grown, or it is time to answer 503 after all. */
 export type WaitEnd = "changed" | "timeout" | "aborted" | "closed" | "full";

@@ -6,7 +6,7 @@
  * checkpoint once at least `required` came back. One submission at a time,
  * always the newest head (a head superseded meanwhile is skipped).
  */
-import { b64, parseVerifierKey, SIG_COSIGNATURE, verifyNote } from "../aci/note.ts";
+import { b64, parseVerifierKey, SIG_COSIGNATURE, verifyNote } from "../aci/mod.ts";
 import { COSIGNED_KEY, type Head, witnessKey } from "./tiles.ts";
 
 export interface WitnessConfig {

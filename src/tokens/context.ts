@@ -2,7 +2,7 @@
  * The context-window check: the prompt's tokens (counted by ./count.ts) plus
  * the output the request asks for must fit the model's `context_length`.
  */
-import { badParam } from "../http/errors.ts";
+import { badParam } from "../http/mod.ts";
 
 export function checkContextLength(a: {
   promptTokens: number;

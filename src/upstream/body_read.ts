@@ -6,9 +6,8 @@
  * request is aborted as soon as the client leaves. Every failure aborts the
  * upstream exchange, so its connection is closed, never reused half-read.
  */
-import { GatewayError } from "../http/errors.ts";
-import { concatBytes } from "../aci/bytes.ts";
-import { type After, type Deadline, timerAfter } from "../http/deadlines.ts";
+import { type After, type Deadline, GatewayError, timerAfter } from "../http/mod.ts";
+import { concatBytes } from "../aci/mod.ts";
 
 export interface BodyReadLimits {
   maxBytes: number;

@@ -6,7 +6,7 @@
  */
 import { type BodyReadLimits, readWholeBody } from "./body_read.ts";
 import { isPinMismatch } from "./pinned_tls.ts";
-import { timerAfter } from "../http/deadlines.ts";
+import { timerAfter } from "../http/mod.ts";
 import { type AttemptSpan, attemptSpan } from "./trace.ts";
 
 export type UpstreamFetch = (

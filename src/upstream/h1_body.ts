@@ -3,7 +3,7 @@
  * the three framings (content-length, chunked, read-to-EOF) decoded from the
  * connection buffer, and the pull-driven body stream and source over them.
  */
-import { concatBytes } from "../aci/bytes.ts";
+import { concatBytes } from "../aci/mod.ts";
 import { CR, LF } from "./h1_syntax.ts";
 import { type Conn, filled, H1Error, startFill } from "./h1_conn.ts";
 

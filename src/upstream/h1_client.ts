@@ -16,7 +16,7 @@
  * Error messages name the failure and the origin, never header values or body
  * bytes: prompts and API keys must not end up in logs.
  */
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import {
   type Conn,
   H1_READ_BUFFER_BYTES,

@@ -9,7 +9,7 @@
  */
 import type tls from "node:tls";
 import { isIP } from "node:net";
-import { GatewayError } from "../http/errors.ts";
+import { GatewayError } from "../http/mod.ts";
 import { normalizeSpkiPin, spkiSha256FromCertDer } from "./spki.ts";
 import { nodeSocketConn } from "./node_socket.ts";
 import type { H1Connect, H1Socket, H1Target } from "./h1_client.ts";

@@ -9,15 +9,21 @@
  * itself in that tree.
  */
 import { Buffer } from "node:buffer";
-import { sha256Hex } from "../aci/digest.ts";
-import { jcs, jcsBytes } from "../aci/jcs.ts";
-import { keysetEntry, receiptEntry } from "../aci/log_entry.ts";
-import { leafHash, verifyInclusion } from "../aci/merkle.ts";
-import { parseCheckpointBody, verifyNote } from "../aci/note.ts";
+import {
+  isDevQuote,
+  jcs,
+  jcsBytes,
+  keysetEntry,
+  leafHash,
+  parseCheckpointBody,
+  receiptEntry,
+  sha256Hex,
+  verifyInclusion,
+  verifyNote,
+} from "../aci/mod.ts";
 import { type Check, check } from "./checks.ts";
 import { evidenceQuote, type QuoteCheck } from "./evidence.ts";
 import { isRecord } from "./json_shape.ts";
-import { isDevQuote } from "../aci/dev_quote.ts";
 import { archiveDigest, archiveSources } from "./collateral_archive.ts";
 import { type OfflineTrust, verifySessionOffline } from "./bundle_session.ts";
 import { hardwareQuoteCheck } from "./hardware_quote_check.ts";

@@ -11,7 +11,7 @@
  * times recorded with them). Nothing is fetched.
  */
 import { createHash } from "node:crypto";
-import { bytesEqual, bytesToHex, parseHex } from "../aci/hex.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../aci/mod.ts";
 import { type Check, check } from "./checks.ts";
 import { archiveDigest, archiveSources } from "./collateral_archive.ts";
 import { verifyEventLog } from "./dstack/event_log.ts";

@@ -9,9 +9,7 @@
  * against roots the auditor pins.
  */
 import { Buffer } from "node:buffer";
-import { sha256Prefixed } from "../aci/digest.ts";
-import { bytesToHex, parseHex } from "../aci/hex.ts";
-import { jcsBytes } from "../aci/jcs.ts";
+import { bytesToHex, jcsBytes, parseHex, sha256Prefixed } from "../aci/mod.ts";
 import { isRecord } from "./json_shape.ts";
 import {
   collateralFromDcapQvlJson,

@@ -5,20 +5,25 @@
  * TEE. Never used to serve reports.
  */
 
-import { DEV_TEE_TYPE, devQuote } from "../aci/dev_quote.ts";
-import { bytesToHex } from "../aci/hex.ts";
-import { keysetDigest, type WorkloadKeyset } from "../aci/keyset.ts";
 import {
+  buildKeyset,
+  bytesToHex,
+  DEV_TEE_TYPE,
+  devQuote,
+  keysetDigest,
   legacyAddressBytes,
   legacyReportData,
   legacySigningAddress,
   type LegacySigningAlgo,
   legacySigningPublicKey,
-} from "../aci/legacy.ts";
-import { type Receipt, signReceipt } from "../aci/receipt.ts";
-import { sha256Prefixed } from "../aci/digest.ts";
-import { buildKeyset, type WorkloadKeys } from "../aci/signer.ts";
-import { reportData, reportDataSlot } from "../aci/statement.ts";
+  type Receipt,
+  reportData,
+  reportDataSlot,
+  sha256Prefixed,
+  signReceipt,
+  type WorkloadKeys,
+  type WorkloadKeyset,
+} from "../aci/mod.ts";
 
 /** A canonical report over `keys` bound to `nonce`, carrying `quote(slot)` as evidence. */
 export function makeReport(

@@ -5,7 +5,7 @@
  * evidence context's source: `--vcek`, a directory, or the KDS), then the
  * report data against the expected value.
  */
-import { bytesEqual } from "../aci/hex.ts";
+import { bytesEqual } from "../aci/mod.ts";
 import { check } from "./checks.ts";
 import type { QuoteCheck } from "./evidence.ts";
 import type { EvidenceContext } from "./kinds/types.ts";

@@ -5,16 +5,18 @@
  * carries `signing address padded to 32 ‖ nonce part` as report data.
  */
 
-import { sha256Hex } from "../aci/digest.ts";
-import { ed25519Verify } from "../aci/ed25519.ts";
 import {
+  bytesToHex,
+  ed25519Verify,
   ethereumAddress,
   ethereumAddressBytes,
+  hexToBytes,
+  isLowerHex,
+  legacyNonceBytes,
   recoverEip191Address,
+  sha256Hex,
   toChecksumAddress,
-} from "../aci/ethereum.ts";
-import { bytesToHex, hexToBytes, isLowerHex } from "../aci/hex.ts";
-import { legacyNonceBytes } from "../aci/legacy.ts";
+} from "../aci/mod.ts";
 import { type Check, check } from "./checks.ts";
 import { evidenceChecks, type EvidenceOptions, evidenceQuote } from "./evidence.ts";
 import { isRecord, recordField, stringField } from "./json_shape.ts";

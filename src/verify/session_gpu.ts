@@ -7,7 +7,7 @@
  * `gpu_attested` claim. One named check per step, never an exception.
  */
 import { createHash } from "node:crypto";
-import { bytesToHex } from "../aci/hex.ts";
+import { bytesToHex } from "../aci/mod.ts";
 import { type Check, check } from "./checks.ts";
 import { isRecord } from "./json_shape.ts";
 import type { GpuDeps } from "./nvidia/deps.ts";

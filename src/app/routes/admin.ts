@@ -8,16 +8,22 @@ import {
   keyUsage,
   listKeys,
   listPolicies,
+  replaceConfig,
   revokeKey,
+  showConfig,
   showKey,
   updateKey,
   usageByKey,
-} from "../../handlers/admin.ts";
-import { replaceConfig, showConfig } from "../../handlers/admin_config.ts";
-import { SignedPolicy } from "../../sessions/policy/document.ts";
-import { CreateKeyBody, CreditBody, UpdateKeyBody } from "../../accounts/admin_bodies.ts";
-import { KeyDetailSchema, KeySummarySchema } from "../../accounts/key_views.ts";
-import { dayParam, schemaOf, str } from "../../operator/openapi_operations.ts";
+} from "../../handlers/mod.ts";
+import { SignedPolicy } from "../../sessions/mod.ts";
+import {
+  CreateKeyBody,
+  CreditBody,
+  KeyDetailSchema,
+  KeySummarySchema,
+  UpdateKeyBody,
+} from "../../accounts/mod.ts";
+import { dayParam, schemaOf, str } from "../../operator/mod.ts";
 import type { RouteRow } from "./row.ts";
 
 export const ADMIN_ROUTES: RouteRow[] = [

@@ -1,23 +1,25 @@
 /** The inference endpoints (run by the pipeline) and Anthropic's token count. */
-import { chatEndpoint } from "../../handlers/chat.ts";
-import { completionsEndpoint } from "../../handlers/completions.ts";
-import { embeddingsEndpoint } from "../../handlers/embeddings.ts";
-import { messagesEndpoint } from "../../handlers/messages.ts";
-import { responsesEndpoint } from "../../handlers/responses.ts";
-import { countTokens } from "../../handlers/count_tokens.ts";
-import { chatRequestSchema } from "../../formats/chat/request.ts";
-import { completionRequestSchema } from "../../formats/completions/request.ts";
-import { embeddingRequestSchema } from "../../formats/embeddings/request.ts";
-import { MessagesRequestSchema } from "../../formats/messages/schema.ts";
-import { ResponsesRequestSchema } from "../../formats/responses/schema.ts";
+import {
+  chatEndpoint,
+  completionsEndpoint,
+  countTokens,
+  embeddingsEndpoint,
+  messagesEndpoint,
+  responsesEndpoint,
+} from "../../handlers/mod.ts";
 import {
   ChatCompletionSchema,
+  chatRequestSchema,
+  completionRequestSchema,
   CompletionSchema,
+  embeddingRequestSchema,
   EmbeddingsSchema,
   MessageSchema,
+  MessagesRequestSchema,
   ResponseSchema,
-} from "../../formats/response_schemas.ts";
-import { answer, INFERENCE_ERRORS, schemaOf } from "../../operator/openapi_operations.ts";
+  ResponsesRequestSchema,
+} from "../../formats/mod.ts";
+import { answer, INFERENCE_ERRORS, schemaOf } from "../../operator/mod.ts";
 import type { RouteRow } from "./row.ts";
 
 export const INFERENCE_ROUTES: RouteRow[] = [

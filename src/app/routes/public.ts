@@ -1,26 +1,29 @@
 /** The public routes besides inference: catalog, receipts and the log, attestation, account, operations. */
 import {
-  listEmbeddingModels,
-  listModels,
-  retrieveModel,
-  vendorModels,
-} from "../../handlers/catalog.ts";
-import { getLegacySignature, getReceipt } from "../../handlers/receipts.ts";
-import { canonicalAttestation, legacyAttestation } from "../../handlers/attestation.ts";
-import { getSession, listSessions } from "../../handlers/sessions.ts";
-import { getOwnKey, getOwnUsage } from "../../handlers/key_info.ts";
-import { healthz } from "../../handlers/health.ts";
-import { verifyPage, verifyScript } from "../../handlers/verify_page.ts";
-import { getEvidenceBundle } from "../../handlers/evidence_bundle.ts";
-import {
+  canonicalAttestation,
   getCheckpoint,
   getConsistency,
+  getEvidenceBundle,
   getInclusion,
+  getLegacySignature,
+  getOwnKey,
+  getOwnUsage,
+  getReceipt,
+  getSession,
   getTile,
+  healthz,
+  legacyAttestation,
+  listEmbeddingModels,
+  listModels,
+  listSessions,
+  retrieveModel,
   TILE_SEGMENTS,
-} from "../../handlers/tlog.ts";
-import { OwnKeySchema } from "../../accounts/key_views.ts";
-import { catalogFilters, dayParam, schemaOf, str } from "../../operator/openapi_operations.ts";
+  vendorModels,
+  verifyPage,
+  verifyScript,
+} from "../../handlers/mod.ts";
+import { OwnKeySchema } from "../../accounts/mod.ts";
+import { catalogFilters, dayParam, schemaOf, str } from "../../operator/mod.ts";
 import type { RouteRow } from "./row.ts";
 
 export const PUBLIC_ROUTES: RouteRow[] = [

@@ -4,11 +4,9 @@
  * router, the OpenAPI document's operations and the service capabilities
  * are all built from the rows (below), so an endpoint is one row.
  */
-import type { ErrorFormat } from "../../http/errors.ts";
-import type { Handler } from "../../http/router.ts";
-import type { GatewayContext } from "../../handlers/context.ts";
-import type { InferenceEndpoint } from "../../handlers/pipeline.ts";
-import type { Op } from "../../operator/openapi_operations.ts";
+import type { ErrorFormat, Handler } from "../../http/mod.ts";
+import type { GatewayContext, InferenceEndpoint } from "../../handlers/mod.ts";
+import type { Op } from "../../operator/mod.ts";
 
 /** What the OpenAPI document says of a route beyond what its row already says. */
 export type OpDoc = Omit<Op, "auth" | "anthropic" | "inference">;

@@ -4,7 +4,7 @@
  * (`GET /openapi.json`, below) and the service capabilities
  * (`SERVICE_CAPABILITIES`) are built from it and from nothing else.
  */
-import { openApiDocument } from "../../operator/openapi.ts";
+import { openApiDocument } from "../../operator/mod.ts";
 import { ADMIN_ROUTES } from "./admin.ts";
 import { INFERENCE_ROUTES } from "./inference.ts";
 import { PUBLIC_ROUTES } from "./public.ts";

@@ -9,11 +9,11 @@ import {
   countChatInto,
   TokenCounter,
   type TokenizerName,
-} from "../../tokens/count.ts";
-import { utf8Length } from "../../tokens/bounds.ts";
+  utf8Length,
+} from "../../tokens/mod.ts";
 import { z } from "zod";
-import { badParam } from "../../http/errors.ts";
-import type { ChatModel } from "../../catalog/catalog.ts";
+import { badParam } from "../../http/mod.ts";
+import type { ChatModel } from "../../catalog/mod.ts";
 import type { ChatMessage, ChatRequest, ChatResponse } from "./types.ts";
 import { parseWith } from "../zod_error.ts";
 

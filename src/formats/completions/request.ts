@@ -1,5 +1,5 @@
 /** Legacy `/v1/completions` requests and streams. Pure. */
-import { countText, newBpeBudget, type TokenizerName } from "../../tokens/count.ts";
+import { countText, newBpeBudget, type TokenizerName } from "../../tokens/mod.ts";
 import { z } from "zod";
 import { parseWith } from "../zod_error.ts";
 

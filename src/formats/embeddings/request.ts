@@ -1,8 +1,8 @@
 /** `/v1/embeddings`: validation against the embedding model, the upstream body and the answer. Pure. */
-import { countText, newBpeBudget } from "../../tokens/count.ts";
+import { countText, newBpeBudget } from "../../tokens/mod.ts";
 import { z } from "zod";
-import { badParam, GatewayError } from "../../http/errors.ts";
-import type { EmbeddingModel } from "../../catalog/catalog.ts";
+import { badParam, GatewayError } from "../../http/mod.ts";
+import type { EmbeddingModel } from "../../catalog/mod.ts";
 import { parseWith } from "../zod_error.ts";
 import { mediaUrl } from "../chat/request.ts";
 import type { TokenUsage } from "../stream_translator.ts";

@@ -5,7 +5,7 @@
  */
 
 import type { z } from "zod";
-import { badParam, type GatewayError } from "../../http/errors.ts";
+import { badParam, type GatewayError } from "../../http/mod.ts";
 import { formatParamPath, pickIssue } from "../zod_error.ts";
 
 /**

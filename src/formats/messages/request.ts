@@ -19,7 +19,7 @@
  */
 
 import type { ChatContentPart, ChatMessage, ChatRequest, ChatToolCall } from "../chat/types.ts";
-import { badParam } from "../../http/errors.ts";
+import { badParam } from "../../http/mod.ts";
 import { type ContentBlock, type ImageBlock, MessagesRequestSchema } from "./schema.ts";
 import { zodToBadParam } from "./param_error.ts";
 

@@ -21,7 +21,7 @@
  */
 
 import type { ChatChunk, ChatChunkChoice, FinishReason } from "../chat/types.ts";
-import { errorBody, GatewayError } from "../../http/errors.ts";
+import { errorBody, GatewayError } from "../../http/mod.ts";
 import { encodeSseEvent } from "../sse.ts";
 import type { StreamTranslator } from "../stream_translator.ts";
 import { messageIdFor, toolUseIdFor } from "./ids.ts";

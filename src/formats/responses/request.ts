@@ -16,7 +16,7 @@
  */
 
 import type { ChatContentPart, ChatMessage, ChatRequest } from "../chat/types.ts";
-import { badParam } from "../../http/errors.ts";
+import { badParam } from "../../http/mod.ts";
 import { zodToBadParam } from "../messages/param_error.ts";
 import {
   FunctionCallItem,

@@ -19,7 +19,7 @@
  */
 
 import type { ChatChunk, ChatChunkChoice, ChatUsage, FinishReason } from "../chat/types.ts";
-import { GatewayError } from "../../http/errors.ts";
+import { GatewayError } from "../../http/mod.ts";
 import { encodeSseEvent } from "../sse.ts";
 import type { StreamTranslator } from "../stream_translator.ts";
 import {

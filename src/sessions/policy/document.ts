@@ -10,10 +10,7 @@
  * windows overlap. docs/decisions/measurement-policy.md.
  */
 import { z } from "zod";
-import { jcsBytes } from "../../aci/jcs.ts";
-import { sha256Prefixed } from "../../aci/digest.ts";
-import { ed25519Verify } from "../../aci/ed25519.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { ed25519Verify, hexToBytes, jcsBytes, sha256Prefixed } from "../../aci/mod.ts";
 
 const hex48 = z.string().regex(/^[0-9a-f]{96}$/);
 const hex32 = z.string().regex(/^[0-9a-f]{64}$/);

@@ -2,9 +2,13 @@
  * Test helpers: an operator key pair and a signer of measurement policies
  * (Ed25519 over JCS(policy), as an operator's tooling would). Test-only.
  */
-import { jcsBytes } from "../../aci/jcs.ts";
-import { ed25519RawPublicKey, ed25519Sign, generateEd25519PrivateKey } from "../../aci/ed25519.ts";
-import { bytesToHex } from "../../aci/hex.ts";
+import {
+  bytesToHex,
+  ed25519RawPublicKey,
+  ed25519Sign,
+  generateEd25519PrivateKey,
+  jcsBytes,
+} from "../../aci/mod.ts";
 import type { MeasurementPolicy, PolicyEntry, PolicyKey } from "./document.ts";
 
 export interface PolicySigner {

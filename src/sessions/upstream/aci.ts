@@ -6,7 +6,7 @@
  * the observed TLS key to be one the attested keyset lists. Anything short
  * of every check passing is a failure.
  */
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes } from "../../aci/mod.ts";
 import type {
   SessionDocument,
   UpstreamVerifier,
@@ -14,13 +14,17 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { allPassed } from "../../verify/checks.ts";
-import { evidenceQuote } from "../../verify/evidence.ts";
-import { isRecord, recordField } from "../../verify/json_shape.ts";
-import { servedKeysetDigest, verifyReport } from "../../verify/report.ts";
-import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
-import { tdxQuoteCheck } from "../../verify/tdx_quote_check.ts";
-import { verifyEventLog } from "../../verify/dstack/event_log.ts";
+import {
+  allPassed,
+  evidenceQuote,
+  isRecord,
+  recordField,
+  servedKeysetDigest,
+  tdxQuoteCheck,
+  verifyEventLog,
+  verifyReport,
+  verifyTdxQuoteWithSource,
+} from "../../verify/mod.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";

@@ -6,8 +6,7 @@
  * fresh nonce. It refuses hardware-looking or unbound reports, and its claims
  * say plainly that no TEE stands behind the session.
  */
-import { isDevQuote, parseDevQuote } from "../../aci/dev_quote.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes, isDevQuote, parseDevQuote } from "../../aci/mod.ts";
 import type {
   SessionDocument,
   UpstreamVerifier,
@@ -15,7 +14,7 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { checkReportData } from "../../verify/dstack/report_data.ts";
+import { checkReportData } from "../../verify/mod.ts";
 import { UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";

@@ -5,7 +5,7 @@
  * payload. Only the
  * ecdsa algorithm is accepted (its address is what report data v2 binds).
  */
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes } from "../../aci/mod.ts";
 import { refuse } from "./outcome.ts";
 
 /** The fields the verifiers use. */

@@ -8,8 +8,7 @@
  * GPU payload with the same nonce. The session document records
  * the exact report bytes as evidence.
  */
-import { isDevQuote } from "../../aci/dev_quote.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import type {
   SessionDocument,
   UpstreamVerifier,
@@ -17,9 +16,7 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { verifyEventLog } from "../../verify/dstack/event_log.ts";
-import { checkReportData } from "../../verify/dstack/report_data.ts";
-import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
+import { checkReportData, verifyEventLog, verifyTdxQuoteWithSource } from "../../verify/mod.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";

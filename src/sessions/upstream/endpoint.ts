@@ -4,9 +4,7 @@
  * channel with a size bound, and packaging the exact bytes as session
  * evidence (`data:` URL plus `sha256:` digest of those same bytes).
  */
-import { sha256Prefixed } from "../../aci/digest.ts";
-import { bytesToHex } from "../../aci/hex.ts";
-import { concatBytes } from "../../aci/bytes.ts";
+import { bytesToHex, concatBytes, sha256Prefixed } from "../../aci/mod.ts";
 import type { VerifierDeps, VerifyTarget } from "../types.ts";
 import { refuse } from "./outcome.ts";
 

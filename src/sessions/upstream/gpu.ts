@@ -7,9 +7,7 @@
  * check and each GPU's architecture, versions and OCSP status.
  */
 import type { Claim } from "../types.ts";
-import type { GpuDeps } from "../../verify/nvidia/deps.ts";
-import { parseGpuPayload } from "../../verify/nvidia/payload.ts";
-import { verifyGpuEvidence } from "../../verify/nvidia/verify.ts";
+import { type GpuDeps, parseGpuPayload, verifyGpuEvidence } from "../../verify/mod.ts";
 import { UNKNOWN } from "./claims.ts";
 
 export interface GpuClaim {

@@ -3,12 +3,10 @@
  * dependencies (TLS observation and pinned fetch over the `connect` main.ts
  * passes in; the clock, nonce source and TDX collateral come from the caller). Session ids: `sessions/store.ts`.
  */
-import type { ProviderConfig } from "../../config/schema.ts";
+import type { ProviderConfig } from "../../config/mod.ts";
 import type { UpstreamVerifier, VerifierDeps } from "../types.ts";
-import { pinnedOneShotFetch } from "../../upstream/transport.ts";
-import type { TlsConnect } from "../../upstream/pinned_tls.ts";
-import { observeTls } from "../../upstream/tls_observe.ts";
-import { defaultGpuDeps, type GpuDeps } from "../../verify/nvidia/deps.ts";
+import { observeTls, pinnedOneShotFetch, type TlsConnect } from "../../upstream/mod.ts";
+import { defaultGpuDeps, type GpuDeps } from "../../verify/mod.ts";
 import { aciVerifier } from "./aci.ts";
 import { devVerifier } from "./dev.ts";
 import { dstackTdxVerifier } from "./dstack_tdx.ts";

@@ -18,9 +18,8 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { hexToBytes } from "../../aci/hex.ts";
-import { parseNearAiReport } from "../../verify/near_ai/report.ts";
-import { type ComponentVerdict, verifyNearAiReport } from "../../verify/near_ai/verify.ts";
+import { hexToBytes } from "../../aci/mod.ts";
+import { type ComponentVerdict, parseNearAiReport, verifyNearAiReport } from "../../verify/mod.ts";
 import { allowListClaim, tcbDetail, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { type GpuClaim, gpuClaim, requiredGpuShortfall } from "./gpu.ts";

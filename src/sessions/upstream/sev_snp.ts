@@ -19,11 +19,12 @@ import {
   parseSnpReport,
   type SnpReport,
   snpReportHex,
+  type SnpRoot,
   type SnpTcb,
-} from "../../verify/sev_snp/report.ts";
-import type { SnpRoot } from "../../verify/sev_snp/trust.ts";
-import { type SnpVerified, verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
-import { bytesEqual, bytesToHex, hexToBytes } from "../../aci/hex.ts";
+  type SnpVerified,
+  verifySnpReport,
+} from "../../verify/mod.ts";
+import { bytesEqual, bytesToHex, hexToBytes } from "../../aci/mod.ts";
 import { allowListClaim, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";

@@ -4,9 +4,12 @@
  * advisories, the statuses the policy accepted and whether SEPT_VE_DISABLE = 0
  * passed only by the operator's opt-in. Shared by the TDX-based verifiers.
  */
-import type { ProviderConfig } from "../../config/schema.ts";
-import { DEFAULT_ACCEPTED_TCB_STATUSES, type TdxTcbPolicy } from "../../verify/tdx/tcb_policy.ts";
-import type { TdxVerified } from "../../verify/tdx/dcap.ts";
+import type { ProviderConfig } from "../../config/mod.ts";
+import {
+  DEFAULT_ACCEPTED_TCB_STATUSES,
+  type TdxTcbPolicy,
+  type TdxVerified,
+} from "../../verify/mod.ts";
 
 type Confidential = NonNullable<ProviderConfig["confidential"]>;
 

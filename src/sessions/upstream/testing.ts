@@ -4,9 +4,9 @@
  * a fixed clock, and decoding of a session's `data:` evidence. Test-only.
  */
 import tls from "node:tls";
-import type { ProviderConfig } from "../../config/schema.ts";
+import type { ProviderConfig } from "../../config/mod.ts";
 import type { SessionDocument, VerifierDeps, VerifyTarget } from "../types.ts";
-import type { CollateralSource } from "../../verify/tdx/collateral_source.ts";
+import type { CollateralSource } from "../../verify/mod.ts";
 import { createVerifierDeps } from "./mod.ts";
 
 type Confidential = NonNullable<ProviderConfig["confidential"]>;

@@ -19,18 +19,18 @@ import type {
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
-import { isDevQuote } from "../../aci/dev_quote.ts";
-import { hexToBytes } from "../../aci/hex.ts";
-import { verifyTdxQuoteWithSource } from "../../verify/tdx/collateral_source.ts";
-import { parseSnpReport, snpReportHex } from "../../verify/sev_snp/report.ts";
-import { verifySnpReport } from "../../verify/sev_snp/verify_report.ts";
-import { verifyReleaseBundle } from "../../verify/sigstore/release.ts";
+import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import {
   matchRelease,
+  parseSnpReport,
   parseTinfoilEvidence,
+  snpReportHex,
   tinfoilBinding,
   type TinfoilEvidence,
-} from "../../verify/tinfoil/attestation.ts";
+  verifyReleaseBundle,
+  verifySnpReport,
+  verifyTdxQuoteWithSource,
+} from "../../verify/mod.ts";
 import { allowListClaim, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import {
   confidentialOf,

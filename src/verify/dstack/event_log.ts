@@ -10,7 +10,7 @@
  * the only record of what was measured).
  */
 import { createHash } from "node:crypto";
-import { bytesEqual, bytesToHex, parseHex } from "../../aci/hex.ts";
+import { bytesEqual, bytesToHex, parseHex } from "../../aci/mod.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
 /** dstack's event type for runtime (RTMR3) events. */

@@ -5,7 +5,7 @@
  * the upstream's TLS key.
  */
 import { createHash } from "node:crypto";
-import { bytesEqual } from "../../aci/hex.ts";
+import { bytesEqual } from "../../aci/mod.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 
 /** What the caller expects the quote to bind. */

@@ -4,7 +4,7 @@
  * each into bytes without guessing beyond what the shapes allow.
  */
 import { gunzipSync } from "node:zlib";
-import { parseHex } from "../../aci/hex.ts";
+import { parseHex } from "../../aci/mod.ts";
 
 /** The input as JSON, or undefined when it is not JSON. */
 export function asJson(input: Uint8Array): unknown {

@@ -4,7 +4,7 @@
  * then the event log replayed to its RTMRs (classic or dstack ≥ 0.6 format),
  * the compose hash it records, and the recorded report data against the quote.
  */
-import { bytesToHex, parseHex } from "../../aci/hex.ts";
+import { bytesToHex, parseHex } from "../../aci/mod.ts";
 import { type Check, check } from "../checks.ts";
 import { verifyEventLog } from "../dstack/event_log.ts";
 import { isRecord } from "../json_shape.ts";

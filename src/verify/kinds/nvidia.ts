@@ -4,7 +4,7 @@
  * report carrying one. Verified against the payload's own nonce (or
  * `--nonce`), with the configured roots and collateral, at the given instant.
  */
-import { parseHex } from "../../aci/hex.ts";
+import { parseHex } from "../../aci/mod.ts";
 import { type Check, check } from "../checks.ts";
 import { isRecord } from "../json_shape.ts";
 import { parseGpuPayload } from "../nvidia/payload.ts";

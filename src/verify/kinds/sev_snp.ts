@@ -7,7 +7,7 @@
  * else from the context (`--vcek`, or the KDS); it must chain to a pinned ARK
  * of the report's product. One check per step.
  */
-import { bytesToHex } from "../../aci/hex.ts";
+import { bytesToHex } from "../../aci/mod.ts";
 import { type Check, check } from "../checks.ts";
 import { isRecord } from "../json_shape.ts";
 import { parseSnpReport, SNP_REPORT_LEN, type SnpReport } from "../sev_snp/report.ts";

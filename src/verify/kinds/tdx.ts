@@ -4,7 +4,7 @@
  * given instant under the TDX policy: one check per stage, then the
  * measurements.
  */
-import { bytesToHex } from "../../aci/hex.ts";
+import { bytesToHex } from "../../aci/mod.ts";
 import { type Check, check } from "../checks.ts";
 import { isRecord } from "../json_shape.ts";
 import { verifyTdxQuoteWithSource } from "../tdx/collateral_source.ts";

@@ -6,7 +6,7 @@
  * (app id, compose), signing identity, echoed nonce, and for models the
  * NVIDIA payload; `tls_cert_fingerprint` where the TLS key was requested.
  */
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes } from "../../aci/mod.ts";
 import { isRecord } from "../json_shape.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 

@@ -7,8 +7,7 @@
  * attested.
  */
 import { createHash } from "node:crypto";
-import { recoverEip191Address } from "../../aci/ethereum.ts";
-import { hexToBytes } from "../../aci/hex.ts";
+import { hexToBytes, recoverEip191Address } from "../../aci/mod.ts";
 import { type Check, check } from "../checks.ts";
 import { isRecord } from "../json_shape.ts";
 

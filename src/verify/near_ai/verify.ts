@@ -11,8 +11,7 @@
  * Every step is a named check; nothing throws.
  */
 import { createHash } from "node:crypto";
-import { ethereumAddress } from "../../aci/ethereum.ts";
-import { bytesToHex, hexToBytes } from "../../aci/hex.ts";
+import { bytesToHex, ethereumAddress, hexToBytes } from "../../aci/mod.ts";
 import { type Check, check } from "../checks.ts";
 import { checkReportData } from "../dstack/report_data.ts";
 import { verifyEventLog } from "../dstack/event_log.ts";

@@ -8,7 +8,7 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { concatBytes, ownBytes } from "../../aci/bytes.ts";
+import { concatBytes, ownBytes } from "../../aci/mod.ts";
 import { buildOcspRequest, certIdKey, certIdOf, responseCertIdKeys } from "./ocsp.ts";
 import { AsnConvert } from "@peculiar/asn1-schema";
 import { BasicOCSPResponse, OCSPResponse } from "@peculiar/asn1-ocsp";

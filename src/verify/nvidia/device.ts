@@ -10,7 +10,7 @@ import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
 import { verifyCertChain } from "../x509/cert_chain.ts";
 import { children, decodeOid, readTlv, TAG_OCTET_STRING, TAG_SEQUENCE } from "../x509/der.ts";
-import { ownBytes } from "../../aci/bytes.ts";
+import { ownBytes } from "../../aci/mod.ts";
 import { pemCertificatesToDer } from "../x509/pem.ts";
 import { type Checked, errorText, fail } from "../x509/verify_result.ts";
 

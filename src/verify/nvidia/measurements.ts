@@ -6,7 +6,7 @@
  * is skipped when the report says NVDEC0 is disabled (0x55), as NVIDIA's
  * C++ SDK does.
  */
-import { bytesEqual, bytesToHex } from "../../aci/hex.ts";
+import { bytesEqual, bytesToHex } from "../../aci/mod.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 import type { ReferenceMeasurement } from "./rim.ts";
 import { OPAQUE, type SpdmEvidence } from "./spdm.ts";

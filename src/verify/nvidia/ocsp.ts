@@ -23,7 +23,7 @@ import {
 import { AsnConvert, OctetString } from "@peculiar/asn1-schema";
 import { AlgorithmIdentifier, Certificate } from "@peculiar/asn1-x509";
 import { ExtendedKeyUsageExtension, X509Certificate } from "@peculiar/x509";
-import { bytesToHex } from "../../aci/hex.ts";
+import { bytesToHex } from "../../aci/mod.ts";
 import { type Checked, errorText, fail } from "../x509/verify_result.ts";
 import { commonName } from "./device.ts";
 

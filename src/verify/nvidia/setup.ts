@@ -4,7 +4,7 @@
  * (offline) or from NVIDIA's RIM service and OCSP responder. The caller
  * (main.ts) passes the file-system and network access in.
  */
-import type { GatewayConfig } from "../../config/schema.ts";
+import type { GatewayConfig } from "../../config/mod.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 import {
   gpuCollateralFromFiles,

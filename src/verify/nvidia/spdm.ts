@@ -5,7 +5,7 @@
  * the 96-byte signature), not "all but the last 96 bytes": real captures
  * carry trailing bytes; only zero padding after the signature is accepted.
  */
-import { bytesToHex } from "../../aci/hex.ts";
+import { bytesToHex } from "../../aci/mod.ts";
 import type { Checked } from "../x509/verify_result.ts";
 import { fail } from "../x509/verify_result.ts";
 

@@ -10,7 +10,7 @@
  */
 import "reflect-metadata";
 import type { X509Certificate } from "@peculiar/x509";
-import { bytesEqual, bytesToHex } from "../../aci/hex.ts";
+import { bytesEqual, bytesToHex } from "../../aci/mod.ts";
 import { type Checked, errorText } from "../x509/verify_result.ts";
 import type { GpuCollateralSource } from "./collateral.ts";
 import {

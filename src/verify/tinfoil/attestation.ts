@@ -10,7 +10,7 @@
  * TLS key, generated in the enclave and never leaving it.
  */
 import { gunzipSync } from "node:zlib";
-import { bytesToHex } from "../../aci/hex.ts";
+import { bytesToHex } from "../../aci/mod.ts";
 import { isRecord } from "../json_shape.ts";
 import { type Checked, fail } from "../x509/verify_result.ts";
 

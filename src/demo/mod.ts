@@ -1,0 +1,3 @@
+/** The development upstreams' front door. */
+
+export { startDevUpstreams } from "./dev_upstreams.ts";

@@ -1,0 +1,14 @@
+/** Token counting's front door: the tokenizers by name and the counts the handlers reserve. */
+
+export { utf8Length } from "./bounds.ts";
+export { checkContextLength } from "./context.ts";
+export {
+  chatTokenCeiling,
+  type CountableMessage,
+  countChatInto,
+  countText,
+  newBpeBudget,
+  prepareTokenizers,
+  TokenCounter,
+} from "./count.ts";
+export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
