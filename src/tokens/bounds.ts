@@ -15,7 +15,7 @@
 import type { TokenizerName } from "./names.ts";
 
 /** Classes of characters, by code point (the floor's partition of a text's bytes). */
-const CLASSES = [
+export const CLASSES = [
   "ascii_letter",
   "ascii_digit",
   "ascii_space",

@@ -1,16 +1,16 @@
 import assert from "node:assert/strict";
 import o200kRanks from "gpt-tokenizer/bpeRanks/o200k_base";
 import cl100kRanks from "gpt-tokenizer/bpeRanks/cl100k_base";
-import { CLASS_MAX, classOf, floorExceeds, tokenBounds, utf8Length } from "./bounds.ts";
+import { CLASS_MAX, CLASSES, classOf, floorExceeds, tokenBounds, utf8Length } from "./bounds.ts";
 import { countText } from "./count.ts";
 import type { TokenizerName } from "./names.ts";
 
 /** The most bytes of each class one token holds, recomputed from a vocabulary. */
 function classMax(ranks: readonly (string | readonly number[])[]): number[] {
-  const m = [0, 0, 0, 0, 0, 0, 0, 0];
+  const m = CLASSES.map(() => 0);
   for (const v of ranks) {
     if (v === undefined) continue;
-    const c = [0, 0, 0, 0, 0, 0, 0, 0];
+    const c = CLASSES.map(() => 0);
     if (typeof v === "string") {
       for (const ch of v) {
         const cp = ch.codePointAt(0)!;
@@ -20,9 +20,9 @@ function classMax(ranks: readonly (string | readonly number[])[]): number[] {
       // Partial UTF-8 characters: their non-ASCII bytes may belong to any non-ASCII class.
       let high = 0;
       for (const b of v) b < 0x80 ? c[classOf(b)]++ : high++;
-      for (let k = 4; k < 8; k++) c[k] += high;
+      for (let k = CLASSES.indexOf("han"); k < CLASSES.length; k++) c[k] += high;
     }
-    for (let k = 0; k < 8; k++) m[k] = Math.max(m[k], c[k]);
+    for (let k = 0; k < CLASSES.length; k++) m[k] = Math.max(m[k], c[k]);
   }
   return m;
 }
