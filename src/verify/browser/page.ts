@@ -329,6 +329,9 @@ async function signingReport(
   return archived;
 }
 
+/** How long the gateway is asked to hold an inclusion request (its limit is 5 s). */
+const INCLUSION_WAIT_MS = 5_000;
+
 /** Fetches and checks the receipt's inclusion proof; shows the checkpoint used. */
 async function inclusion(
   id: string,
@@ -338,14 +341,19 @@ async function inclusion(
   key: string,
 ): Promise<{ checks: Check[]; state: NodeState }> {
   let answer: Record<string, unknown> | null = null;
-  for (let attempt = 0; attempt < 20 && answer === null; attempt++) {
-    const res = await fetch(`/v1/aci/receipts/${encodeURIComponent(id)}/inclusion`, {
-      headers: { authorization: `Bearer ${key}` },
-      cache: "no-store",
-    });
+  // The gateway holds the request until the receipt is in a signed checkpoint (`?wait=`), so a
+  // fresh receipt costs one request; a 503 that comes back early (the gateway's waiters are full,
+  // or it is shutting down) is retried after a pause, until the page's own deadline.
+  const deadline = Date.now() + 10_000;
+  while (answer === null && Date.now() < deadline) {
+    const asked = Date.now();
+    const res = await fetch(
+      `/v1/aci/receipts/${encodeURIComponent(id)}/inclusion?wait=${INCLUSION_WAIT_MS}`,
+      { headers: { authorization: `Bearer ${key}` }, cache: "no-store" },
+    );
     if (res.status === 503) {
       await res.body?.cancel();
-      await new Promise((r) => setTimeout(r, 250));
+      if (Date.now() - asked < INCLUSION_WAIT_MS) await new Promise((r) => setTimeout(r, 250));
       continue;
     }
     const text = await res.text();
