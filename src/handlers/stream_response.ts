@@ -10,7 +10,7 @@ import { GatewayError } from "../http/mod.ts";
 import { BodyHasher } from "../aci/mod.ts";
 import { SseDecoder } from "../formats/mod.ts";
 import { type ReceiptRecorder, responseIdOf, StreamIdFinder } from "../receipts/mod.ts";
-import { bodySourceOf, chunkReader, drainRest } from "../upstream/mod.ts";
+import { type ChunkReader, drainRest, upstreamBodyReader } from "../upstream/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { Settle, TokenUsage, Translator } from "./plan.ts";
 import type { GatewayContext } from "./context.ts";
@@ -45,8 +45,9 @@ const encoder = new TextEncoder();
 type Outcome = "completed" | "upstream_failed" | "client_disconnected";
 
 export function streamResponse(a: StreamArgs): Response {
-  if (!a.upstream.body) throw new GatewayError("upstream_error", "upstream sent no stream body");
-  const relay = new StreamRelay(a, a.upstream.body);
+  const reader = upstreamBodyReader(a.upstream);
+  if (!reader) throw new GatewayError("upstream_error", "upstream sent no stream body");
+  const relay = new StreamRelay(a, reader);
   const body = new ReadableStream<Uint8Array>(relay, { highWaterMark: 0 });
   a.headers.set("content-type", a.contentType ?? "text/event-stream; charset=utf-8");
   a.headers.set("cache-control", "no-cache");
@@ -70,7 +71,7 @@ class StreamRelay implements UnderlyingDefaultSource<Uint8Array> {
   private readonly info: RequestInfo;
   private readonly countTokens: (text: string) => number;
   private readonly openAiUpstream: boolean;
-  private readonly reader: ReturnType<typeof chunkReader>;
+  private readonly reader: ChunkReader;
   private readonly received = new BodyHasher();
   private readonly returned = new BodyHasher();
   private readonly decoder: SseDecoder;
@@ -101,7 +102,7 @@ class StreamRelay implements UnderlyingDefaultSource<Uint8Array> {
   private ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
   private readonly untick: () => void;
 
-  constructor(a: StreamArgs, upstreamBody: ReadableStream<Uint8Array>) {
+  constructor(a: StreamArgs, reader: ChunkReader) {
     this.ctx = a.ctx;
     this.rec = a.rec;
     this.translator = a.translator;
@@ -111,7 +112,7 @@ class StreamRelay implements UnderlyingDefaultSource<Uint8Array> {
     this.info = a.info;
     this.countTokens = a.countTokens;
     this.openAiUpstream = a.openAiUpstream;
-    this.reader = chunkReader(upstreamBody, undefined, bodySourceOf(a.upstream));
+    this.reader = reader;
     const limits = a.ctx.config.limits;
     // One event may not outgrow max_sse_event_bytes (a line that never ends is refused).
     this.decoder = new SseDecoder({ maxPendingChars: limits.max_sse_event_bytes });

@@ -4,12 +4,12 @@
  * fresh 64 KiB buffer for every read: a held stream pinned 64 KiB while it
  * waited for its next event, and every SSE event of a few hundred bytes left
  * 64 KiB of garbage. A BYOB reader over one buffer avoids both. A body from
- * the gateway's own HTTP/1.1 client is read from its source directly (the
- * caller passes `bodySourceOf(response)`), with no stream in between; other
- * bodies that are not byte streams (test doubles) are read with their
- * default reader.
+ * the gateway's own HTTP/1.1 client is read from its source directly, with no
+ * stream in between; other bodies that are not byte streams (test doubles) are
+ * read with their default reader. Handlers take a response's reader from
+ * {@link upstreamBodyReader} and never see which of these it is.
  */
-import type { H1BodySource } from "./h1_client.ts";
+import { bodySourceOf, type H1BodySource } from "./h1_client.ts";
 
 /**
  * One page: an SSE event is usually a few hundred bytes, and a larger burst
@@ -24,6 +24,14 @@ export interface ChunkReader {
    */
   read(): Promise<ReadableStreamReadResult<Uint8Array>>;
   cancel(reason?: unknown): Promise<void>;
+}
+
+/**
+ * The reader of an upstream response's body, however it arrived (the gateway's
+ * HTTP/1.1 client, or any other `fetch`); null when the response has no body.
+ */
+export function upstreamBodyReader(res: Response): ChunkReader | null {
+  return res.body === null ? null : chunkReader(res.body, undefined, bodySourceOf(res));
 }
 
 export function chunkReader(

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chunkReader, drainRest } from "./chunk_reader.ts";
+import { chunkReader, drainRest, upstreamBodyReader } from "./chunk_reader.ts";
 
 /** A byte stream (as Deno's fetch bodies are) that delivers `parts` in order. */
 function byteStream(parts: Uint8Array[]): ReadableStream<Uint8Array> {
@@ -120,4 +120,14 @@ Deno.test("drainRest: more than maxReads, or no end within the grace time, cance
   drainRest(hung.reader, { maxReads: 4, graceMs: 30 });
   await until(() => hung.seen.cancelled);
   assert.ok(hung.seen.cancelled);
+});
+
+Deno.test("upstreamBodyReader: null without a body; any fetch Response's bytes otherwise", async () => {
+  assert.equal(upstreamBodyReader(new Response(null, { status: 204 })), null);
+  const r = upstreamBodyReader(new Response("hello, upstream"))!;
+  let text = "";
+  for (let c = await r.read(); !c.done; c = await r.read()) {
+    text += new TextDecoder().decode(c.value);
+  }
+  assert.equal(text, "hello, upstream");
 });

@@ -1,7 +1,7 @@
 /** Reaching upstreams' front door: the HTTP/1.1 client, TLS pinning and one attempt at a time. */
 
 export type { BodyReadLimits } from "./body_read.ts";
-export { chunkReader, drainRest } from "./chunk_reader.ts";
+export { type ChunkReader, drainRest, upstreamBodyReader } from "./chunk_reader.ts";
 export {
   type AttemptAnswer,
   type AttemptFailure,
@@ -10,7 +10,6 @@ export {
   sendAttempt,
   type UpstreamFetch,
 } from "./forward.ts";
-export { bodySourceOf } from "./h1_client.ts";
 export type { TlsConnect } from "./pinned_tls.ts";
 export { PROXY_VARIABLES } from "./socket_connector.ts";
 export { spkiSha256FromPem } from "./spki.ts";
