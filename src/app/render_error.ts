@@ -1,10 +1,12 @@
 /**
- * The one place the app renders an error: a `GatewayError` (anything else is
- * an internal error, logged) as the route's envelope, with its headers and
- * the trace id. The pipeline renders its own refusals, whose bytes its
- * receipt binds, with the same `errorBody`.
+ * The one place the app turns an error into a response: a `GatewayError`
+ * (anything else is an internal error, logged) as `http/errors.ts`'s
+ * `errorResponse` in the route's envelope, with the trace id. The pipeline's
+ * refusals arrive here too, rethrown with their envelope and headers fixed
+ * (their receipt binds `errorBytes` of the same error), so every error body
+ * the gateway sends is made by the same two functions.
  */
-import { asGatewayError, errorBody, errorCodeOf, jsonResponse, type Render } from "../http/mod.ts";
+import { asGatewayError, errorCodeOf, errorResponse, type Render } from "../http/mod.ts";
 import type { LogLine } from "../handlers/mod.ts";
 import type { Exchange } from "./exchange.ts";
 
@@ -13,9 +15,11 @@ export function errorRenderer(log: (line: LogLine) => void): Render<Exchange> {
     const err = asGatewayError(e);
     s.info.errorCode = errorCodeOf(err);
     if (err.kind === "internal") {
-      log({ level: "error", request_id: s.info.requestId, error: String(e) });
+      // A refusal rethrown by the pipeline carries what was first thrown as its cause.
+      const first = e instanceof Error && e.cause !== undefined ? e.cause : e;
+      log({ level: "error", request_id: s.info.requestId, error: String(first) });
     }
-    const res = jsonResponse(errorBody(err, s.format), err.status, err.headers);
+    const res = errorResponse(err, s.format);
     if (s.info.traceId) res.headers.set("x-service-trace-id", s.info.traceId);
     return res;
   };

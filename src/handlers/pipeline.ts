@@ -4,7 +4,8 @@
  * intake (authenticate, read, decrypt, hash, parse) → route (plan, constraints,
  * candidates) → admit (rate limit + credits) → forward (failover) → answer
  * (whole or streamed; settle usage and commit the signed receipt in one group
- * commit); any failure → refuse (a refusal after authentication gets a receipt too).
+ * commit); any failure → refuse (a refusal after authentication gets a receipt too),
+ * which rethrows it for the app's one error renderer.
  */
 import type { GatewayContext } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";

@@ -1,29 +1,29 @@
 /**
- * The last stage, for any failure: the error in the endpoint's envelope, the
- * refusal counted against the key (#25), and — once a body was received — a
- * signed, durable refusal receipt committed with the admission's release.
+ * The last stage, for any failure: the refusal counted against the key, the
+ * log facts, and — once a body was received — a signed, durable refusal
+ * receipt committed with the admission's release. It renders nothing: it
+ * rethrows the error answered (its envelope and headers fixed, the receipt
+ * id among them) for the app's one renderer (`app/render_error.ts`), whose
+ * body is `errorBytes` of the same error, the bytes the receipt binds.
  */
-import { asGatewayError, errorBody, errorCodeOf } from "../http/mod.ts";
+import { asGatewayError, errorBytes, errorCodeOf } from "../http/mod.ts";
 import { sha256Prefixed } from "../aci/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { InferenceState } from "./inference_state.ts";
 
-const encoder = new TextEncoder();
 const NONE: readonly KvWrite[] = [];
 /** An error body is plaintext: never marked as E2EE-applied. */
 const E2EE_HEADERS = ["x-e2ee-applied", "x-e2ee-version", "x-e2ee-algo"];
 
-export async function refuse(s: InferenceState, e: unknown): Promise<Response> {
-  const { ctx, info, headers, rec, admission } = s;
+export async function refuse(s: InferenceState, e: unknown): Promise<never> {
+  const { ctx, headers, rec, admission } = s;
   const err = asGatewayError(e);
   s.noteRefusal(err, errorCodeOf(err));
   s.bodyTicket?.release();
   // Every refusal (not an upstream's or the gateway's own failure) costs the key a request.
   if (s.key) ctx.preAdmission.note(s.key, err, err.status < 500 && !s.refusedUnread);
-  if (err.kind === "internal") {
-    ctx.log({ level: "error", request_id: info.requestId, error: String(e) });
-  }
-  const out = encoder.encode(JSON.stringify(errorBody(err, s.ep.errorFormat)));
+  const format = s.ep.errorFormat;
+  const out = errorBytes(err, format);
   for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
   headers.set("content-type", "application/json");
   for (const k of E2EE_HEADERS) headers.delete(k);
@@ -48,5 +48,5 @@ export async function refuse(s: InferenceState, e: unknown): Promise<Response> {
     headers.delete("x-receipt-id");
     s.noteReceipt(null);
   }
-  return new Response(out, { status: err.status, headers });
+  throw err.answered(format, Object.fromEntries(headers), e);
 }

@@ -200,21 +200,45 @@ export class GatewayError extends Error {
   readonly param: string | null;
   /** Extra response headers (e.g. `Retry-After`). */
   readonly headers: Record<string, string>;
+  /**
+   * The envelope this error must be rendered in, when it was fixed before the
+   * renderer saw it (a refusal whose receipt already binds its bytes).
+   */
+  readonly envelope: ErrorFormat | null;
 
   constructor(
     kind: ErrorKind,
     message: string,
-    opts: { param?: string | null; headers?: Record<string, string> } = {},
+    opts: {
+      param?: string | null;
+      headers?: Record<string, string>;
+      envelope?: ErrorFormat;
+      cause?: unknown;
+    } = {},
   ) {
-    super(message);
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = "GatewayError";
     this.kind = kind;
     this.param = opts.param ?? null;
     this.headers = opts.headers ?? {};
+    this.envelope = opts.envelope ?? null;
   }
 
   get status(): number {
     return ERROR_KINDS[this.kind].status;
+  }
+
+  /**
+   * The same error, answered: rendered in `envelope` with exactly `headers`
+   * (the refusal's, its receipt id among them); `cause` is what was thrown.
+   */
+  answered(envelope: ErrorFormat, headers: Record<string, string>, cause: unknown): GatewayError {
+    return new GatewayError(this.kind, this.message, {
+      param: this.param,
+      headers,
+      envelope,
+      cause,
+    });
   }
 }
 
@@ -235,6 +259,26 @@ export function errorBody(err: GatewayError, format: ErrorFormat): Record<string
   return {
     error: { message: err.message, type: info.type, code: info.code ?? null, param: err.param },
   };
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * An error's body bytes in `format`: what the client receives and what a
+ * refusal receipt binds, so both come from this one function.
+ */
+export function errorBytes(err: GatewayError, format: ErrorFormat): Uint8Array<ArrayBuffer> {
+  return encoder.encode(JSON.stringify(errorBody(err, format)));
+}
+
+/**
+ * The one response made of an error: its envelope's bytes (the error's own
+ * envelope when it has one, else `format`), its status, its headers, JSON.
+ */
+export function errorResponse(err: GatewayError, format: ErrorFormat): Response {
+  const headers = new Headers(err.headers);
+  headers.set("content-type", "application/json");
+  return new Response(errorBytes(err, err.envelope ?? format), { status: err.status, headers });
 }
 
 /** Anything thrown that is not a GatewayError becomes an opaque 500: never a stack trace. */

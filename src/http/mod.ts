@@ -28,8 +28,10 @@ export {
   badParam,
   ERROR_KINDS,
   errorBody,
+  errorBytes,
   errorCodeOf,
   type ErrorFormat,
+  errorResponse,
   GatewayError,
 } from "./errors.ts";
 export { jsonResponse } from "./json.ts";
