@@ -53,7 +53,7 @@ import {
   UsageError,
 } from "./src/cli/mod.ts";
 import { startDevUpstreams } from "./src/demo/mod.ts";
-import { DEFAULT_TIERS } from "./src/accounts/mod.ts";
+import { DEFAULT_TIERS } from "./src/admission/mod.ts";
 import tls from "node:tls";
 import { PROXY_VARIABLES } from "./src/upstream/mod.ts";
 import {

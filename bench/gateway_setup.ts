@@ -4,8 +4,8 @@
  * credits never interfere with the measurement.
  */
 import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { RECEIPT_PREFIX } from "../src/receipts/service.ts";
 import { type Server, spawnPinned } from "./processes.ts";
 

@@ -7,7 +7,7 @@
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
-import { dayOf } from "../src/accounts/usage_daily.ts";
+import { dayOf } from "../src/admission/usage_daily.ts";
 import { fakeClock } from "./support/fake_clock.ts";
 
 const TOKEN = "operator-token-" + "0123456789abcdef".repeat(3);

@@ -49,7 +49,8 @@ const LAYERS: Layer[] = [
       "src/formats/",
       "src/routing/",
       "src/receipts/",
-      "src/accounts/",
+      "src/keys/",
+      "src/admission/",
       "src/sessions/",
       "src/attestation/",
       "src/catalog/",
@@ -71,14 +72,15 @@ const LAYERS: Layer[] = [
 const DOMAIN_ORDER: FolderOrder = {
   "src/catalog/": [],
   "src/tlog/": [],
-  "src/accounts/": [],
+  "src/keys/": [],
+  "src/admission/": ["src/keys/"],
   "src/routing/": [],
   "src/formats/": ["src/catalog/"],
   "src/e2ee/": ["src/formats/"],
   "src/attestation/": ["src/e2ee/"],
   "src/sessions/": ["src/routing/"],
   "src/receipts/": ["src/routing/", "src/formats/", "src/attestation/"],
-  "src/operator/": ["src/accounts/", "src/formats/", "src/sessions/"],
+  "src/operator/": ["src/admission/", "src/formats/", "src/sessions/"],
 };
 
 /**
@@ -112,7 +114,8 @@ const FRONT_DOORS: FrontDoor[] = [
   modDoor("src/e2ee/"),
   modDoor("src/receipts/"),
   modDoor("src/routing/"),
-  modDoor("src/accounts/"),
+  modDoor("src/keys/"),
+  modDoor("src/admission/"),
   modDoor("src/attestation/"),
   modDoor("src/sessions/"),
   modDoor("src/operator/"),
@@ -147,14 +150,14 @@ const BUNDLE_ENTRIES = [
  */
 const KNOWN_CLOCK_RANDOM = new Map([
   // Defaults for unit tests; app/assemble.ts always passes main.ts's clock and jitter.
-  ["src/accounts/admission.ts", "default monotonic clock and jitter (tests)"],
+  ["src/admission/admission.ts", "default monotonic clock and jitter (tests)"],
   ["src/store/group_commit.ts", "default retry jitter (tests)"],
   [
     "src/store/transient.ts",
     "retry jitter of keys.ts, credits.ts and holds.ts (not yet passed in)",
   ],
   // Key material is drawn where it is made, never carried through dependencies.
-  ["src/accounts/keys.ts", "API keys and key ids"],
+  ["src/keys/keys.ts", "API keys and key ids"],
   ["src/aci/ed25519.ts", "the workload's Ed25519 key"],
   ["src/aci/signer.ts", "the workload's secp256k1 key"],
   ["src/e2ee/crypto.ts", "the ephemeral X25519 key of a sealed field"],
@@ -172,8 +175,8 @@ const KNOWN_CLOCK_RANDOM = new Map([
  * the configuration; each new one is listed here and in the doc.
  */
 const KNOWN_TIMERS = new Set([
-  "src/accounts/credits.ts",
-  "src/accounts/lease_pool.ts",
+  "src/admission/credits.ts",
+  "src/admission/lease_pool.ts",
   "src/app/replica_upkeep.ts",
   "src/e2ee/service.ts",
   "src/handlers/stream_ticker.ts",

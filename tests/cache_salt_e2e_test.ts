@@ -11,7 +11,7 @@ import { startTestGateway } from "./support/gateway.ts";
 import { startRecordingProxy } from "./support/recording_proxy.ts";
 import { fetchReceipt } from "./support/receipt_check.ts";
 import { saltDigest } from "../src/routing/cache_salt.ts";
-import { keyDigest } from "../src/accounts/keys.ts";
+import { keyDigest } from "../src/keys/keys.ts";
 
 const SECRET = "cache-salt-secret-for-tests-" + "9c1e".repeat(8);
 

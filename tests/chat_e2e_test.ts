@@ -40,8 +40,8 @@ async function chatRoundTrip(upstreamClient: "http1" | "fetch"): Promise<void> {
 }
 
 Deno.test("usage chunk only when asked for; billed either way, and on client disconnect", async () => {
-  const { getUsage } = await import("../src/accounts/credits.ts");
-  const { authenticate } = await import("../src/accounts/keys.ts");
+  const { getUsage } = await import("../src/admission/credits.ts");
+  const { authenticate } = await import("../src/keys/keys.ts");
   const gw = await startTestGateway();
   try {
     const client = new OpenAI({ baseURL: gw.baseURL, apiKey: gw.apiKey, maxRetries: 0 });

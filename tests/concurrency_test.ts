@@ -8,9 +8,9 @@
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { startCountingUpstream } from "./support/counting_upstream.ts";
-import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
-import { keyDigest } from "../src/accounts/keys.ts";
-import { digestIndexKey } from "../src/accounts/kv_layout.ts";
+import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/admission/credits.ts";
+import { keyDigest } from "../src/keys/keys.ts";
+import { digestIndexKey } from "../src/keys/kv_layout.ts";
 import v8 from "node:v8";
 import vm from "node:vm";
 

@@ -599,10 +599,10 @@ Deno.test("catalog: fields, filters, 400 on any value but true", async () => {
 
 Deno.test("credits are debited by real usage; logs carry no prompt", async () => {
   await withGateway(async (gw, client) => {
-    const { getBalance, getUsage } = await import("../src/accounts/credits.ts");
-    const { readKeyFigures } = await import("../src/accounts/key_figures.ts");
-    const { DEFAULT_TIERS } = await import("../src/accounts/rate_limit.ts");
-    const { authenticate } = await import("../src/accounts/keys.ts");
+    const { getBalance, getUsage } = await import("../src/admission/credits.ts");
+    const { readKeyFigures } = await import("../src/admission/key_figures.ts");
+    const { DEFAULT_TIERS } = await import("../src/admission/rate_limit.ts");
+    const { authenticate } = await import("../src/keys/keys.ts");
     const rec = await authenticate(gw.kv, `Bearer ${gw.apiKey}`);
     const before = await getBalance(gw.kv, rec.key_id);
     const res = await client.chat.completions.create({
@@ -614,7 +614,7 @@ Deno.test("credits are debited by real usage; logs carry no prompt", async () =>
       Math.ceil(u.prompt_tokens * 0.0000002 * 1e9 + u.completion_tokens * 0.0000008 * 1e9 - 1e-6),
     );
     // At once, the balance is down by exactly the actual cost; a quota lease's
-    // slice, if one is still held, is reserved, not spent (accounts/key_figures.ts).
+    // slice, if one is still held, is reserved, not spent (admission/key_figures.ts).
     const f = await readKeyFigures(gw.kv, rec, DEFAULT_TIERS, Date.now());
     assert.equal(before - f.balance, expected);
     assert.equal(f.balance - f.reserved, f.available);

@@ -8,8 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 
 Deno.test("kill -9 under load: the held credits come back, balance + spent = given", async () => {

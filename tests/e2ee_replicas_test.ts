@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 import * as indep from "./support/e2ee_independent.ts";
 

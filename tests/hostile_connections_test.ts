@@ -12,8 +12,8 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { startTestGateway, TEST_ADMIN_TOKEN } from "./support/gateway.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import {
   baseConfig,
   type GatewayProcess,

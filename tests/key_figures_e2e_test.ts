@@ -10,11 +10,11 @@ import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from "./support/gateway.ts";
 import { fakeClock } from "./support/fake_clock.ts";
-import { formatCredits, NANO_PER_CREDIT, parseCredits } from "../src/accounts/credits.ts";
-import { KeyDetailSchema, type OwnKey, OwnKeySchema } from "../src/accounts/key_views.ts";
-import { LEASE_LIFETIME_MS } from "../src/accounts/leases.ts";
+import { formatCredits, NANO_PER_CREDIT, parseCredits } from "../src/admission/credits.ts";
+import { KeyDetailSchema, type OwnKey, OwnKeySchema } from "../src/admission/key_views.ts";
+import { LEASE_LIFETIME_MS } from "../src/admission/leases.ts";
 import { runKeys } from "../src/cli/keys.ts";
-import { DEFAULT_TIERS } from "../src/accounts/rate_limit.ts";
+import { DEFAULT_TIERS } from "../src/admission/rate_limit.ts";
 
 async function ownKey(gw: TestGateway, key: string): Promise<OwnKey> {
   const res = await fetch(`${gw.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } });

@@ -10,9 +10,9 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
-import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
-import { keyDigest } from "../src/accounts/keys.ts";
-import { digestIndexKey } from "../src/accounts/kv_layout.ts";
+import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/admission/credits.ts";
+import { keyDigest } from "../src/keys/keys.ts";
+import { digestIndexKey } from "../src/keys/kv_layout.ts";
 
 const N = 50;
 /** 1,000 one-letter words: the demo upstream counts a token per word, the old estimate one per 4 chars. */

@@ -10,7 +10,7 @@ import { z } from "zod";
 import { startTestGateway } from "./support/gateway.ts";
 import { chatRequestSchema } from "../src/formats/chat/request.ts";
 import { MessagesRequestSchema } from "../src/formats/messages/schema.ts";
-import { OwnKeySchema } from "../src/accounts/key_views.ts";
+import { OwnKeySchema } from "../src/admission/key_views.ts";
 
 type Json = Record<string, unknown>;
 

@@ -24,8 +24,8 @@ import {
 } from "./support/receipt_check.ts";
 import { verifyReceipt } from "../src/verify/receipt.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { parseStoredReceipt, RECEIPT_PREFIX } from "../src/receipts/service.ts";
 
 Deno.test("restart between response and lookup: receipts and response-id lookups survive, old keyset still verifies", async () => {

@@ -10,9 +10,9 @@
  */
 import assert from "node:assert/strict";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
-import { holdFenceKey } from "../src/accounts/holds.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
+import { holdFenceKey } from "../src/admission/holds.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 import { sleep } from "../src/store/transient.ts";
 

@@ -5,8 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, spawnGateway, writeConfig, writeListenerCert } from "./support/process.ts";
 import { startKvConnectServer } from "./support/kv_connect_server.ts";
 

@@ -16,8 +16,8 @@ import {
   postRaw,
 } from "./support/receipt_check.ts";
 import { verifyReceipt } from "../src/verify/receipt.ts";
-import { revokeKey } from "../src/accounts/keys.ts";
-import { keyDigest } from "../src/accounts/keys.ts";
+import { revokeKey } from "../src/keys/keys.ts";
+import { keyDigest } from "../src/keys/keys.ts";
 import type { GatewayConfig } from "../src/config/schema.ts";
 import type { ErrorEnvelope } from "./support/wire.ts";
 

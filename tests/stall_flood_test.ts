@@ -16,8 +16,8 @@
  * measuring client nothing.
  */
 import assert from "node:assert/strict";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 import { GATEWAY_V8_FLAGS } from "../enclave/build_args.ts";
 import { fetchReport, keysetOf } from "./support/receipt_check.ts";

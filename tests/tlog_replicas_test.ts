@@ -9,8 +9,8 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 import { type Json } from "./support/receipt_check.ts";
 import {

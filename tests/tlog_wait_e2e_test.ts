@@ -25,8 +25,8 @@ import {
 } from "./support/tlog_check.ts";
 import { createVerifyingFetch, fetchTransport } from "../src/client/node.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
 
 /** A slow batch: a receipt waits ~500 ms for its checkpoint, long enough to watch it wait. */

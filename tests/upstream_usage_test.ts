@@ -9,8 +9,8 @@
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { waitForReceipt } from "./support/receipt_check.ts";
-import { getBalance, getUsage } from "../src/accounts/credits.ts";
-import { MAX_SETTLEMENT_NANO } from "../src/accounts/credits.ts";
+import { getBalance, getUsage } from "../src/admission/credits.ts";
+import { MAX_SETTLEMENT_NANO } from "../src/admission/credits.ts";
 import { countChat, countText } from "../src/tokens/count.ts";
 import type { GatewayConfig } from "../src/config/schema.ts";
 

@@ -16,8 +16,8 @@ import OpenAI from "openai";
 import { randomBytes } from "node:crypto";
 import * as indep from "./support/e2ee_independent.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
-import { createKey } from "../src/accounts/keys.ts";
-import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/accounts/credits.ts";
+import { createKey } from "../src/keys/keys.ts";
+import { getBalance, getUsage, NANO_PER_CREDIT } from "../src/admission/credits.ts";
 import { baseConfig, type GatewayProcess, spawnGateway, writeConfig } from "./support/process.ts";
 import { type Json } from "./support/receipt_check.ts";
 import {

@@ -16,12 +16,12 @@ import { Catalog } from "../catalog/mod.ts";
 import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
 import {
   createAdmitter,
-  createAuthenticator,
   FencedError,
   holdFenceKey,
   keyAdmin,
   PreAdmission,
-} from "../accounts/mod.ts";
+} from "../admission/mod.ts";
+import { createAuthenticator } from "../keys/mod.ts";
 import { BodyBudget, DeadlineWheel } from "../http/mod.ts";
 import { GroupCommitter } from "../store/mod.ts";
 import {

@@ -3,7 +3,7 @@
  * key (pro tier, 100 credits), created once and reused across restarts.
  */
 import type { GatewayConfig } from "../config/mod.ts";
-import { devKey, type DevKeyDeps } from "../accounts/mod.ts";
+import { devKey, type DevKeyDeps } from "../admission/mod.ts";
 
 /** Prints the dev banner; `file` is where `read`/`save` keep the key (named in the message). */
 export async function printDevKey(

@@ -2,9 +2,9 @@
  * This replica's life on a shared store: its keysets archived at every
  * rotation, its attestation announced on a heartbeat (a third of the replica
  * TTL), the holds of crashed replicas recovered, and whether it is the only
- * live replica (quota leases are safe only then; see accounts/leases.ts).
+ * live replica (quota leases are safe only then; see admission/leases.ts).
  */
-import { recoverHolds } from "../accounts/mod.ts";
+import { recoverHolds } from "../admission/mod.ts";
 import type { Identity, ReplicaRegistry, ReportService } from "../attestation/mod.ts";
 import type { LogLine } from "../handlers/mod.ts";
 

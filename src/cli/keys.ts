@@ -1,6 +1,6 @@
 /**
  * `keys` command line: stands in for the dashboard. A thin client of
- * accounts/key_admin.ts, the code the admin HTTP API runs, so both show the
+ * admission/key_admin.ts, the code the admin HTTP API runs, so both show the
  * same figures (key_figures.ts: balance, reserved, available). Flags are parsed with
  * `node:util` `parseArgs`; every command has `--help`. The created key is
  * printed once, alone on the last line, and never stored; no other command
@@ -10,12 +10,12 @@ import { parseArgs } from "node:util";
 import {
   dayRange,
   formatCredits,
-  isKeyId,
   keyAdmin,
   KeyArgumentError,
   parseCredits,
   type Tiers,
-} from "../accounts/mod.ts";
+} from "../admission/mod.ts";
+import { isKeyId } from "../keys/mod.ts";
 import { GatewayError } from "../http/mod.ts";
 
 export interface KeysCliDeps {

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { createAdmitter } from "../accounts/admission.ts";
-import { getBalance } from "../accounts/credits.ts";
-import { authenticate } from "../accounts/keys.ts";
-import { DEFAULT_TIERS } from "../accounts/rate_limit.ts";
+import { createAdmitter } from "../admission/admission.ts";
+import { getBalance } from "../admission/credits.ts";
+import { authenticate } from "../keys/keys.ts";
+import { DEFAULT_TIERS } from "../admission/rate_limit.ts";
 import { GatewayError } from "../http/errors.ts";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { KEYS_USAGE, runKeys } from "./keys.ts";

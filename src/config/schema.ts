@@ -36,12 +36,12 @@ export const configSchema = z.strictObject({
     /**
      * Quota leases: while this is the only replica on the store, admit most
      * requests from a small reserved slice of the key's limits in memory (no
-     * KV commit before the prompt leaves). See src/accounts/leases.ts.
+     * KV commit before the prompt leaves). See src/admission/leases.ts.
      */
     quota_leases: z.boolean().default(true),
     /**
      * Most requests' worth of credits and tokens in one lease slice: what a
-     * crashed process holds until another refunds it (src/accounts/holds.ts).
+     * crashed process holds until another refunds it (src/admission/holds.ts).
      */
     lease_max_requests: z.number().int().min(2).max(4096).default(64),
     /**

@@ -5,7 +5,7 @@
  * operator token (operator/admin_token.ts); without a configured token every
  * path answers 404, as if the API did not exist. Every call is logged as one
  * `admin` line (action, target key id, status; never the token or a key).
- * The key operations are accounts/key_admin.ts, the same code `deno task
+ * The key operations are admission/key_admin.ts, the same code `deno task
  * keys` runs.
  */
 import type { z } from "zod";
@@ -19,13 +19,8 @@ import {
   requireJsonContentType,
 } from "../http/mod.ts";
 import { parseWith } from "../formats/mod.ts";
-import {
-  CreateKeyBody,
-  CreditBody,
-  isKeyId,
-  KeyArgumentError,
-  UpdateKeyBody,
-} from "../accounts/mod.ts";
+import { CreateKeyBody, CreditBody, KeyArgumentError, UpdateKeyBody } from "../admission/mod.ts";
+import { isKeyId } from "../keys/mod.ts";
 import type { GatewayMetrics } from "../operator/mod.ts";
 import { type HealthDeps, healthDetail } from "./health.ts";
 import { type KeyInfoDeps, rangeFromQuery } from "./key_info.ts";

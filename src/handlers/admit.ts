@@ -1,11 +1,11 @@
 /**
  * The third stage: rate limits and credits for the plan's estimate
- * (`accounts/admission.ts`); once admitted, the body no longer counts as being
+ * (`admission/admission.ts`); once admitted, the body no longer counts as being
  * read, and the receipt names the model an alias resolved to (#31).
  */
 import { costNano, type InferencePlan } from "./plan.ts";
 import type { InferenceState } from "./inference_state.ts";
-import type { KeyRecord } from "../accounts/mod.ts";
+import type { KeyRecord } from "../keys/mod.ts";
 
 export async function admit(s: InferenceState, key: KeyRecord, plan: InferencePlan): Promise<void> {
   const { ctx, info } = s;

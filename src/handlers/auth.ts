@@ -3,7 +3,7 @@
  * to authenticate a caller. Its own module so the non-inference endpoints need
  * not import the inference pipeline to check a key.
  */
-import type { Authenticator, KeyRecord } from "../accounts/mod.ts";
+import type { Authenticator, KeyRecord } from "../keys/mod.ts";
 
 /** `Authorization: Bearer <key>`, or the Anthropic SDK's `x-api-key: <key>`. */
 export function credentialHeader(h: Headers): string | null {

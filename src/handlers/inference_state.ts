@@ -21,7 +21,8 @@ import {
   withSalt,
 } from "../routing/mod.ts";
 import type { ReceiptRecorder } from "../receipts/mod.ts";
-import type { Admission, KeyRecord } from "../accounts/mod.ts";
+import type { Admission } from "../admission/mod.ts";
+import type { KeyRecord } from "../keys/mod.ts";
 import type { OpenedRequest } from "../e2ee/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import type { InferencePlan } from "./plan.ts";

@@ -1,12 +1,13 @@
 /**
  * Self-service for key holders, each answering only for the calling key:
  * `GET /v1/key` (balance, reserved, available, spent, tier, limits and the
- * rate-limit bucket levels, like OpenRouter's key endpoint; accounts/key_views.ts)
+ * rate-limit bucket levels, like OpenRouter's key endpoint; admission/key_views.ts)
  * and `GET /v1/usage?from&to` (per UTC day and model). The figures are the
- * admin API's (accounts/key_admin.ts).
+ * admin API's (admission/key_admin.ts).
  */
 import { badParam, jsonResponse } from "../http/mod.ts";
-import { type Authenticator, dayRange, type KeyAdmin, ownKeyView } from "../accounts/mod.ts";
+import { dayRange, type KeyAdmin, ownKeyView } from "../admission/mod.ts";
+import { type Authenticator } from "../keys/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 
 /** What the key holder's endpoints need (the gateway's context satisfies it). */

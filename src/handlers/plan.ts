@@ -6,7 +6,7 @@
  */
 import type { Candidate } from "../routing/mod.ts";
 import { idOf, type TokenUsage, type Translator, usageField } from "../formats/mod.ts";
-import { MAX_SETTLEMENT_NANO } from "../accounts/mod.ts";
+import { MAX_SETTLEMENT_NANO } from "../admission/mod.ts";
 import type { TokenizerName } from "../tokens/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 

@@ -5,7 +5,7 @@
  * plan and the prompt's bytes. So it writes its two log facts (`usage`,
  * `costNano`) itself, the one exception to the state owning them.
  */
-import { type Admission, dailyUsageWrites } from "../accounts/mod.ts";
+import { type Admission, dailyUsageWrites } from "../admission/mod.ts";
 import type { ReceiptRecorder } from "../receipts/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import { costNano, type InferencePlan, type Settle } from "./plan.ts";

@@ -34,7 +34,7 @@ export interface ReceiptSigner {
 /**
  * Where a closed receipt is committed. The group committer: its writes share
  * a KV commit with other requests' queued writes, and may ride an admission
- * commit that has room (`accounts/admission.ts`, wired as `piggyback` in
+ * commit that has room (`admission/admission.ts`, wired as `piggyback` in
  * `app/assemble.ts`); either way `write` resolves only once they are durable.
  */
 export interface ReceiptCommit {

@@ -49,7 +49,7 @@ export interface GroupCommitterOptions {
   /** Attempts per commit before a transient error counts as permanent. */
   maxAttempts?: number;
   /**
-   * A key every commit checks is absent (the replica's hold fence, accounts/holds.ts);
+   * A key every commit checks is absent (the replica's hold fence, admission/holds.ts);
    * once it exists every commit fails with `fenced()`'s error, never retried.
    */
   fence?: { key: Deno.KvKey; error: () => Error };

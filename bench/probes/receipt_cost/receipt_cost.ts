@@ -11,10 +11,10 @@
  */
 import process from "node:process";
 import { DatabaseSync } from "node:sqlite";
-import { creditSettlementWrites } from "../../../src/accounts/credits.ts";
-import { holdClosedWrites, holdRateClosedWrites } from "../../../src/accounts/holds.ts";
-import { tokenSettlementWrites } from "../../../src/accounts/rate_limit.ts";
-import { dailyUsageWrites } from "../../../src/accounts/usage_daily.ts";
+import { creditSettlementWrites } from "../../../src/admission/credits.ts";
+import { holdClosedWrites, holdRateClosedWrites } from "../../../src/admission/holds.ts";
+import { tokenSettlementWrites } from "../../../src/admission/rate_limit.ts";
+import { dailyUsageWrites } from "../../../src/admission/usage_daily.ts";
 import { newReceiptId } from "../../../src/aci/receipt.ts";
 import { createIdentity } from "../../../src/attestation/identity.ts";
 import { type ReceiptDraft, ReceiptRecorder } from "../../../src/receipts/recorder.ts";

@@ -22,7 +22,7 @@ import {
   KeyDetailSchema,
   KeySummarySchema,
   UpdateKeyBody,
-} from "../../accounts/mod.ts";
+} from "../../admission/mod.ts";
 import { dayParam, schemaOf, str } from "../../operator/mod.ts";
 import type { RouteRow } from "./row.ts";
 

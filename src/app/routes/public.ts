@@ -22,7 +22,7 @@ import {
   verifyPage,
   verifyScript,
 } from "../../handlers/mod.ts";
-import { OwnKeySchema } from "../../accounts/mod.ts";
+import { OwnKeySchema } from "../../admission/mod.ts";
 import { catalogFilters, dayParam, schemaOf, str } from "../../operator/mod.ts";
 import type { RouteRow } from "./row.ts";
 
