@@ -34,8 +34,8 @@ import {
   supervise,
   type TrustIo,
   unsetKeyVariables,
+  upstreamAttesters,
   upstreamTransport,
-  upstreamVerifiers,
   verifyCollateral,
   workerCount,
   type WorkerProcess,
@@ -190,7 +190,7 @@ async function serve(args: string[]): Promise<void> {
     fetch: (url, init) => fetch(url, init),
     now: () => performance.now(),
   }, (l) => console.error(l));
-  const verifiers = await upstreamVerifiers(config, {
+  const attesters = await upstreamAttesters(config, {
     ...trustIo,
     randomBytes: bytes,
     tlsConnect: tls.connect,
@@ -201,7 +201,7 @@ async function serve(args: string[]): Promise<void> {
     provenance,
     kv,
     upstream,
-    verifiers,
+    attesters,
     worker: worker?.worker,
   });
 
@@ -421,7 +421,7 @@ async function gatewayFor(
     provenance: Parameters<typeof assembleGateway>[1]["provenance"];
     kv: Deno.Kv;
     upstream: ReturnType<typeof upstreamTransport>;
-    verifiers: Awaited<ReturnType<typeof upstreamVerifiers>>;
+    attesters: Awaited<ReturnType<typeof upstreamAttesters>>;
     worker?: HostWorker;
   },
 ) {
@@ -445,7 +445,7 @@ async function gatewayFor(
     env: (name) => Deno.env.get(name),
     witnessFetch: (url, init) => fetch(url, init),
   }, {
-    verifiers: s.verifiers,
+    attesters: s.attesters,
     transport: s.upstream,
     worker: s.worker,
     tlsSpkiSha256s: await listenerSpkis(config, (p) => Deno.readTextFile(p)),

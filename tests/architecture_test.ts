@@ -125,7 +125,7 @@ const FRONT_DOORS: FrontDoor[] = [
   modDoor("src/app/"),
   modDoor("src/cli/"),
   modDoor("src/demo/"),
-  { paths: ["src/sessions/upstream/"], doors: ["src/sessions/upstream/mod.ts"] },
+  { paths: ["src/sessions/attesters/"], doors: ["src/sessions/attesters/mod.ts"] },
 ];
 
 /** Tests (beside the code or in tests/) may use any module and reach inside folders. */

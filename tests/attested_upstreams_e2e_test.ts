@@ -22,8 +22,8 @@ import { type DstackUpstream, startDstackUpstream } from "./support/dstack_upstr
 import { forgeSnpEnvironment, type SnpForge } from "./support/snp_forge.ts";
 import { startFakeKds, startSnpUpstream } from "./support/snp_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
-import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
-import { productionVerifiers } from "../src/sessions/verifiers.ts";
+import { attesterFor, createAttesterDeps } from "../src/sessions/attesters/mod.ts";
+import { productionAttesters } from "../src/sessions/attesters.ts";
 import { LocalCollateralSource } from "../src/verify/tdx/collateral_source.ts";
 import { snpTrustFromConfig } from "../src/verify/sev_snp/trust.ts";
 import { type GatewayConfig, parseConfig } from "../src/config/schema.ts";
@@ -91,9 +91,9 @@ function dstackGateway(
       const conf = c.providers.at(-1)!.confidential!;
       if (accepted) conf.tdx = { accepted_tcb_statuses: accepted, allow_sept_ve_enabled: false };
     },
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,
@@ -189,7 +189,7 @@ function snpGateway(
         routes: [{ provider: "snp", model: "demo-chat" }],
       });
     },
-    verifiers: productionVerifiers(file, {
+    attesters: productionAttesters(file, {
       now: Date.now,
       randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
       tlsConnect: tls.connect,

@@ -15,7 +15,7 @@ import { type DstackUpstream, startDstackUpstream } from "./support/dstack_upstr
 import { makeTestCa } from "./support/tls_servers.ts";
 import { startDemoUpstream } from "../src/demo/upstream.ts";
 import { baseConfig, spawnGateway, writeConfig } from "./support/process.ts";
-import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
+import { attesterFor, createAttesterDeps } from "../src/sessions/attesters/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
 import {
   collateralWith,
@@ -45,9 +45,9 @@ function gateway(up: DstackUpstream, forge: TdxForge, requireGpu: boolean): Prom
     configure: (c) => {
       addDstackTdxProvider(c, up.url, up.caPem, { requireGpu });
     },
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         now: Date.now,
         tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
@@ -231,9 +231,9 @@ Deno.test("without require_gpu a tampered payload refutes gpu_attested but the T
     configure: (c) => {
       addDstackTdxProvider(c, up.url, up.caPem, { model: false });
     },
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,

@@ -22,7 +22,7 @@ import {
   type NearAiUpstreamOptions,
   startNearAiUpstream,
 } from "./support/near_ai_upstream.ts";
-import { productionVerifiers } from "../src/sessions/verifiers.ts";
+import { productionAttesters } from "../src/sessions/attesters.ts";
 import { parseConfig } from "../src/config/schema.ts";
 import { policySigner } from "../src/sessions/policy/testing.ts";
 import type { PolicyEntry } from "../src/sessions/policy/document.ts";
@@ -56,7 +56,7 @@ async function start(
     trust: { measurement_policy_keys: [signer.key] },
     providers: [{ name: "near", base_url: `${near.url}/v1`, zdr: true, confidential }],
   }));
-  const verifiers = productionVerifiers(file, {
+  const attesters = productionAttesters(file, {
     now: Date.now,
     randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
     tlsConnect: tls.connect,
@@ -64,7 +64,7 @@ async function start(
     rootCaDer: forge.rootCertDer,
   });
   if (entries) {
-    const r = verifiers.policies.install("near", signer.policy("near", 1, entries));
+    const r = attesters.policies.install("near", signer.policy("near", 1, entries));
     assert.ok(r.ok);
   }
   const gw = await startTestGateway({
@@ -77,7 +77,7 @@ async function start(
         routes: [{ provider: "near", model: "demo-chat" }],
       });
     },
-    verifiers,
+    attesters,
   });
   return { gw, near };
 }

@@ -14,7 +14,7 @@ import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from "./support/
 import { forgeTdxEnvironment, type TdxForge } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { issueServerCert, makeTestCa, startCountingTlsServer } from "./support/tls_servers.ts";
-import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
+import { attesterFor, createAttesterDeps } from "../src/sessions/attesters/mod.ts";
 
 import {
   decided,
@@ -38,9 +38,9 @@ function gatewayVerifying(
 ): Promise<TestGateway> {
   return startTestGateway({
     configure: (c) => addDstackTdxProvider(c, up.url, up.caPem),
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,

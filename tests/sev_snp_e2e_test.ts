@@ -14,7 +14,7 @@ import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { forgeSnpEnvironment, type SnpForge } from "./support/snp_forge.ts";
 import { type SnpUpstream, startFakeKds, startSnpUpstream } from "./support/snp_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
-import { productionVerifiers } from "../src/sessions/verifiers.ts";
+import { productionAttesters } from "../src/sessions/attesters.ts";
 import { LocalCollateralSource } from "../src/verify/tdx/collateral_source.ts";
 import { snpTrustFromConfig } from "../src/verify/sev_snp/trust.ts";
 import { ConfigError, type GatewayConfig, parseConfig } from "../src/config/schema.ts";
@@ -75,7 +75,7 @@ function gatewayVerifying(up: SnpUpstream, forge: SnpForge, kdsUrl: string): Pro
   if (!trust.ok) throw new Error(trust.reason);
   return startTestGateway({
     configure: (c) => addSnpProvider(c, up),
-    verifiers: productionVerifiers(file, {
+    attesters: productionAttesters(file, {
       now: Date.now,
       randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
       tlsConnect: tls.connect,

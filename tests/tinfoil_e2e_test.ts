@@ -22,7 +22,7 @@ import {
   type TinfoilUpstream,
   type TinfoilUpstreamOptions,
 } from "./support/tinfoil_upstream.ts";
-import { productionVerifiers } from "../src/sessions/verifiers.ts";
+import { productionAttesters } from "../src/sessions/attesters.ts";
 import { snpTrustFromConfig } from "../src/verify/sev_snp/trust.ts";
 import { parseConfig } from "../src/config/schema.ts";
 import { policySigner } from "../src/sessions/policy/testing.ts";
@@ -65,7 +65,7 @@ async function start(
     fetch: () => Promise.reject(new Error("no KDS in this test")),
   });
   if (!trust.ok) throw new Error(trust.reason);
-  const verifiers = productionVerifiers(file, {
+  const attesters = productionAttesters(file, {
     now: Date.now,
     randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
     tlsConnect: tls.connect,
@@ -74,7 +74,7 @@ async function start(
     sevSnp: trust.trust,
   });
   if (o.policy) {
-    assert.ok(verifiers.policies.install("tinfoil", signer.policy("tinfoil", 1, o.policy)).ok);
+    assert.ok(attesters.policies.install("tinfoil", signer.policy("tinfoil", 1, o.policy)).ok);
   }
   const gw = await startTestGateway({
     configure: (c) => {
@@ -86,7 +86,7 @@ async function start(
         routes: [{ provider: "tinfoil", model: "demo-chat" }],
       });
     },
-    verifiers,
+    attesters,
   });
   return { gw, tf };
 }

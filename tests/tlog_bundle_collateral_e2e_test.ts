@@ -21,7 +21,7 @@ import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
 import { waitInclusion } from "./support/tlog_check.ts";
 import { runToEnd } from "./support/task_line.ts";
-import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
+import { attesterFor, createAttesterDeps } from "../src/sessions/attesters/mod.ts";
 import { defaultGpuDeps } from "../src/verify/nvidia/deps.ts";
 import { archiveDigest } from "../src/verify/collateral_archive.ts";
 import { verifyBundle } from "../src/verify/bundle.ts";
@@ -69,9 +69,9 @@ Deno.test("bundle: a verified session's collateral (TDX, real GPU RIMs + OCSP) r
   const nonce = hexToBytes(FULL.nonce);
   const gw = await startTestGateway({
     configure: (c) => addDstackTdxProvider(c, up.url, up.caPem, { requireGpu: true }),
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         now: Date.now,
         tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
@@ -210,9 +210,9 @@ Deno.test("bundle: the gateway's own TDX quote carries its collateral; the repor
       getQuote: (rd) =>
         Promise.resolve({ tee_type: "tdx", provider: "test", quote: forge.mintQuote(rd) }),
     },
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         now: Date.now,
         // The gateway's configured collateral source, which also serves its own quote.
@@ -324,9 +324,9 @@ Deno.test("bundle: an SEV-SNP session's VCEK (fetched from a KDS) is archived an
         routes: [{ provider: "snp", model: "demo-chat" }],
       });
     },
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         now: Date.now,
         tdx: { collateral: new LocalCollateralSource() },

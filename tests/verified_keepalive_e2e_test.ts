@@ -12,7 +12,7 @@ import { startTestGateway } from "./support/gateway.ts";
 import { forgeTdxEnvironment } from "./support/tdx_forge.ts";
 import { startDstackUpstream } from "./support/dstack_upstream.ts";
 import { makeTestCa } from "./support/tls_servers.ts";
-import { createVerifierDeps, verifierFor } from "../src/sessions/upstream/mod.ts";
+import { attesterFor, createAttesterDeps } from "../src/sessions/attesters/mod.ts";
 
 Deno.test("verified path: one pinned handshake per key in steady state, a new one after invalidation", async () => {
   const forge = await forgeTdxEnvironment();
@@ -24,9 +24,9 @@ Deno.test("verified path: one pinned handshake per key in steady state, a new on
     configure: (c) => {
       addDstackTdxProvider(c, up.url, up.caPem);
     },
-    verifiers: {
-      verifierFor: (p) => verifierFor(p.confidential!.verifier),
-      deps: createVerifierDeps({
+    attesters: {
+      attesterFor: (p) => attesterFor(p.confidential!.verifier),
+      deps: createAttesterDeps({
         tlsConnect: tls.connect,
         randomBytes: (n) => crypto.getRandomValues(new Uint8Array(n)),
         now: Date.now,

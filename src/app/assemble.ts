@@ -40,13 +40,13 @@ import { createCacheSalter, type VerificationState } from "../routing/mod.ts";
 import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 import { bytesToHex, hexToBytes, keysetEntry } from "../aci/mod.ts";
 import {
+  type AttesterDeps,
   createAnswerSignatures,
   createSessionStore,
   createVerificationManager,
   type PolicyRegistry,
-  type UpstreamVerifier,
+  type UpstreamAttester,
   type VerificationManager,
-  type VerifierDeps,
 } from "../sessions/mod.ts";
 import { checkUpstreamModels } from "./upstream_models_check.ts";
 import {
@@ -126,9 +126,9 @@ export function assembleGateway(
     extraRoutes?: ExtraRoutes;
     identity?: Identity;
     /** How confidential upstreams are verified (main.ts passes the real verifiers). */
-    verifiers?: {
-      verifierFor: (p: ProviderConfig) => UpstreamVerifier;
-      deps: VerifierDeps;
+    attesters?: {
+      attesterFor: (p: ProviderConfig) => UpstreamAttester;
+      deps: AttesterDeps;
       /** Measurement policies in force (changed at runtime by the admin API). */
       policies?: PolicyRegistry;
     };
@@ -272,16 +272,16 @@ export function assembleGateway(
     replicas: { self: replicas.id, live: () => replicas.liveIds() },
   });
   let manager: VerificationManager | null = null;
-  if (opts.verifiers && config.providers.some((p) => p.confidential)) {
+  if (opts.attesters && config.providers.some((p) => p.confidential)) {
     manager = createVerificationManager({
       providers: config.providers,
-      verifierFor: opts.verifiers.verifierFor,
-      deps: opts.verifiers.deps,
+      attesterFor: opts.attesters.attesterFor,
+      deps: opts.attesters.deps,
       store: sessions,
       replicaId: replicas.id,
       now,
       log: world.log,
-      policies: opts.verifiers.policies,
+      policies: opts.attesters.policies,
     });
   }
   const verification = (name: string): VerificationState | null => {
@@ -320,12 +320,12 @@ export function assembleGateway(
     leaseParts: worker?.count,
   });
   // NEAR AI upstreams sign each answer; checked after it against the session's attested keys.
-  const answerSignatures = manager && opts.verifiers
+  const answerSignatures = manager && opts.attesters
     ? createAnswerSignatures({
       providers: config.providers,
       session: (name) => manager!.current(name),
       invalidate: (name, reason) => manager!.invalidate(name, reason),
-      deps: opts.verifiers.deps,
+      deps: opts.attesters.deps,
       credential: (name) => credentials.get(name),
       log: world.log,
     })
@@ -369,8 +369,8 @@ export function assembleGateway(
     reportCollateral: createOwnCollateral({
       kv,
       now,
-      tdx: opts.verifiers?.deps.tdx.collateral,
-      sevSnp: opts.verifiers?.deps.sevSnp,
+      tdx: opts.attesters?.deps.tdx.collateral,
+      sevSnp: opts.attesters?.deps.sevSnp,
     }),
     sessions,
     forward: {
@@ -407,7 +407,7 @@ export function assembleGateway(
     ),
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
-    measurementPolicies: opts.verifiers?.policies ?? null,
+    measurementPolicies: opts.attesters?.policies ?? null,
     ...(answerSignatures ? { answered: answerSignatures.answered, answerSignatures } : {}),
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,

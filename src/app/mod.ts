@@ -25,4 +25,4 @@ export {
 } from "./supervisor.ts";
 export { type TrustIo, verifyCollateral } from "./trust_sources.ts";
 export { upstreamTransport } from "./upstream_client.ts";
-export { upstreamVerifiers } from "./upstream_verifiers.ts";
+export { upstreamAttesters } from "./upstream_attesters.ts";

@@ -13,8 +13,8 @@
  */
 import type { ProviderConfig } from "../config/mod.ts";
 import { verifyNearSignature } from "../verify/mod.ts";
-import type { SessionDocument, VerifierDeps } from "./types.ts";
-import { fetchEvidence, parseJsonObject, v1Url, VerificationFailure } from "./upstream/mod.ts";
+import type { AttesterDeps, SessionDocument } from "./types.ts";
+import { fetchEvidence, parseJsonObject, v1Url, VerificationFailure } from "./attesters/mod.ts";
 
 /** What the pipeline reports about a served answer. */
 export interface AnsweredExchange {
@@ -39,7 +39,7 @@ export interface AnswerSignatureOptions {
   /** The upstream's current verified session document and its pinned key, or null. */
   session: (provider: string) => { doc: SessionDocument; spkiSha256: string } | null;
   invalidate: (provider: string, reason: string) => void;
-  deps: Pick<VerifierDeps, "pinnedFetch">;
+  deps: Pick<AttesterDeps, "pinnedFetch">;
   /** Upstream credentials by provider (`api_key_env`). */
   credential: (provider: string) => string | undefined;
   log: (line: Record<string, unknown>) => void;

@@ -5,13 +5,13 @@
  * answers, and the GPU verification times), never a later or concurrent
  * fetch.
  */
-import type { VerifierDeps } from "./types.ts";
+import type { AttesterDeps } from "./types.ts";
 import { CollateralCollector } from "../verify/mod.ts";
 
 export function recordingDeps(
-  deps: VerifierDeps,
+  deps: AttesterDeps,
   nowMs: number,
-): { deps: VerifierDeps; collector: CollateralCollector } {
+): { deps: AttesterDeps; collector: CollateralCollector } {
   const c = new CollateralCollector(nowMs);
   const snp = deps.sevSnp;
   // Verifiers that take no collateral (development, pinned keys) may get deps without it.

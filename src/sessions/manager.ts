@@ -7,7 +7,7 @@
  */
 import type { TeeAttested, VerificationState } from "../routing/mod.ts";
 import type { ProviderConfig } from "../config/mod.ts";
-import type { SessionDocument, UpstreamVerifier, VerifierDeps } from "./types.ts";
+import type { AttesterDeps, SessionDocument, UpstreamAttester } from "./types.ts";
 import type { SessionStore } from "./store.ts";
 import type { PolicyRegistry } from "./policy/registry.ts";
 import { matchPolicy, subjectsOf } from "./policy/match.ts";
@@ -52,8 +52,8 @@ interface Current {
 
 export interface ManagerOptions {
   providers: ProviderConfig[];
-  verifierFor: (p: ProviderConfig) => UpstreamVerifier;
-  deps: VerifierDeps;
+  attesterFor: (p: ProviderConfig) => UpstreamAttester;
+  deps: AttesterDeps;
   store: SessionStore;
   replicaId: string;
   now: () => number;
@@ -119,7 +119,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
   };
 
   const attempt = async (p: ProviderConfig): Promise<VerificationState> => {
-    const verifier = o.verifierFor(p);
+    const verifier = o.attesterFor(p);
     const timeout = o.timeoutMs ?? 30_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     // This verification's own copy of the deps: what it consumed is archived with the session.

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createVerificationManager } from "./manager.ts";
 import { createSessionStore, sessionIdOf } from "./store.ts";
-import type { SessionDocument, UpstreamVerifier, VerifierDeps, VerifyOutcome } from "./types.ts";
+import type { AttesterDeps, SessionDocument, UpstreamAttester, VerifyOutcome } from "./types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import { sha256Hex } from "../aci/digest.ts";
 import { jcs } from "../aci/jcs.ts";
@@ -52,7 +52,7 @@ function doc(now: number, ttl: number, spki = "b".repeat(64)): SessionDocument {
   };
 }
 
-function scripted(outcomes: (() => VerifyOutcome)[]): UpstreamVerifier & { calls: number } {
+function scripted(outcomes: (() => VerifyOutcome)[]): UpstreamAttester & { calls: number } {
   const v = {
     id: "test/1",
     calls: 0,
@@ -65,7 +65,7 @@ function scripted(outcomes: (() => VerifyOutcome)[]): UpstreamVerifier & { calls
   return v;
 }
 
-const deps = {} as VerifierDeps;
+const deps = {} as AttesterDeps;
 
 Deno.test("manager: verify → session stored and current; expiry → unverified; re-verify → new id, old retrievable", async () => {
   const kv = await Deno.openKv(":memory:");
@@ -78,7 +78,7 @@ Deno.test("manager: verify → session stored and current; expiry → unverified
   ]);
   const m = createVerificationManager({
     providers: [provider],
-    verifierFor: () => verifier,
+    attesterFor: () => verifier,
     deps,
     store,
     replicaId: "r1",
@@ -125,7 +125,7 @@ Deno.test("manager: failures are visible, never verified; invalidate drops the s
   ]);
   const m = createVerificationManager({
     providers: [provider],
-    verifierFor: () => verifier,
+    attesterFor: () => verifier,
     deps,
     store,
     replicaId: "r1",
@@ -179,7 +179,7 @@ Deno.test("manager: require_gpu refuses a session whose gpu_attested is not hard
   ]);
   const m = createVerificationManager({
     providers: [required],
-    verifierFor: () => verifier,
+    attesterFor: () => verifier,
     deps,
     store,
     replicaId: "r1",

@@ -12,5 +12,5 @@ export { createVerificationManager, type VerificationManager } from "./manager.t
 export { SignedPolicy } from "./policy/document.ts";
 export { PolicyRegistry } from "./policy/registry.ts";
 export { createSessionStore, type SessionStore } from "./store.ts";
-export type { UpstreamVerifier, VerifierDeps } from "./types.ts";
-export { productionVerifiers } from "./verifiers.ts";
+export type { AttesterDeps, UpstreamAttester } from "./types.ts";
+export { productionAttesters } from "./attesters.ts";

@@ -68,7 +68,7 @@ export interface VerifyTarget {
 /** What a TLS observation reports (defined beside the code that makes it). */
 export type { TlsObservation } from "../upstream/mod.ts";
 
-export interface VerifierDeps {
+export interface AttesterDeps {
   now: () => number;
   randomBytes: (n: number) => Uint8Array;
   /** Handshake with the origin (CA verification on, `ca` PEM trust anchors when given) and report its key. */
@@ -94,7 +94,7 @@ export type VerifyOutcome =
   | { ok: false; reason: string };
 
 /** Verifiers never throw: every failure is `{ ok: false, reason }`. */
-export interface UpstreamVerifier {
+export interface UpstreamAttester {
   readonly id: string;
-  verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome>;
+  verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome>;
 }

@@ -8,14 +8,14 @@ import type { GatewayConfig, ProviderConfig } from "../../src/config/schema.ts";
 import { assembleGateway, type Gateway } from "../../src/app/assemble.ts";
 import type { DemoUpstream } from "../../src/demo/upstream.ts";
 import { startDevUpstreams } from "../../src/demo/dev_upstreams.ts";
-import { productionVerifiers } from "../../src/sessions/verifiers.ts";
+import { productionAttesters } from "../../src/sessions/attesters.ts";
 import { LocalCollateralSource } from "../../src/verify/tdx/collateral_source.ts";
 import tls from "node:tls";
 import { createUpstreamTransport, type UpstreamTransport } from "../../src/upstream/transport.ts";
 import { createKey, type Tier } from "../../src/keys/keys.ts";
 import { NANO_PER_CREDIT } from "../../src/admission/credits.ts";
 import { randomBytes } from "node:crypto";
-import type { UpstreamVerifier, VerifierDeps } from "../../src/sessions/types.ts";
+import type { AttesterDeps, UpstreamAttester } from "../../src/sessions/types.ts";
 import { createDevQuoteProvider } from "../../enclave/dev_quote_provider.ts";
 import type { QuoteProvider } from "../../enclave/quote_provider.ts";
 import { serveConnections } from "../../src/http/connections.ts";
@@ -46,7 +46,7 @@ export interface TestGatewayOptions {
   monotonic?: () => number;
   /** "off": no verifier at all (nothing is ever verified). Default: the configured verifiers. */
   verification?: "off";
-  verifiers?: { verifierFor: (p: ProviderConfig) => UpstreamVerifier; deps: VerifierDeps };
+  attesters?: { attesterFor: (p: ProviderConfig) => UpstreamAttester; deps: AttesterDeps };
   /** Replaces the transport's pinned / private-CA connections (e.g. to observe them). */
   transport?: (t: UpstreamTransport) => Pick<UpstreamTransport, "pinned" | "dropPinned" | "withCa">;
   /** Counts TLS handshakes of pinned upstream connections. */
@@ -76,8 +76,8 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
   opts.configure?.(config);
   const kv = await Deno.openKv(opts.kvPath ?? ":memory:");
   const logs: Record<string, unknown>[] = [];
-  const verifiers = opts.verification === "off" ? undefined : opts.verifiers ??
-    productionVerifiers(config, {
+  const attesters = opts.verification === "off" ? undefined : opts.attesters ??
+    productionAttesters(config, {
       now,
       randomBytes: random,
       tlsConnect: tls.connect,
@@ -106,7 +106,7 @@ export async function startTestGateway(opts: TestGatewayOptions = {}): Promise<T
     provenance: null,
     witnessFetch: (url, init) => fetch(url, init),
   }, {
-    verifiers,
+    attesters,
     transport: opts.transport?.(upstream) ?? upstream,
     logEntries: opts.logEntries,
     tlsSpkiSha256s: opts.tls && !opts.tls.unlisted

@@ -8,7 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import { type DemoUpstream, startDemoUpstream } from "../../src/demo/upstream.ts";
-import { SEV_SNP_REPORT_PATH, snpReportData } from "../../src/sessions/upstream/sev_snp.ts";
+import { SEV_SNP_REPORT_PATH, snpReportData } from "../../src/sessions/attesters/sev_snp.ts";
 import type { SnpForge, SnpMintOptions } from "./snp_forge.ts";
 import { issueServerCert, type TestCa } from "./tls_servers.ts";
 

@@ -6,9 +6,9 @@
  * `operator_asserted`; it never claims anything was hardware-proven.
  */
 import type {
+  AttesterDeps,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -16,9 +16,9 @@ import { UNKNOWN } from "./claims.ts";
 import { confidentialOf, sessionEvidence, unixSeconds, upstreamOrigin } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
-export const PINNED_VERIFIER_ID = "pinned-spki/1";
+export const PINNED_ATTESTER_ID = "pinned-spki/1";
 
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const conf = confidentialOf(target);
   const pin = conf.spki_sha256?.toLowerCase();
   if (!pin) refuse("the pinned verifier needs confidential.spki_sha256");
@@ -32,7 +32,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: PINNED_VERIFIER_ID,
+    verifier_id: PINNED_ATTESTER_ID,
     established_at: nowS,
     expires_at: nowS + conf.session_ttl_seconds,
     channel_binding: [{ type: "tls_spki_sha256", origin, spki_sha256: tls.spkiSha256 }],
@@ -55,7 +55,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The operator-pinned SPKI verifier. */
-export const pinnedVerifier: UpstreamVerifier = {
-  id: PINNED_VERIFIER_ID,
+export const pinnedAttester: UpstreamAttester = {
+  id: PINNED_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

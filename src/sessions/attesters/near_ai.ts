@@ -11,10 +11,10 @@
  * attested signing addresses that `/v1/signature` must recover to.
  */
 import type {
+  AttesterDeps,
   Claim,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -25,7 +25,7 @@ import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } fro
 import { type GpuClaim, gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
-export const NEAR_AI_VERIFIER_ID = "near-ai/1";
+export const NEAR_AI_ATTESTER_ID = "near-ai/1";
 
 function subjectOf(v: ComponentVerdict, gpu: GpuClaim | null): Record<string, unknown> {
   const r = v.tdx!.reportHex;
@@ -55,7 +55,7 @@ function combinedGpu(claims: GpuClaim[]): Claim {
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const model = target.provider.confidential?.near_ai?.model;
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",
@@ -109,7 +109,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: NEAR_AI_VERIFIER_ID,
+    verifier_id: NEAR_AI_ATTESTER_ID,
     established_at: nowS,
     expires_at: expiresAt,
     identity: {
@@ -156,7 +156,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The NEAR AI Cloud verifier. */
-export const nearAiVerifier: UpstreamVerifier = {
-  id: NEAR_AI_VERIFIER_ID,
+export const nearAiAttester: UpstreamAttester = {
+  id: NEAR_AI_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

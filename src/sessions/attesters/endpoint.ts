@@ -5,7 +5,7 @@
  * evidence (`data:` URL plus `sha256:` digest of those same bytes).
  */
 import { bytesToHex, concatBytes, sha256Prefixed } from "../../aci/mod.ts";
-import type { VerifierDeps, VerifyTarget } from "../types.ts";
+import type { AttesterDeps, VerifyTarget } from "../types.ts";
 import { refuse } from "./outcome.ts";
 
 /** Evidence documents are small; anything larger is refused rather than buffered. */
@@ -37,7 +37,7 @@ export function v1Url(baseUrl: string, path: string, query: Record<string, strin
 }
 
 /** 32 fresh random bytes as 64 lowercase hex. */
-export function freshNonce(deps: Pick<VerifierDeps, "randomBytes">): string {
+export function freshNonce(deps: Pick<AttesterDeps, "randomBytes">): string {
   const b = deps.randomBytes(32);
   if (b.length !== 32) refuse("random source returned the wrong number of bytes");
   return bytesToHex(b);
@@ -125,7 +125,7 @@ export function unixSeconds(ms: number): number {
  */
 export async function fetchBoundEvidence(
   target: VerifyTarget,
-  deps: VerifierDeps,
+  deps: AttesterDeps,
   evidence: { path: string; query: (nonce: string) => Record<string, string>; what: string },
 ) {
   const conf = confidentialOf(target);

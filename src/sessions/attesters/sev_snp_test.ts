@@ -8,7 +8,7 @@ import { LocalCollateralSource } from "../../verify/tdx/collateral_source.ts";
 import { kdsVcekSource, localVcekSource } from "../../verify/sev_snp/vcek_source.ts";
 import type { SnpTrust } from "../../verify/sev_snp/trust.ts";
 import { splitAskArkPem } from "../../verify/sev_snp/verify_report.ts";
-import { SEV_SNP_VERIFIER_ID, sevSnpVerifier, snpReportData } from "./sev_snp.ts";
+import { SEV_SNP_ATTESTER_ID, sevSnpAttester, snpReportData } from "./sev_snp.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 
 const NOW = Date.now();
@@ -50,8 +50,8 @@ function realRoot(product: "Milan" | "Genoa") {
 Deno.test("sev-snp: a forged-root SNP upstream binding its TLS key and the nonce verifies", async () => {
   const up = await startSnpUpstream({ forge, ca });
   try {
-    const doc = docOf(await sevSnpVerifier.verify(target(up.url), deps()));
-    assert.equal(doc.verifier_id, SEV_SNP_VERIFIER_ID);
+    const doc = docOf(await sevSnpAttester.verify(target(up.url), deps()));
+    assert.equal(doc.verifier_id, SEV_SNP_ATTESTER_ID);
     assert.equal(doc.endpoint, up.url);
     assert.deepEqual(doc.channel_binding, [
       { type: "tls_spki_sha256", origin: up.url, spki_sha256: up.spkiSha256 },
@@ -81,7 +81,7 @@ Deno.test("sev-snp: a forged-root SNP upstream binding its TLS key and the nonce
     assert.equal(extra.policy, "0x30000");
     assert.deepEqual(extra.reported_tcb, forge.tcb);
     // Each verification asks with a new nonce.
-    docOf(await sevSnpVerifier.verify(target(up.url), deps()));
+    docOf(await sevSnpAttester.verify(target(up.url), deps()));
     assert.equal(up.attestationRequests(), 2);
   } finally {
     await up.close();
@@ -93,7 +93,7 @@ Deno.test("sev-snp: TCB minimum and measurement allow-list become claims", async
   try {
     const t = forge.tcb;
     const ok = docOf(
-      await sevSnpVerifier.verify(
+      await sevSnpAttester.verify(
         target(up.url, { allowed_measurements: ["11".repeat(48)], min_tcb: t }),
         deps(),
       ),
@@ -101,7 +101,7 @@ Deno.test("sev-snp: TCB minimum and measurement allow-list become claims", async
     assert.equal(ok.claims.tcb_up_to_date.status, "asserted");
     assert.equal(ok.claims.os_known_good.status, "asserted");
     const low = docOf(
-      await sevSnpVerifier.verify(
+      await sevSnpAttester.verify(
         target(up.url, {
           allowed_measurements: ["22".repeat(48)],
           min_tcb: { ...t, snp: t.snp + 1 },
@@ -125,7 +125,7 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
   const other = await startSnpUpstream({ forge, ca, bindSpki: false });
   try {
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(other.url), deps())),
+      reasonOf(await sevSnpAttester.verify(target(other.url), deps())),
       /^SNP REPORT_DATA does not bind the observed TLS key and the fresh nonce/,
     );
   } finally {
@@ -138,7 +138,7 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
   });
   try {
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(stale.url), deps())),
+      reasonOf(await sevSnpAttester.verify(target(stale.url), deps())),
       /REPORT_DATA does not bind/,
     );
   } finally {
@@ -147,7 +147,7 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
   const debug = await startSnpUpstream({ forge, ca, mint: { policy: 0x30000n | (1n << 19n) } });
   try {
     assert.equal(
-      reasonOf(await sevSnpVerifier.verify(target(debug.url), deps())),
+      reasonOf(await sevSnpAttester.verify(target(debug.url), deps())),
       "SNP guest policy allows debugging (POLICY bit 19): memory is not private",
     );
   } finally {
@@ -161,21 +161,21 @@ Deno.test("sev-snp: another TLS key, a stale nonce, a debug policy, another root
       vcek: forgedTrust.vcek,
     };
     assert.equal(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(wrongRoot))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(wrongRoot))),
       'SNP report rejected: Genoa: VCEK chain: "SEV-VCEK" is not signed by "SEV-Forged"',
     );
     assert.equal(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(null))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(null))),
       "no AMD roots are pinned (trust.sev_snp.roots)",
     );
     const noVcek: SnpTrust = { ...forgedTrust, vcek: localVcekSource([], "vceks/") };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(noVcek))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(noVcek))),
       /^SNP report rejected: Milan: no VCEK in vceks\/ matches CHIP_ID 5a5a5a5a5a5a5a5a…/,
     );
     assert.match(
       reasonOf(
-        await sevSnpVerifier.verify(target(up.url), deps(forgedTrust, NOW + 31 * 86_400_000)),
+        await sevSnpAttester.verify(target(up.url), deps(forgedTrust, NOW + 31 * 86_400_000)),
       ),
       /certificate "SEV-VCEK" expired/,
     );
@@ -193,25 +193,25 @@ Deno.test("sev-snp: the real go-sev-guest report chains to the real Milan ARK, t
   try {
     const milan: SnpTrust = { roots: [realRoot("Milan")], vcek: localVcekSource([realVcek]) };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(milan, REAL_AT))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(milan, REAL_AT))),
       /^SNP REPORT_DATA does not bind the observed TLS key/,
     );
     // Genoa first, Milan second: the Genoa attempt fails, the Milan one succeeds.
     const both: SnpTrust = { ...milan, roots: [realRoot("Genoa"), realRoot("Milan")] };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(both, REAL_AT))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(both, REAL_AT))),
       /^SNP REPORT_DATA does not bind/,
     );
     const genoa: SnpTrust = { ...milan, roots: [realRoot("Genoa")] };
     // The Milan VCEK names its product: it is not even tried under the Genoa root.
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(genoa, REAL_AT))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(genoa, REAL_AT))),
       /^SNP report rejected: Genoa: no VCEK in the VCEK directory matches CHIP_ID [0-9a-f]{16}… at the report's REPORTED_TCB for Genoa$/,
     );
     // The forged VCEK names another chip: it is not picked for the real report.
     const wrongVcek: SnpTrust = { ...milan, vcek: localVcekSource([forge.vcekDer]) };
     assert.match(
-      reasonOf(await sevSnpVerifier.verify(target(up.url), deps(wrongVcek, REAL_AT))),
+      reasonOf(await sevSnpAttester.verify(target(up.url), deps(wrongVcek, REAL_AT))),
       /Milan: no VCEK in the VCEK directory matches CHIP_ID/,
     );
   } finally {
@@ -227,8 +227,8 @@ Deno.test("sev-snp: VCEKs come from the KDS by chip and TCB, fetched once and ca
       roots: forgedTrust.roots,
       vcek: kdsVcekSource({ baseUrl: kds.url + "/", fetch: (u) => fetch(u) }),
     };
-    docOf(await sevSnpVerifier.verify(target(up.url), deps(trust)));
-    docOf(await sevSnpVerifier.verify(target(up.url), deps(trust)));
+    docOf(await sevSnpAttester.verify(target(up.url), deps(trust)));
+    docOf(await sevSnpAttester.verify(target(up.url), deps(trust)));
     const t = forge.tcb;
     assert.deepEqual(kds.requests, [
       `/vcek/v1/Milan/${"5a".repeat(64)}?blSPL=${t.bootloader}&teeSPL=${t.tee}` +

@@ -8,10 +8,10 @@
  * down in docs/decisions/014-sev-snp-upstreams.md.
  */
 import type {
+  AttesterDeps,
   Claim,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -29,7 +29,7 @@ import { allowListClaim, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
-export const SEV_SNP_VERIFIER_ID = "sev-snp/1";
+export const SEV_SNP_ATTESTER_ID = "sev-snp/1";
 
 /** The path (under the base URL's `/v1`) where an SNP upstream serves its report. */
 export const SEV_SNP_REPORT_PATH = "/attestation/sev-snp";
@@ -69,7 +69,7 @@ function tcbClaim(reported: SnpTcb, min: SnpTcb | undefined): Claim {
 async function verifyUnderRoots(
   bytes: Uint8Array,
   report: SnpReport,
-  deps: VerifierDeps,
+  deps: AttesterDeps,
   nowMs: number,
 ): Promise<{ verified: SnpVerified; root: SnpRoot }> {
   const trust = deps.sevSnp;
@@ -104,7 +104,7 @@ async function verifyUnderRoots(
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: SEV_SNP_REPORT_PATH,
     query: (nonce) => ({ nonce }),
@@ -144,7 +144,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: SEV_SNP_VERIFIER_ID,
+    verifier_id: SEV_SNP_ATTESTER_ID,
     established_at: nowS,
     expires_at: expiresAt,
     identity: { measurement: hex.measurement, host_data: hex.hostData },
@@ -188,7 +188,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The SEV-SNP verifier. */
-export const sevSnpVerifier: UpstreamVerifier = {
-  id: SEV_SNP_VERIFIER_ID,
+export const sevSnpAttester: UpstreamAttester = {
+  id: SEV_SNP_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

@@ -1,13 +1,13 @@
 /**
- * Test helpers for the upstream verifiers: a provider config with a
+ * Test helpers for the upstream attesters: a provider config with a
  * confidential block, verifier dependencies over real loopback sockets with
  * a fixed clock, and decoding of a session's `data:` evidence. Test-only.
  */
 import tls from "node:tls";
 import type { ProviderConfig } from "../../config/mod.ts";
-import type { SessionDocument, VerifierDeps, VerifyTarget } from "../types.ts";
+import type { AttesterDeps, SessionDocument, VerifyTarget } from "../types.ts";
 import type { CollateralSource } from "../../verify/mod.ts";
-import { createVerifierDeps } from "./mod.ts";
+import { createAttesterDeps } from "./mod.ts";
 
 type Confidential = NonNullable<ProviderConfig["confidential"]>;
 
@@ -39,9 +39,9 @@ export function targetFor(
 export function testDeps(
   nowMs: number,
   tdx: { collateral: CollateralSource; rootCaDer?: Uint8Array },
-  sevSnp?: VerifierDeps["sevSnp"],
-): VerifierDeps {
-  return createVerifierDeps({
+  sevSnp?: AttesterDeps["sevSnp"],
+): AttesterDeps {
+  return createAttesterDeps({
     now: () => nowMs,
     tdx,
     sevSnp,

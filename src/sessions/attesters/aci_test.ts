@@ -10,9 +10,9 @@ import { startDemoUpstream } from "../../demo/upstream.ts";
 import type { SessionDocument, VerifyOutcome } from "../types.ts";
 import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { issueServerCert, makeTestCa } from "../../../tests/support/tls_servers.ts";
-import { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
+import { ACI_ATTESTER_ID, aciAttester } from "./aci.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
-import { createVerifierDeps } from "./mod.ts";
+import { createAttesterDeps } from "./mod.ts";
 import { defaultGpuDeps } from "../../verify/nvidia/deps.ts";
 import {
   collateralWith,
@@ -111,8 +111,8 @@ const target = (url: string) => targetFor(url, { verifier: "aci", tls_ca_pem: ca
 
 Deno.test("aci: an ACI upstream whose keyset lists its TLS key verifies", async () => {
   await withAciServer({}, async (url, spki) => {
-    const doc = docOf(await aciVerifier.verify(target(url), deps));
-    assert.equal(doc.verifier_id, ACI_VERIFIER_ID);
+    const doc = docOf(await aciAttester.verify(target(url), deps));
+    assert.equal(doc.verifier_id, ACI_ATTESTER_ID);
     assert.equal(doc.endpoint, url);
     assert.deepEqual(doc.channel_binding, [{
       type: "tls_spki_sha256",
@@ -139,34 +139,34 @@ Deno.test("aci: an ACI upstream whose keyset lists its TLS key verifies", async 
 
 Deno.test("aci: the observed TLS key must be in the attested keyset", async () => {
   await withAciServer({ listSpki: false }, async (url, spki) => {
-    const reason = reasonOf(await aciVerifier.verify(target(url), deps));
+    const reason = reasonOf(await aciAttester.verify(target(url), deps));
     assert.match(reason, new RegExp(`observed TLS key ${spki} is not in the attested keyset`));
   });
 });
 
 Deno.test("aci: session expiry is bounded by the keyset's not_after", async () => {
   await withAciServer({ notAfter: NOW_S + 600 }, async (url) => {
-    assert.equal(docOf(await aciVerifier.verify(target(url), deps)).expires_at, NOW_S + 600);
+    assert.equal(docOf(await aciAttester.verify(target(url), deps)).expires_at, NOW_S + 600);
   });
   await withAciServer({ notAfter: NOW_S - 1 }, async (url) => {
-    assert.match(reasonOf(await aciVerifier.verify(target(url), deps)), /report\.not_after/);
+    assert.match(reasonOf(await aciAttester.verify(target(url), deps)), /report\.not_after/);
   });
 });
 
 Deno.test("aci: a stale nonce, a DEV quote or another root fail", async () => {
   await withAciServer({ fixedNonce: "00".repeat(32) }, async (url) => {
-    assert.match(reasonOf(await aciVerifier.verify(target(url), deps)), /report\.report_data/);
+    assert.match(reasonOf(await aciAttester.verify(target(url), deps)), /report\.report_data/);
   });
   await withAciServer({ dev: true }, async (url) => {
     assert.match(
-      reasonOf(await aciVerifier.verify(target(url), deps)),
+      reasonOf(await aciAttester.verify(target(url), deps)),
       /development evidence, not hardware/,
     );
   });
   await withAciServer({}, async (url) => {
     const intelRoot = testDeps(NOW, { collateral: forge.source });
     assert.match(
-      reasonOf(await aciVerifier.verify(target(url), intelRoot)),
+      reasonOf(await aciAttester.verify(target(url), intelRoot)),
       /report\.hardware_evidence: .*TDX quote rejected at pck_chain/,
     );
   });
@@ -174,7 +174,7 @@ Deno.test("aci: a stale nonce, a DEV quote or another root fail", async () => {
 
 Deno.test("aci: GPU evidence in the report is verified with the same nonce; require_gpu refuses without it", async () => {
   const full = vector("hopper-550.90.07-FULL");
-  const gpuDeps = createVerifierDeps({
+  const gpuDeps = createAttesterDeps({
     tlsConnect: tls.connect,
     now: () => NOW,
     tdx: { collateral: forge.source, rootCaDer: forge.rootCertDer },
@@ -183,7 +183,7 @@ Deno.test("aci: GPU evidence in the report is verified with the same nonce; requ
     gpu: defaultGpuDeps({ collateral: collateralWith(FULL_RIMS), times: () => FULL_TIMES }),
   });
   await withAciServer({ nvidiaPayload: JSON.stringify(fullNrasPayload()) }, async (url) => {
-    const doc = docOf(await aciVerifier.verify(target(url), gpuDeps));
+    const doc = docOf(await aciAttester.verify(target(url), gpuDeps));
     assert.equal(doc.claims.gpu_attested.status, "asserted");
     assert.equal(
       doc.claims.gpu_attested.status === "asserted" && doc.claims.gpu_attested.source,
@@ -193,7 +193,7 @@ Deno.test("aci: GPU evidence in the report is verified with the same nonce; requ
     assert.equal(extra.status, "pass");
     assert.equal(extra.gpu_count, 1);
     // Another round's nonce: the same evidence is refuted on exactly that check.
-    const doc2 = docOf(await aciVerifier.verify(target(url), deps));
+    const doc2 = docOf(await aciAttester.verify(target(url), deps));
     assert.equal(doc2.claims.gpu_attested.status, "refuted");
     assert.equal(
       (doc2.claims.extra?.gpu_evidence as Record<string, unknown>).failing_check,
@@ -203,7 +203,7 @@ Deno.test("aci: GPU evidence in the report is verified with the same nonce; requ
   await withAciServer({}, async (url) => {
     const required = targetFor(url, { verifier: "aci", tls_ca_pem: ca.certPem, require_gpu: true });
     assert.match(
-      reasonOf(await aciVerifier.verify(required, gpuDeps)),
+      reasonOf(await aciAttester.verify(required, gpuDeps)),
       /GPU evidence required but not proven \(absent; the report carries no GPU evidence\)/,
     );
   });

@@ -2,7 +2,7 @@
  * How upstream verifiers fail: a step that cannot pass throws a
  * `VerificationFailure` with a precise reason, and `runVerification` turns
  * that (and anything else thrown) into `{ ok: false, reason }`, so the
- * `UpstreamVerifier` contract "never throws" holds in one place.
+ * `UpstreamAttester` contract "never throws" holds in one place.
  */
 import type { VerifyOutcome } from "../types.ts";
 

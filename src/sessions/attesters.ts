@@ -6,14 +6,14 @@
  * development configuration.
  */
 import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
-import type { UpstreamVerifier, VerifierDeps } from "./types.ts";
-import { createVerifierDeps, verifierFor } from "./upstream/mod.ts";
+import type { AttesterDeps, UpstreamAttester } from "./types.ts";
+import { attesterFor, createAttesterDeps } from "./attesters/mod.ts";
 import type { CollateralSource, GpuDeps } from "../verify/mod.ts";
 import { GatewayError } from "../http/mod.ts";
 import type { TlsConnect } from "../upstream/mod.ts";
 import { PolicyRegistry } from "./policy/registry.ts";
 
-export function productionVerifiers(
+export function productionAttesters(
   config: GatewayConfig,
   opts: {
     now: () => number;
@@ -23,19 +23,19 @@ export function productionVerifiers(
     collateral: CollateralSource;
     rootCaDer?: Uint8Array;
     /** AMD roots and VCEK source (from `trust.sev_snp`), for `sev-snp` upstreams. */
-    sevSnp?: VerifierDeps["sevSnp"];
+    sevSnp?: AttesterDeps["sevSnp"];
     /** GPU evidence roots and collateral; default built-in roots, no collateral. */
     gpu?: GpuDeps;
   },
 ): {
-  verifierFor: (p: ProviderConfig) => UpstreamVerifier;
-  deps: VerifierDeps;
+  attesterFor: (p: ProviderConfig) => UpstreamAttester;
+  deps: AttesterDeps;
   policies: PolicyRegistry;
 } {
   return {
     // Measurement policies: signed by the operator keys `trust.measurement_policy_keys` pins.
     policies: new PolicyRegistry(config.trust.measurement_policy_keys),
-    verifierFor: (p) => {
+    attesterFor: (p) => {
       const name = p.confidential?.verifier;
       if (!name) throw new GatewayError("internal", "not a confidential provider");
       if (name === "dev" && !config.development) {
@@ -45,9 +45,9 @@ export function productionVerifiers(
             Promise.resolve({ ok: false, reason: "the dev verifier is development-only" }),
         };
       }
-      return verifierFor(name);
+      return attesterFor(name);
     },
-    deps: createVerifierDeps({
+    deps: createAttesterDeps({
       now: opts.now,
       tdx: { collateral: opts.collateral, rootCaDer: opts.rootCaDer },
       sevSnp: opts.sevSnp,

@@ -9,7 +9,7 @@ import {
   type DstackUpstreamOptions,
   startDstackUpstream,
 } from "../../../tests/support/dstack_upstream.ts";
-import { DSTACK_TDX_VERIFIER_ID, dstackTdxVerifier } from "./dstack_tdx.ts";
+import { DSTACK_TDX_ATTESTER_ID, dstackTdxAttester } from "./dstack_tdx.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 
 const NOW = Date.now();
@@ -34,7 +34,7 @@ async function run(
       tls_ca_pem: ca.certPem,
       ...conf,
     });
-    const outcome = await dstackTdxVerifier.verify(target, opts.deps ?? deps);
+    const outcome = await dstackTdxAttester.verify(target, opts.deps ?? deps);
     return { outcome, spki: u.spkiSha256, url: u.url, attestations: u.attestationRequests() };
   } finally {
     await u.close();
@@ -57,7 +57,7 @@ Deno.test("dstack-tdx: a good upstream gives a session with exactly the truthful
   assert.equal(outcome.ok && outcome.spkiSha256, spki);
   assert.equal(attestations, 1);
   assert.equal(doc.api_version, "aci/1");
-  assert.equal(doc.verifier_id, DSTACK_TDX_VERIFIER_ID);
+  assert.equal(doc.verifier_id, DSTACK_TDX_ATTESTER_ID);
   assert.equal(doc.upstream_name, "secure");
   assert.equal(doc.endpoint, url);
   assert.equal(doc.established_at, NOW_S);
@@ -174,7 +174,7 @@ Deno.test("dstack-tdx: an out-of-date TCB is verified but refutes tcb_up_to_date
   const stale = await forgeTdxEnvironment({ at: NOW, tcbStatus: "OutOfDate" });
   const u = await startDstackUpstream({ forge: stale, ca });
   try {
-    const o = await dstackTdxVerifier.verify(
+    const o = await dstackTdxAttester.verify(
       targetFor(u.url, { verifier: "dstack-tdx", tls_ca_pem: ca.certPem }),
       testDeps(NOW, { collateral: stale.source, rootCaDer: stale.rootCertDer }),
     );
@@ -192,7 +192,7 @@ Deno.test("dstack-tdx: TLS failures and missing configuration fail without throw
   const { outcome } = await run({}, { tls_ca_pem: rogueCa.certPem });
   assert.match(reasonOf(outcome), /verifier error: TLS handshake/);
   const plain = targetFor("http://127.0.0.1:1", { verifier: "dstack-tdx" });
-  assert.match(reasonOf(await dstackTdxVerifier.verify(plain, deps)), /https/);
+  assert.match(reasonOf(await dstackTdxAttester.verify(plain, deps)), /https/);
   const noConf = { ...plain, provider: { ...plain.provider, confidential: undefined } };
-  assert.match(reasonOf(await dstackTdxVerifier.verify(noConf, deps)), /no confidential/);
+  assert.match(reasonOf(await dstackTdxAttester.verify(noConf, deps)), /no confidential/);
 });

@@ -8,9 +8,9 @@
  */
 import { hexToBytes } from "../../aci/mod.ts";
 import type {
+  AttesterDeps,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -31,7 +31,7 @@ import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { refuse, runVerification } from "./outcome.ts";
 import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
-export const ACI_VERIFIER_ID = "aci-tdx/1";
+export const ACI_ATTESTER_ID = "aci-tdx/1";
 
 /** The SPKI digests the keyset lists (lowercased), or a refusal when it lists none. */
 function listedSpkis(keyset: Record<string, unknown>): string[] {
@@ -43,7 +43,7 @@ function listedSpkis(keyset: Record<string, unknown>): string[] {
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/aci/attestation",
     query: (nonce) => ({ nonce }),
@@ -113,7 +113,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: ACI_VERIFIER_ID,
+    verifier_id: ACI_ATTESTER_ID,
     established_at: nowS,
     expires_at: expiresAt,
     identity: { workload_keyset_digest: digest },
@@ -159,7 +159,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The verifier for upstreams that are ACI services. */
-export const aciVerifier: UpstreamVerifier = {
-  id: ACI_VERIFIER_ID,
+export const aciAttester: UpstreamAttester = {
+  id: ACI_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

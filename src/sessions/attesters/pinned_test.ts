@@ -7,7 +7,7 @@ import {
   makeTestCa,
   startCountingTlsServer,
 } from "../../../tests/support/tls_servers.ts";
-import { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
+import { PINNED_ATTESTER_ID, pinnedAttester } from "./pinned.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 import { LocalCollateralSource } from "../../verify/tdx/collateral_source.ts";
 
@@ -20,13 +20,13 @@ Deno.test("pinned: a matching key gives an operator-asserted session, never hard
   const server = startCountingTlsServer({ certPem: cert.certPem, keyPem: cert.keyPem });
   try {
     const url = `https://127.0.0.1:${server.port}`;
-    const o = await pinnedVerifier.verify(
+    const o = await pinnedAttester.verify(
       targetFor(url, { verifier: "pinned", spki_sha256: cert.spkiSha256, tls_ca_pem: ca.certPem }),
       deps,
     );
     if (!o.ok) throw new Error(o.reason);
     const doc = o.document;
-    assert.equal(doc.verifier_id, PINNED_VERIFIER_ID);
+    assert.equal(doc.verifier_id, PINNED_ATTESTER_ID);
     assert.equal(doc.identity, undefined);
     assert.equal(doc.expires_at - doc.established_at, 3600);
     assert.deepEqual(doc.channel_binding, [
@@ -60,7 +60,7 @@ Deno.test("pinned: a different key fails", async () => {
   const other = await issueServerCert(ca);
   const server = startCountingTlsServer({ certPem: other.certPem, keyPem: other.keyPem });
   try {
-    const o = await pinnedVerifier.verify(
+    const o = await pinnedAttester.verify(
       targetFor(`https://127.0.0.1:${server.port}`, {
         verifier: "pinned",
         spki_sha256: cert.spkiSha256,
@@ -70,7 +70,7 @@ Deno.test("pinned: a different key fails", async () => {
     );
     assert.equal(o.ok, false);
     assert.match(o.ok ? "" : o.reason, new RegExp(`observed TLS key ${other.spkiSha256}`));
-    const noPin = await pinnedVerifier.verify(
+    const noPin = await pinnedAttester.verify(
       targetFor(`https://127.0.0.1:${server.port}`, { verifier: "pinned" }),
       deps,
     );

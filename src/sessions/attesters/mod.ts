@@ -4,24 +4,24 @@
  * passes in; the clock, nonce source and TDX collateral come from the caller). Session ids: `sessions/store.ts`.
  */
 import type { ProviderConfig } from "../../config/mod.ts";
-import type { UpstreamVerifier, VerifierDeps } from "../types.ts";
+import type { AttesterDeps, UpstreamAttester } from "../types.ts";
 import { observeTls, pinnedOneShotFetch, type TlsConnect } from "../../upstream/mod.ts";
 import { defaultGpuDeps, type GpuDeps } from "../../verify/mod.ts";
-import { aciVerifier } from "./aci.ts";
-import { devVerifier } from "./dev.ts";
-import { dstackTdxVerifier } from "./dstack_tdx.ts";
-import { pinnedVerifier } from "./pinned.ts";
-import { sevSnpVerifier } from "./sev_snp.ts";
-import { nearAiVerifier } from "./near_ai.ts";
-import { tinfoilVerifier } from "./tinfoil.ts";
+import { aciAttester } from "./aci.ts";
+import { devAttester } from "./dev.ts";
+import { dstackTdxAttester } from "./dstack_tdx.ts";
+import { pinnedAttester } from "./pinned.ts";
+import { sevSnpAttester } from "./sev_snp.ts";
+import { nearAiAttester } from "./near_ai.ts";
+import { tinfoilAttester } from "./tinfoil.ts";
 
-export { ACI_VERIFIER_ID, aciVerifier } from "./aci.ts";
-export { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
-export { DSTACK_TDX_VERIFIER_ID, dstackTdxVerifier } from "./dstack_tdx.ts";
-export { PINNED_VERIFIER_ID, pinnedVerifier } from "./pinned.ts";
-export { SEV_SNP_VERIFIER_ID, sevSnpVerifier } from "./sev_snp.ts";
-export { NEAR_AI_VERIFIER_ID, nearAiVerifier } from "./near_ai.ts";
-export { TINFOIL_VERIFIER_ID, tinfoilVerifier } from "./tinfoil.ts";
+export { ACI_ATTESTER_ID, aciAttester } from "./aci.ts";
+export { DEV_ATTESTER_ID, devAttester } from "./dev.ts";
+export { DSTACK_TDX_ATTESTER_ID, dstackTdxAttester } from "./dstack_tdx.ts";
+export { PINNED_ATTESTER_ID, pinnedAttester } from "./pinned.ts";
+export { SEV_SNP_ATTESTER_ID, sevSnpAttester } from "./sev_snp.ts";
+export { NEAR_AI_ATTESTER_ID, nearAiAttester } from "./near_ai.ts";
+export { TINFOIL_ATTESTER_ID, tinfoilAttester } from "./tinfoil.ts";
 // What the answer-signature check (sessions/answer_signatures.ts) shares with the verifiers.
 export { fetchEvidence, parseJsonObject, v1Url } from "./endpoint.ts";
 export { VerificationFailure } from "./outcome.ts";
@@ -29,30 +29,30 @@ export { VerificationFailure } from "./outcome.ts";
 /** The names `provider.confidential.verifier` accepts. */
 export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];
 
-const VERIFIERS: Record<VerifierName, UpstreamVerifier> = {
-  "dstack-tdx": dstackTdxVerifier,
-  "aci": aciVerifier,
-  "sev-snp": sevSnpVerifier,
-  "near-ai": nearAiVerifier,
-  "tinfoil": tinfoilVerifier,
-  "pinned": pinnedVerifier,
-  "dev": devVerifier,
+const ATTESTERS: Record<VerifierName, UpstreamAttester> = {
+  "dstack-tdx": dstackTdxAttester,
+  "aci": aciAttester,
+  "sev-snp": sevSnpAttester,
+  "near-ai": nearAiAttester,
+  "tinfoil": tinfoilAttester,
+  "pinned": pinnedAttester,
+  "dev": devAttester,
 };
 
 /** The verifier for a configured name; throws on a name the config schema would not accept. */
-export function verifierFor(name: VerifierName): UpstreamVerifier {
-  const v = Object.hasOwn(VERIFIERS, name) ? VERIFIERS[name] : undefined;
+export function attesterFor(name: VerifierName): UpstreamAttester {
+  const v = Object.hasOwn(ATTESTERS, name) ? ATTESTERS[name] : undefined;
   if (!v) throw new RangeError(`unknown upstream verifier ${JSON.stringify(name)}`);
   return v;
 }
 
-/** Inputs of {@link createVerifierDeps}. */
-export interface VerifierDepsOptions {
+/** Inputs of {@link createAttesterDeps}. */
+export interface AttesterDepsOptions {
   /** Epoch milliseconds. */
   now: () => number;
-  tdx: VerifierDeps["tdx"];
+  tdx: AttesterDeps["tdx"];
   /** AMD roots and VCEK source for `sev-snp` upstreams. */
-  sevSnp?: VerifierDeps["sevSnp"];
+  sevSnp?: AttesterDeps["sevSnp"];
   /** The nonce source (main.ts passes the system's). */
   randomBytes: (n: number) => Uint8Array;
   /** node:tls `connect` (main.ts passes it: nothing below opens sockets itself). */
@@ -67,7 +67,7 @@ export interface VerifierDepsOptions {
  * Verifier dependencies over real sockets. The pinned fetch keeps no pool:
  * verification is rare, and a socket left behind would outlive the check.
  */
-export function createVerifierDeps(o: VerifierDepsOptions): VerifierDeps {
+export function createAttesterDeps(o: AttesterDepsOptions): AttesterDeps {
   const timeoutMs = o.connectTimeoutMs ?? 10_000;
   return {
     now: o.now,

@@ -8,9 +8,9 @@
  */
 import { hexToBytes, isDevQuote, parseDevQuote } from "../../aci/mod.ts";
 import type {
+  AttesterDeps,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -20,9 +20,9 @@ import { parseDstackReport } from "./dstack_report.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
-export const DEV_VERIFIER_ID = "dev-insecure/1";
+export const DEV_ATTESTER_ID = "dev-insecure/1";
 
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",
     query: (nonce) => ({ signing_algo: "ecdsa", nonce }),
@@ -51,7 +51,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: DEV_VERIFIER_ID,
+    verifier_id: DEV_ATTESTER_ID,
     established_at: nowS,
     expires_at: nowS + conf.session_ttl_seconds,
     identity: { signing_address: report.signingAddress, signing_algo: report.signingAlgo },
@@ -92,7 +92,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The honest development verifier. */
-export const devVerifier: UpstreamVerifier = {
-  id: DEV_VERIFIER_ID,
+export const devAttester: UpstreamAttester = {
+  id: DEV_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

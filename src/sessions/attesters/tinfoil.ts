@@ -13,9 +13,9 @@
  */
 import { createHash } from "node:crypto";
 import type {
+  AttesterDeps,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -42,7 +42,7 @@ import {
 } from "./endpoint.ts";
 import { refuse, runVerification } from "./outcome.ts";
 
-export const TINFOIL_VERIFIER_ID = "tinfoil/1";
+export const TINFOIL_ATTESTER_ID = "tinfoil/1";
 
 interface Measured {
   reportData: Uint8Array;
@@ -55,7 +55,7 @@ interface Measured {
 
 async function measureTdx(
   ev: TinfoilEvidence,
-  deps: VerifierDeps,
+  deps: AttesterDeps,
   nowMs: number,
 ): Promise<Measured> {
   const quote = ev.document.report;
@@ -87,7 +87,7 @@ async function measureTdx(
 
 async function measureSnp(
   ev: TinfoilEvidence,
-  deps: VerifierDeps,
+  deps: AttesterDeps,
   nowMs: number,
 ): Promise<Measured> {
   const trust = deps.sevSnp;
@@ -135,7 +135,7 @@ async function measureSnp(
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const conf = confidentialOf(target);
   const tf = conf.tinfoil;
   if (!tf) {
@@ -196,7 +196,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: TINFOIL_VERIFIER_ID,
+    verifier_id: TINFOIL_ATTESTER_ID,
     established_at: nowS,
     expires_at: expiresAt,
     identity: {
@@ -252,7 +252,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The Tinfoil verifier. */
-export const tinfoilVerifier: UpstreamVerifier = {
-  id: TINFOIL_VERIFIER_ID,
+export const tinfoilAttester: UpstreamAttester = {
+  id: TINFOIL_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

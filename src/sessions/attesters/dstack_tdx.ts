@@ -10,9 +10,9 @@
  */
 import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import type {
+  AttesterDeps,
   SessionDocument,
-  UpstreamVerifier,
-  VerifierDeps,
+  UpstreamAttester,
   VerifyOutcome,
   VerifyTarget,
 } from "../types.ts";
@@ -24,10 +24,10 @@ import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } fro
 import { refuse, runVerification } from "./outcome.ts";
 import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
-export const DSTACK_TDX_VERIFIER_ID = "dstack-tdx/1";
+export const DSTACK_TDX_ATTESTER_ID = "dstack-tdx/1";
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyOutcome> {
+async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",
     query: (nonce) => ({ signing_algo: "ecdsa", nonce, include_tls_fingerprint: "true" }),
@@ -86,7 +86,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
     api_version: "aci/1",
     upstream_name: target.name,
     endpoint: origin,
-    verifier_id: DSTACK_TDX_VERIFIER_ID,
+    verifier_id: DSTACK_TDX_ATTESTER_ID,
     established_at: nowS,
     expires_at: expiresAt,
     identity: { signing_address: report.signingAddress, signing_algo: report.signingAlgo },
@@ -130,7 +130,7 @@ async function verify(target: VerifyTarget, deps: VerifierDeps): Promise<VerifyO
 }
 
 /** The dstack TDX verifier. */
-export const dstackTdxVerifier: UpstreamVerifier = {
-  id: DSTACK_TDX_VERIFIER_ID,
+export const dstackTdxAttester: UpstreamAttester = {
+  id: DSTACK_TDX_ATTESTER_ID,
   verify: (target, deps) => runVerification(() => verify(target, deps)),
 };

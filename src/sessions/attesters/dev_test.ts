@@ -8,7 +8,7 @@ import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { issueServerCert, makeTestCa } from "../../../tests/support/tls_servers.ts";
 import { startDstackUpstream } from "../../../tests/support/dstack_upstream.ts";
 import { LocalCollateralSource } from "../../verify/tdx/collateral_source.ts";
-import { DEV_VERIFIER_ID, devVerifier } from "./dev.ts";
+import { DEV_ATTESTER_ID, devAttester } from "./dev.ts";
 import { decodeEvidence, targetFor, testDeps } from "./testing.ts";
 
 const NOW = Date.now();
@@ -44,14 +44,14 @@ async function withDevUpstream(
 
 Deno.test("dev: the dev upstream verifies with honest claims", async () => {
   await withDevUpstream("own", async (url, spki, address) => {
-    const o = await devVerifier.verify(
+    const o = await devAttester.verify(
       targetFor(url + "/v1", { verifier: "dev", tls_ca_pem: ca.certPem }),
       deps,
     );
     if (!o.ok) throw new Error(o.reason);
     const doc = o.document;
     assert.equal(o.spkiSha256, spki);
-    assert.equal(doc.verifier_id, DEV_VERIFIER_ID);
+    assert.equal(doc.verifier_id, DEV_ATTESTER_ID);
     assert.equal(doc.endpoint, url);
     assert.equal(doc.established_at, NOW_S);
     assert.equal(doc.expires_at, NOW_S + 3600);
@@ -88,7 +88,7 @@ Deno.test("dev: the dev upstream verifies with honest claims", async () => {
 
 Deno.test("dev: a report binding another TLS key fails", async () => {
   await withDevUpstream("other", async (url) => {
-    const o = await devVerifier.verify(
+    const o = await devAttester.verify(
       targetFor(url, { verifier: "dev", tls_ca_pem: ca.certPem }),
       deps,
     );
@@ -101,7 +101,7 @@ Deno.test("dev: a hardware-looking report is refused", async () => {
   const forge = await forgeTdxEnvironment({ at: NOW });
   const u = await startDstackUpstream({ forge, ca });
   try {
-    const o = await devVerifier.verify(
+    const o = await devAttester.verify(
       targetFor(u.url, { verifier: "dev", tls_ca_pem: ca.certPem }),
       deps,
     );
