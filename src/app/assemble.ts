@@ -7,7 +7,7 @@
 import {
   type GatewayContext,
   type LogLine,
-  type RequestInfo,
+  requestLogger,
   StreamTicker,
   tickPeriodMs,
 } from "../handlers/mod.ts";
@@ -36,7 +36,7 @@ import {
 import { createReceiptService } from "../receipts/mod.ts";
 import { API_VERSION, type AppHandler, createApp, type ExtraRoutes } from "./app.ts";
 import { SERVICE_CAPABILITIES } from "./routes/table.ts";
-import { createCacheSalter, type VerificationState } from "../routing/mod.ts";
+import { createCacheSalter, createFetchFor, type VerificationState } from "../routing/mod.ts";
 import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 import { bytesToHex, hexToBytes, keysetEntry } from "../aci/mod.ts";
 import {
@@ -58,8 +58,6 @@ import {
 } from "../operator/mod.ts";
 import { createReplayGuard } from "../e2ee/mod.ts";
 import { startReplicaUpkeep } from "./replica_upkeep.ts";
-import { createFetchFor } from "./upstream_fetch.ts";
-import { requestLogLine } from "./request_log.ts";
 import { createTransparencyLog } from "../tlog/mod.ts";
 import { createOtelExport } from "./otel.ts";
 import { createLiveConfig, hostWideOnly, type LiveConfig } from "./live_config.ts";
@@ -117,7 +115,8 @@ export interface Gateway {
 /**
  * Wires every service into the context and the handler. Long by nature: one
  * declaration per service, in dependency order; the pieces with logic of their
- * own live beside it (replica_upkeep.ts, upstream_fetch.ts, request_log.ts).
+ * own live beside it (replica_upkeep.ts); request-time code lives below (routing/fetch_for.ts,
+ * handlers/request_log.ts).
  */
 export function assembleGateway(
   config: GatewayConfig,
@@ -418,23 +417,14 @@ export function assembleGateway(
     randomBytes: world.randomBytes,
     randomUUID: world.randomUUID,
     log: world.log,
-    logRequest: (info: RequestInfo, status: number, outcome?: string) => {
-      const observed = {
-        route: info.route ?? "unmatched",
-        status,
-        model: info.model,
-        provider: info.provider,
-        phases: info.phases,
-        costNano: info.costNano,
-        usage: info.usage,
-        refusal: info.refusal,
-      };
-      metrics.request(observed);
-      const t = now();
-      const line = requestLogLine(info, status, outcome, t);
-      if (otel) otel.request(observed, t - info.started, line, info.traceContext as Context);
-      else world.log(line);
-    },
+    logRequest: requestLogger({
+      metrics,
+      now,
+      emit: otel
+        ? (line, observed, ms, info) =>
+          otel.request(observed, ms, line, info.traceContext as Context)
+        : (line) => world.log(line),
+    }),
     traceContext: otel?.capture,
   };
   const live = createLiveConfig({ ctx, credentials, env: world.env, log: world.log, now });

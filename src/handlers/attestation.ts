@@ -3,13 +3,16 @@
  * report; `nonce` = 64 lowercase hex; `workload_keyset_digest` = an archived
  * keyset's report) and the legacy `GET /v1/attestation/report`.
  */
-import type { GatewayContext } from "./context.ts";
+import type { AttestationDeps } from "./context.ts";
 import { parseAciNonce } from "./aci_nonce.ts";
 import { badParam, jsonResponse } from "../http/mod.ts";
 import type { LegacySigningAlgo } from "../aci/mod.ts";
 
+/** What this module uses of the gateway's context. */
+type Deps = AttestationDeps;
+
 /** `GET /v1/aci/attestation`. */
-export async function canonicalAttestation(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function canonicalAttestation(req: Request, ctx: Deps): Promise<Response> {
   const reports = ctx.reports;
   const q = new URL(req.url).searchParams;
   const digests = q.getAll("workload_keyset_digest");
@@ -35,7 +38,7 @@ export async function canonicalAttestation(req: Request, ctx: GatewayContext): P
 }
 
 /** `GET /v1/attestation/report`. */
-export async function legacyAttestation(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function legacyAttestation(req: Request, ctx: Deps): Promise<Response> {
   const reports = ctx.reports;
   const q = new URL(req.url).searchParams;
   const nonces = q.getAll("nonce");

@@ -1,5 +1,5 @@
 /** The public catalog endpoints: chat models, embedding models, the legacy vendor listing. */
-import type { GatewayContext } from "./context.ts";
+import type { ConfigDeps, UpstreamDeps } from "./context.ts";
 import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import {
   anthropicModelPage,
@@ -8,7 +8,10 @@ import {
   toAnthropicModel,
 } from "../catalog/mod.ts";
 
-export function listModels(req: Request, ctx: GatewayContext): Response {
+/** What this module uses of the gateway's context. */
+type Deps = ConfigDeps & UpstreamDeps;
+
+export function listModels(req: Request, ctx: Deps): Response {
   const params = new URL(req.url).searchParams;
   if (isAnthropicStyle(req.headers)) {
     // Anthropic's cursor parameters are not catalog filters.
@@ -22,7 +25,7 @@ export function listModels(req: Request, ctx: GatewayContext): Response {
   return jsonResponse({ object: "list", data: ctx.catalog.listChat(f, verifiedNow(ctx)) });
 }
 
-export function listEmbeddingModels(req: Request, ctx: GatewayContext): Response {
+export function listEmbeddingModels(req: Request, ctx: Deps): Response {
   const f = parseCatalogFilter(new URL(req.url).searchParams);
   return jsonResponse({
     object: "list",
@@ -35,7 +38,7 @@ export function listEmbeddingModels(req: Request, ctx: GatewayContext): Response
  * models. A model id with its slash percent-encoded (as `openai.models.retrieve`
  * sends it) is served as that one model.
  */
-export function vendorModels(req: Request, ctx: GatewayContext, params: Params): Response {
+export function vendorModels(req: Request, ctx: Deps, params: Params): Response {
   if (params.vendor.includes("/")) {
     const [provider, ...rest] = params.vendor.split("/");
     return retrieveModel(req, ctx, { provider, model: rest.join("/") });
@@ -54,7 +57,7 @@ export function vendorModels(req: Request, ctx: GatewayContext, params: Params):
  * `GET /v1/models/<provider>/<model>`: one model object (what `openai.models.retrieve` asks
  * for; in Anthropic's shape for Anthropic-style requests).
  */
-export function retrieveModel(req: Request, ctx: GatewayContext, params: Params): Response {
+export function retrieveModel(req: Request, ctx: Deps, params: Params): Response {
   const obj = ctx.catalog.chatObject(`${params.provider}/${params.model}`);
   if (!obj) {
     throw new GatewayError("model_not_found", "model does not exist; see GET /v1/models", {
@@ -75,6 +78,6 @@ function teeNow(
 }
 
 /** Which confidential upstreams have a current verified session (is_tee counts only those). */
-function verifiedNow(ctx: GatewayContext): (provider: string) => boolean {
+function verifiedNow(ctx: Deps): (provider: string) => boolean {
   return (name) => ctx.verification(name)?.verified === true;
 }

@@ -32,32 +32,82 @@ import type { TransparencyLog } from "../tlog/mod.ts";
 
 export type LogLine = Record<string, unknown>;
 
-export interface GatewayContext {
+/** The live configuration and what is derived from it; the store. */
+export interface ConfigDeps {
   config: GatewayConfig;
   kv: Deno.Kv;
   catalog: Catalog;
+  /** The live configuration (admin API, SIGHUP): app/live_config.ts. */
+  configControl?: ConfigControl;
+}
+
+/** Clocks, ids and randomness: main.ts's, passed in (only main.ts touches the environment). */
+export interface ClockDeps {
+  /** The wall clock, epoch ms. */
+  now: () => number;
+  /** A monotonic clock in ms (phase timings, stream deadlines); main.ts: `performance.now`. */
+  monotonic: () => number;
+  randomBytes: (n: number) => Uint8Array;
+  /** Request and trace ids; main.ts: `crypto.randomUUID`. */
+  randomUUID: () => string;
+}
+
+/** Logs: never bodies, prompts, completions or keys. */
+export interface LogDeps {
+  log: (line: LogLine) => void;
+  /** The one JSON log line per request (and its count in the metrics). */
+  logRequest: (info: RequestInfo, status: number, outcome?: string) => void;
+  /** With OpenTelemetry on: the context of the request being handled (app/otel.ts). */
+  traceContext?: () => unknown;
+}
+
+/** Keys and what they may spend. */
+export interface AccountDeps {
   auth: Authenticator;
   admitter: Admitter;
-  committer: GroupCommitter;
-  /** Repeats admission's requests-per-minute refusal before a body is read (#15). */
+  /** Repeats admission's requests-per-minute refusal before a body is read. */
   preAdmission: PreAdmission;
-  /** Body bytes being read and parsed at once, globally and per key (#15). */
+  /** Key administration (admin API, `/v1/key`, `/v1/usage`; the keys CLI runs the same). */
+  keyAdmin: KeyAdmin;
+  /**
+   * Names the authenticated key in the request's log line (`key_id`). Set by
+   * the app (app/app.ts) for the requests it dispatches; absent elsewhere.
+   */
+  noteKey?: (req: Request, keyId: string) => void;
+}
+
+/** The request path's bounds: bodies in flight, deadlines, open streams. */
+export interface RequestPathDeps {
+  /** Body bytes being read and parsed at once, globally and per key. */
   bodyBudget: BodyBudget;
   /** The request path's deadlines (body, upstream head and body): one runtime timer for all. */
   deadlines: DeadlineWheel;
+  /** The idle and keep-alive deadlines of every open stream, on one timer. */
+  streamTicker: StreamTicker;
+}
+
+/** What the gateway signs and keeps: receipts, their durable commits, the transparency log. */
+export interface RecordDeps {
+  committer: GroupCommitter;
   receipts: ReceiptService;
   /** The transparency log (C2SP tlog-tiles under /v1/aci/log/). */
   tlog: TransparencyLog;
+}
+
+/** The gateway's own attestation: keyset, reports and their collateral. */
+export interface AttestationDeps {
   identity: Identity;
   reports: ReportService;
   /** The collateral of one of the gateway's own (archived) reports, for evidence bundles. */
   reportCollateral: (report: CanonicalReport) => Promise<ReportCollateral>;
-  sessions: SessionStore;
-  forward: ForwardDeps;
   /** E2EE v2: the current keyset's keys and the shared replay guard. */
   e2ee: E2eeDeps;
-  /** The idle and keep-alive deadlines of every open stream, on one timer. */
-  streamTicker: StreamTicker;
+}
+
+/** Upstreams: forwarding, attested sessions and their verification state. */
+export interface UpstreamDeps {
+  forward: ForwardDeps;
+  sessions: SessionStore;
   verification: (provider: string) => VerificationState | null;
   /** Operator view of every confidential upstream's verification (for `/healthz`). */
   verificationSnapshot: () => Record<string, unknown>;
@@ -67,30 +117,30 @@ export interface GatewayContext {
   answerSignatures?: AnswerSignatures;
   /** Measurement policies in force; null when upstreams are not verified. */
   measurementPolicies: PolicyRegistry | null;
-  /** Key administration (admin API, `/v1/key`, `/v1/usage`; the keys CLI runs the same). */
-  keyAdmin: KeyAdmin;
+  /** Per-key prefix-cache salts for upstreams that take one (routing/cache_salt.ts). */
+  cacheSalt: CacheSalter;
+}
+
+/** The operator surface. */
+export interface OperatorDeps {
   /** The operator token check; null when no token is configured (admin API off). */
   operator: OperatorAuth | null;
   metrics: GatewayMetrics;
-  /** Per-key prefix-cache salts for upstreams that take one (routing/cache_salt.ts). */
-  cacheSalt: CacheSalter;
-  /** The wall clock, epoch ms. */
-  now: () => number;
-  /** A monotonic clock in ms (phase timings, stream deadlines); main.ts: `performance.now`. */
-  monotonic: () => number;
-  randomBytes: (n: number) => Uint8Array;
-  /** Request and trace ids; main.ts: `crypto.randomUUID`. */
-  randomUUID: () => string;
-  log: (line: LogLine) => void;
-  /** The one JSON log line per request (never bodies, prompts, completions or keys). */
-  logRequest: (info: RequestInfo, status: number, outcome?: string) => void;
-  /** The live configuration (admin API, SIGHUP): app/live_config.ts. */
-  configControl?: ConfigControl;
-  /** With OpenTelemetry on: the context of the request being handled (app/otel.ts). */
-  traceContext?: () => unknown;
-  /**
-   * Names the authenticated key in the request's log line (`key_id`). Set by
-   * the app (app/app.ts) for the requests it dispatches; absent elsewhere.
-   */
-  noteKey?: (req: Request, keyId: string) => void;
 }
+
+/**
+ * Everything a request handler may use, in groups by concern: a handler or
+ * stage names the groups it needs (`ClockDeps & RecordDeps`, …); the app
+ * builds the one object that has them all, once.
+ */
+export interface GatewayContext
+  extends
+    ConfigDeps,
+    ClockDeps,
+    LogDeps,
+    AccountDeps,
+    RequestPathDeps,
+    RecordDeps,
+    AttestationDeps,
+    UpstreamDeps,
+    OperatorDeps {}

@@ -9,7 +9,7 @@
  * count stops at the model's context length (a longer prompt is a 400, as
  * `/v1/messages` would answer it).
  */
-import type { GatewayContext } from "./context.ts";
+import type { AccountDeps, ConfigDeps, RequestPathDeps } from "./context.ts";
 import {
   badParam,
   jsonResponse,
@@ -22,10 +22,13 @@ import { estimateChatTokens, parseMessagesRequest } from "../formats/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 import { checkContextLength } from "../tokens/mod.ts";
 
+/** What this module uses of the gateway's context. */
+type Deps = ConfigDeps & RequestPathDeps & AccountDeps;
+
 /** Members of a Messages request that describe generation, not input: accepted and not counted. */
 const GENERATION_ONLY = ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences"];
 
-export async function countTokens(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function countTokens(req: Request, ctx: Deps): Promise<Response> {
   const key = await authenticateCaller(req, ctx);
   ctx.preAdmission.charge(key);
   requireJsonContentType(req);

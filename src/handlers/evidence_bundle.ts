@@ -8,7 +8,15 @@
  * why there is none). Digests, documents and certificates only: no prompt,
  * body or key. Same access rule as the receipt.
  */
-import type { GatewayContext } from "./context.ts";
+import type {
+  AccountDeps,
+  AttestationDeps,
+  ClockDeps,
+  ConfigDeps,
+  RecordDeps,
+  RequestPathDeps,
+  UpstreamDeps,
+} from "./context.ts";
 import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import {
   b64,
@@ -24,12 +32,22 @@ import { type CanonicalReport, KEYSET_ARCHIVE, type ReportCollateral } from "../
 import { receiptLeaf } from "./tlog.ts";
 import { BUNDLE_FORMAT } from "../verify/mod.ts";
 
+/** What this module uses of the gateway's context. */
+type Deps =
+  & ConfigDeps
+  & ClockDeps
+  & AccountDeps
+  & RequestPathDeps
+  & AttestationDeps
+  & UpstreamDeps
+  & RecordDeps;
+
 /** Archived keysets scanned for the checkpoint's signer (rotations × replicas stay far below). */
 const MAX_KEYSETS = 10_000;
 
 export async function getEvidenceBundle(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   params: Params,
 ): Promise<Response> {
   const { receipt, index } = await receiptLeaf(req, ctx, params.id);
@@ -86,7 +104,7 @@ export async function getEvidenceBundle(
 const OWN_COLLATERAL_WAIT_MS = 10_000;
 
 /** The collateral, or after the wait a `none` saying so (the fetch goes on; the next bundle has it). */
-function bounded(ctx: GatewayContext, p: Promise<ReportCollateral>): Promise<ReportCollateral> {
+function bounded(ctx: Deps, p: Promise<ReportCollateral>): Promise<ReportCollateral> {
   return new Promise((resolve, reject) => {
     const d = ctx.deadlines.after(OWN_COLLATERAL_WAIT_MS, () =>
       resolve({
@@ -105,7 +123,7 @@ function bounded(ctx: GatewayContext, p: Promise<ReportCollateral>): Promise<Rep
 }
 
 /** The archived reports whose log key signed `note`, each with its keyset entry's inclusion proof. */
-async function checkpointKeysets(ctx: GatewayContext, note: string, size: number) {
+async function checkpointKeysets(ctx: Deps, note: string, size: number) {
   const parsed = parseNote(note);
   if (parsed === null) return [];
   const ids = parsed.signatures.filter((s) => s.name === ctx.tlog.origin).map((s) => s.id);

@@ -31,6 +31,7 @@ export { messagesEndpoint } from "./messages.ts";
 export { handleInference, type InferenceEndpoint } from "./pipeline.ts";
 export { getLegacySignature, getReceipt } from "./receipts.ts";
 export type { RequestInfo } from "./request_info.ts";
+export { requestLogger } from "./request_log.ts";
 export { responsesEndpoint } from "./responses.ts";
 export { getSession, listSessions } from "./sessions.ts";
 export { StreamTicker, tickPeriodMs } from "./stream_ticker.ts";

@@ -1,15 +1,18 @@
 /** `GET /v1/aci/receipts/{id}`: the bare canonical receipt, served only to the key that made it. */
-import type { GatewayContext } from "./context.ts";
+import type { AccountDeps, AttestationDeps, RecordDeps } from "./context.ts";
 import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import { signatureEnvelope } from "../aci/mod.ts";
 import { signingAlgo } from "./attestation.ts";
 import { authenticateCaller, credentialHeader } from "./auth.ts";
 
+/** What this module uses of the gateway's context. */
+type Deps = AttestationDeps & RecordDeps & AccountDeps;
+
 /**
  * The digest of the presented key (Bearer or `x-api-key`), null when no
  * credential was presented; 401 `unauthorized` for a bad one.
  */
-export async function callerDigest(req: Request, ctx: GatewayContext): Promise<string | null> {
+export async function callerDigest(req: Request, ctx: Deps): Promise<string | null> {
   if (credentialHeader(req.headers) === null) return null;
   try {
     return (await authenticateCaller(req, ctx)).digest;
@@ -20,7 +23,7 @@ export async function callerDigest(req: Request, ctx: GatewayContext): Promise<s
 
 export async function getReceipt(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   params: Params,
 ): Promise<Response> {
   const receipt = await ctx.receipts.get(params.id, await callerDigest(req, ctx));
@@ -34,7 +37,7 @@ export async function getReceipt(
  */
 export async function getLegacySignature(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   params: Params,
 ): Promise<Response> {
   const algo = signingAlgo(new URL(req.url).searchParams);

@@ -4,13 +4,16 @@
  * (current sessions, entries with `session_id` and without `evidence.data`).
  * Bearer authentication, as the spec asks of attested-session requests.
  */
-import type { GatewayContext } from "./context.ts";
+import type { AccountDeps, ConfigDeps, UpstreamDeps } from "./context.ts";
 import { badParam, GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import { authenticateCaller } from "./auth.ts";
 
+/** What this module uses of the gateway's context. */
+type Deps = ConfigDeps & UpstreamDeps & AccountDeps;
+
 export async function getSession(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   params: Params,
 ): Promise<Response> {
   // Missing, bad, unknown or revoked key: 401 `invalid_api_key`, as on the inference surface.
@@ -23,7 +26,7 @@ export async function getSession(
   return jsonResponse(doc);
 }
 
-export async function listSessions(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function listSessions(req: Request, ctx: Deps): Promise<Response> {
   await authenticateCaller(req, ctx);
   const q = new URL(req.url).searchParams;
   const one = (name: string): string | null => {

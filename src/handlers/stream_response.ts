@@ -13,11 +13,14 @@ import { type ReceiptRecorder, responseIdOf, StreamIdFinder } from "../receipts/
 import { type ChunkReader, drainRest, upstreamBodyReader } from "../upstream/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { Settle, TokenUsage, Translator } from "./plan.ts";
-import type { GatewayContext } from "./context.ts";
+import type { ClockDeps, ConfigDeps, LogDeps, RequestPathDeps, UpstreamDeps } from "./context.ts";
 import type { RequestInfo } from "./request_info.ts";
 
+/** What this module uses of the gateway's context. */
+type Deps = ConfigDeps & ClockDeps & LogDeps & UpstreamDeps & RequestPathDeps;
+
 export interface StreamArgs {
-  ctx: GatewayContext;
+  ctx: Deps;
   rec: ReceiptRecorder;
   /** The upstream's answer (only its body is kept: not its headers, for the stream's life). */
   upstream: Response;
@@ -62,7 +65,7 @@ export function streamResponse(a: StreamArgs): Response {
  * upstream Response's headers).
  */
 class StreamRelay implements UnderlyingDefaultSource<Uint8Array> {
-  private readonly ctx: GatewayContext;
+  private readonly ctx: Deps;
   private readonly rec: ReceiptRecorder;
   private readonly translator: Translator;
   private readonly abortUpstream: (reason?: unknown) => void;

@@ -4,16 +4,19 @@
  * proof for convenience, and a receipt's inclusion proof (same access rule as
  * the receipt). Shapes: /work/team/CONTRACTS.md and docs/decisions/.
  */
-import type { GatewayContext } from "./context.ts";
+import type { AccountDeps, AttestationDeps, ClockDeps, RecordDeps } from "./context.ts";
 import { GatewayError, jsonResponse, type Params } from "../http/mod.ts";
 import { b64, jcs, ownBytes, parseTilePath, type Receipt, receiptEntry } from "../aci/mod.ts";
 import { callerDigest } from "./receipts.ts";
+
+/** What this module uses of the gateway's context. */
+type Deps = ClockDeps & RecordDeps & AccountDeps & AttestationDeps;
 
 /** How many path segments a tile path may have after `tile/` (level, up to 6 index parts, `.p`, W). */
 export const TILE_SEGMENTS = 8;
 const IMMUTABLE = "public, max-age=31536000, immutable";
 
-export async function getCheckpoint(_req: Request, ctx: GatewayContext): Promise<Response> {
+export async function getCheckpoint(_req: Request, ctx: Deps): Promise<Response> {
   const cp = await ctx.tlog.checkpoint();
   if (cp === null) throw pending("the log has no checkpoint yet");
   return new Response(cp.checkpoint, {
@@ -25,7 +28,7 @@ export async function getCheckpoint(_req: Request, ctx: GatewayContext): Promise
   });
 }
 
-export async function getTile(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function getTile(req: Request, ctx: Deps): Promise<Response> {
   const path = new URL(req.url).pathname;
   const at = path.indexOf("/tile/");
   const ref = at < 0 ? null : parseTilePath(path.slice(at + 6).split("/"));
@@ -46,13 +49,13 @@ function sizeParam(url: URL, name: string): number | null {
   return Number(v);
 }
 
-async function servedSize(ctx: GatewayContext): Promise<{ size: number; checkpoint: string }> {
+async function servedSize(ctx: Deps): Promise<{ size: number; checkpoint: string }> {
   const cp = await ctx.tlog.checkpoint();
   if (cp === null) throw pending("the log has no checkpoint yet");
   return { size: cp.size, checkpoint: cp.checkpoint };
 }
 
-export async function getConsistency(req: Request, ctx: GatewayContext): Promise<Response> {
+export async function getConsistency(req: Request, ctx: Deps): Promise<Response> {
   const url = new URL(req.url);
   const from = sizeParam(url, "from");
   const to = sizeParam(url, "to");
@@ -73,7 +76,7 @@ export async function getConsistency(req: Request, ctx: GatewayContext): Promise
 /** The receipt's log entry and index, or a clear 404/503. */
 export async function receiptLeaf(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   id: string,
 ): Promise<{ receipt: Receipt; index: number }> {
   const { receipt } = await receiptOf(req, ctx, id);
@@ -84,7 +87,7 @@ export async function receiptLeaf(
 
 async function receiptOf(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   id: string,
 ): Promise<{ receipt: Receipt; index: null }> {
   try {
@@ -97,7 +100,7 @@ async function receiptOf(
   }
 }
 
-function indexOf(ctx: GatewayContext, receipt: Receipt): Promise<number | null> {
+function indexOf(ctx: Deps, receipt: Receipt): Promise<number | null> {
   return ctx.tlog.leafIndex(receiptEntry(jcs(receipt)), receipt.served_at);
 }
 
@@ -124,7 +127,7 @@ function waitParam(url: URL): number | null {
  */
 export async function getInclusion(
   req: Request,
-  ctx: GatewayContext,
+  ctx: Deps,
   params: Params,
 ): Promise<Response> {
   const url = new URL(req.url);
@@ -152,7 +155,7 @@ export async function getInclusion(
 }
 
 async function inclusionAnswer(
-  ctx: GatewayContext,
+  ctx: Deps,
   { index }: { index: number },
   url: URL,
 ): Promise<Response> {

@@ -16,6 +16,7 @@ export {
   type ForwardPlan,
   type ForwardResult,
 } from "./failover.ts";
+export { createFetchFor } from "./fetch_for.ts";
 export { parseRouting } from "./provider_block.ts";
 export {
   type Candidate,

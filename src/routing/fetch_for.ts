@@ -3,10 +3,11 @@
  * reached over its bound key: pinned pools per (provider, SPKI), retired
  * whenever the session they were opened under ends (invalidated, expired and
  * re-verified, or another key). A private-CA upstream gets its CA; anything
- * else the plain fetch.
+ * else the plain fetch. Chosen per attempt, so it lives with failover, not in
+ * the composition root, which only builds it once.
  */
 import { GatewayError } from "../http/mod.ts";
-import type { Candidate } from "../routing/mod.ts";
+import type { Candidate } from "./select.ts";
 import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 
 export function createFetchFor(o: {
