@@ -1,7 +1,7 @@
 /**
  * The hardware check of the gateway's quote for the verifying client: TDX
  * through the DCAP code `task verify` uses (`verify/tdx_quote_check.ts`),
- * SEV-SNP through the VCEK-chain verifier the SNP upstream verifier uses
+ * SEV-SNP through the VCEK-chain verifier the SNP upstream attester uses
  * (`verify/sev_snp/verify_report.ts`) under the AMD roots the caller pins.
  * Collateral is supplied or fetched (Intel PCS, AMD KDS) with the given fetch.
  */

@@ -1,5 +1,5 @@
 /**
- * Claim builders shared by the upstream verifiers, so every verifier words
+ * Claim builders shared by the upstream attesters, so every attester words
  * the same facts the same way: allow-list policies (asserted / refuted /
  * unknown when no policy is configured) and the TDX TCB status.
  */

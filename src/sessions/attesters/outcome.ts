@@ -1,5 +1,5 @@
 /**
- * How upstream verifiers fail: a step that cannot pass throws a
+ * How upstream attesters fail: a step that cannot pass throws a
  * `VerificationFailure` with a precise reason, and `runVerification` turns
  * that (and anything else thrown) into `{ ok: false, reason }`, so the
  * `UpstreamAttester` contract "never throws" holds in one place.

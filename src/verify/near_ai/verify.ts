@@ -28,7 +28,7 @@ export interface NearVerifyOptions {
   now: number;
   /** The TLS key observed on the connection to the gateway (SPKI sha256 hex), when there was one. */
   observedSpkiSha256?: string;
-  /** Require the gateway's REPORTDATA to bind the observed TLS key (the upstream verifier does). */
+  /** Require the gateway's REPORTDATA to bind the observed TLS key (the upstream attester does). */
   requireTlsBinding?: boolean;
 }
 

@@ -1,5 +1,5 @@
 /**
- * The SEV-SNP trust an upstream verifier needs: the operator-pinned AMD roots
+ * The SEV-SNP trust an upstream attester needs: the operator-pinned AMD roots
  * (ASK + ARK per product) and where VCEKs come from, built from the
  * `trust.sev_snp` configuration. File and network access are passed in.
  */
