@@ -14,7 +14,7 @@
 import type { ProviderConfig } from "../config/mod.ts";
 import { verifyNearSignature } from "../verify/mod.ts";
 import type { AttesterDeps, SessionDocument } from "./types.ts";
-import { fetchEvidence, parseJsonObject, v1Url, VerificationFailure } from "./attesters/mod.ts";
+import { AttestationFailure, fetchEvidence, parseJsonObject, v1Url } from "./attesters/mod.ts";
 
 /** What the pipeline reports about a served answer. */
 export interface AnsweredExchange {
@@ -103,7 +103,7 @@ export function createAnswerSignatures(o: AnswerSignatureOptions): AnswerSignatu
         msg: "answer signature unavailable",
         upstream: p.name,
         chat_id: a.upstreamChatId,
-        reason: e instanceof VerificationFailure ? e.message : String(e).slice(0, 200),
+        reason: e instanceof AttestationFailure ? e.message : String(e).slice(0, 200),
       });
       return;
     }

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { createVerificationManager } from "./manager.ts";
 import { createSessionStore, sessionIdOf } from "./store.ts";
-import type { AttesterDeps, SessionDocument, UpstreamAttester, VerifyOutcome } from "./types.ts";
+import type {
+  AttestationOutcome,
+  AttesterDeps,
+  SessionDocument,
+  UpstreamAttester,
+} from "./types.ts";
 import type { ProviderConfig } from "../config/schema.ts";
 import { sha256Hex } from "../aci/digest.ts";
 import { jcs } from "../aci/jcs.ts";
@@ -52,7 +57,7 @@ function doc(now: number, ttl: number, spki = "b".repeat(64)): SessionDocument {
   };
 }
 
-function scripted(outcomes: (() => VerifyOutcome)[]): UpstreamAttester & { calls: number } {
+function scripted(outcomes: (() => AttestationOutcome)[]): UpstreamAttester & { calls: number } {
   const v = {
     id: "test/1",
     calls: 0,

@@ -58,7 +58,7 @@ export interface SessionDocument {
 }
 
 /** What a verifier is asked to verify. */
-export interface VerifyTarget {
+export interface AttestationTarget {
   name: string;
   /** The provider's base URL (https). */
   baseUrl: string;
@@ -89,12 +89,12 @@ export interface AttesterDeps {
   gpu: import("../verify/mod.ts").GpuDeps;
 }
 
-export type VerifyOutcome =
+export type AttestationOutcome =
   | { ok: true; document: SessionDocument; spkiSha256: string }
   | { ok: false; reason: string };
 
 /** Verifiers never throw: every failure is `{ ok: false, reason }`. */
 export interface UpstreamAttester {
   readonly id: string;
-  verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome>;
+  verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome>;
 }

@@ -8,11 +8,11 @@
  */
 import { hexToBytes } from "../../aci/mod.ts";
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import {
   allPassed,
@@ -28,7 +28,7 @@ import {
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
 export const ACI_ATTESTER_ID = "aci-tdx/1";
@@ -43,7 +43,7 @@ function listedSpkis(keyset: Record<string, unknown>): string[] {
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/aci/attestation",
     query: (nonce) => ({ nonce }),
@@ -161,5 +161,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The verifier for upstreams that are ACI services. */
 export const aciAttester: UpstreamAttester = {
   id: ACI_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };

@@ -7,7 +7,7 @@ import { keysetDigest } from "../../aci/keyset.ts";
 import { buildKeyset, generateWorkloadKeys } from "../../aci/signer.ts";
 import { reportData, reportDataSlot } from "../../aci/statement.ts";
 import { startDemoUpstream } from "../../demo/upstream.ts";
-import type { SessionDocument, VerifyOutcome } from "../types.ts";
+import type { AttestationOutcome, SessionDocument } from "../types.ts";
 import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { issueServerCert, makeTestCa } from "../../../tests/support/tls_servers.ts";
 import { ACI_ATTESTER_ID, aciAttester } from "./aci.ts";
@@ -97,12 +97,12 @@ async function withAciServer(
   }
 }
 
-function docOf(o: VerifyOutcome): SessionDocument {
+function docOf(o: AttestationOutcome): SessionDocument {
   if (!o.ok) throw new assert.AssertionError({ message: `verification failed: ${o.reason}` });
   return o.document;
 }
 
-function reasonOf(o: VerifyOutcome): string {
+function reasonOf(o: AttestationOutcome): string {
   assert.equal(o.ok, false, "verification should fail");
   return o.ok ? "" : o.reason;
 }

@@ -8,21 +8,21 @@
  */
 import { hexToBytes, isDevQuote, parseDevQuote } from "../../aci/mod.ts";
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import { checkReportData } from "../../verify/mod.ts";
 import { UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 
 export const DEV_ATTESTER_ID = "dev-insecure/1";
 
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",
     query: (nonce) => ({ signing_algo: "ecdsa", nonce }),
@@ -94,5 +94,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The honest development verifier. */
 export const devAttester: UpstreamAttester = {
   id: DEV_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };

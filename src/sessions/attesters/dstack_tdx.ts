@@ -10,24 +10,24 @@
  */
 import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import { checkReportData, verifyEventLog, verifyTdxQuoteWithSource } from "../../verify/mod.ts";
 import { allowListClaim, tcbDetail, tcbUpToDateClaim, UNKNOWN } from "./claims.ts";
 import { parseDstackReport } from "./dstack_report.ts";
 import { gpuClaim, requiredGpuShortfall } from "./gpu.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 import { tdxPolicyOf, tdxTcbExtra } from "./tdx_policy.ts";
 
 export const DSTACK_TDX_ATTESTER_ID = "dstack-tdx/1";
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",
     query: (nonce) => ({ signing_algo: "ecdsa", nonce, include_tls_fingerprint: "true" }),
@@ -132,5 +132,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The dstack TDX verifier. */
 export const dstackTdxAttester: UpstreamAttester = {
   id: DSTACK_TDX_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };

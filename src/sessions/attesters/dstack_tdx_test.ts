@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { sha256Prefixed } from "../../aci/digest.ts";
-import type { SessionDocument, VerifyOutcome } from "../types.ts";
+import type { AttestationOutcome, SessionDocument } from "../types.ts";
 import { forgeTdxEnvironment } from "../../../tests/support/tdx_forge.ts";
 import { makeTestCa } from "../../../tests/support/tls_servers.ts";
 import {
@@ -26,7 +26,7 @@ async function run(
   upstream: Partial<DstackUpstreamOptions>,
   conf: Partial<Conf> = {},
   opts: { deps?: typeof deps; baseSuffix?: string } = {},
-): Promise<{ outcome: VerifyOutcome; spki: string; url: string; attestations: number }> {
+): Promise<{ outcome: AttestationOutcome; spki: string; url: string; attestations: number }> {
   const u = await startDstackUpstream({ forge, ca, ...upstream });
   try {
     const target = targetFor(u.url + (opts.baseSuffix ?? ""), {
@@ -41,12 +41,12 @@ async function run(
   }
 }
 
-function docOf(o: VerifyOutcome): SessionDocument {
+function docOf(o: AttestationOutcome): SessionDocument {
   if (!o.ok) throw new assert.AssertionError({ message: `verification failed: ${o.reason}` });
   return o.document;
 }
 
-function reasonOf(o: VerifyOutcome): string {
+function reasonOf(o: AttestationOutcome): string {
   assert.equal(o.ok, false, "verification should fail");
   return o.ok ? "" : o.reason;
 }

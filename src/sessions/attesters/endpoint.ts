@@ -5,7 +5,7 @@
  * evidence (`data:` URL plus `sha256:` digest of those same bytes).
  */
 import { bytesToHex, concatBytes, sha256Prefixed } from "../../aci/mod.ts";
-import type { AttesterDeps, VerifyTarget } from "../types.ts";
+import type { AttestationTarget, AttesterDeps } from "../types.ts";
 import { refuse } from "./outcome.ts";
 
 /** Evidence documents are small; anything larger is refused rather than buffered. */
@@ -44,7 +44,7 @@ export function freshNonce(deps: Pick<AttesterDeps, "randomBytes">): string {
 }
 
 /** The verifier's confidential settings, or a refusal when the provider has none. */
-export function confidentialOf(target: VerifyTarget) {
+export function confidentialOf(target: AttestationTarget) {
   const c = target.provider.confidential;
   if (!c) refuse(`provider ${target.name} has no confidential configuration`);
   return c;
@@ -124,7 +124,7 @@ export function unixSeconds(ms: number): number {
  * that key, as exact bytes.
  */
 export async function fetchBoundEvidence(
-  target: VerifyTarget,
+  target: AttestationTarget,
   deps: AttesterDeps,
   evidence: { path: string; query: (nonce: string) => Record<string, string>; what: string },
 ) {

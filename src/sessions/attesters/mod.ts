@@ -24,7 +24,7 @@ export { NEAR_AI_ATTESTER_ID, nearAiAttester } from "./near_ai.ts";
 export { TINFOIL_ATTESTER_ID, tinfoilAttester } from "./tinfoil.ts";
 // What the answer-signature check (sessions/answer_signatures.ts) shares with the verifiers.
 export { fetchEvidence, parseJsonObject, v1Url } from "./endpoint.ts";
-export { VerificationFailure } from "./outcome.ts";
+export { AttestationFailure } from "./outcome.ts";
 
 /** The names `provider.confidential.verifier` accepts. */
 export type VerifierName = NonNullable<ProviderConfig["confidential"]>["verifier"];

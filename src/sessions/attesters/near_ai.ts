@@ -11,19 +11,19 @@
  * attested signing addresses that `/v1/signature` must recover to.
  */
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   Claim,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import { hexToBytes } from "../../aci/mod.ts";
 import { type ComponentVerdict, parseNearAiReport, verifyNearAiReport } from "../../verify/mod.ts";
 import { allowListClaim, tcbDetail, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, parseJsonObject, sessionEvidence, unixSeconds } from "./endpoint.ts";
 import { type GpuClaim, gpuClaim, requiredGpuShortfall } from "./gpu.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 
 export const NEAR_AI_ATTESTER_ID = "near-ai/1";
 
@@ -55,7 +55,7 @@ function combinedGpu(claims: GpuClaim[]): Claim {
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const model = target.provider.confidential?.near_ai?.model;
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: "/attestation/report",
@@ -158,5 +158,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The NEAR AI Cloud verifier. */
 export const nearAiAttester: UpstreamAttester = {
   id: NEAR_AI_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };

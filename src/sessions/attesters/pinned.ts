@@ -6,19 +6,19 @@
  * `operator_asserted`; it never claims anything was hardware-proven.
  */
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import { UNKNOWN } from "./claims.ts";
 import { confidentialOf, sessionEvidence, unixSeconds, upstreamOrigin } from "./endpoint.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 
 export const PINNED_ATTESTER_ID = "pinned-spki/1";
 
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const conf = confidentialOf(target);
   const pin = conf.spki_sha256?.toLowerCase();
   if (!pin) refuse("the pinned verifier needs confidential.spki_sha256");
@@ -57,5 +57,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The operator-pinned SPKI verifier. */
 export const pinnedAttester: UpstreamAttester = {
   id: PINNED_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };

@@ -8,12 +8,12 @@
  * down in docs/decisions/014-sev-snp-upstreams.md.
  */
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   Claim,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import {
   parseSnpReport,
@@ -27,7 +27,7 @@ import {
 import { bytesEqual, bytesToHex, hexToBytes } from "../../aci/mod.ts";
 import { allowListClaim, UNKNOWN } from "./claims.ts";
 import { fetchBoundEvidence, sessionEvidence, unixSeconds } from "./endpoint.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 
 export const SEV_SNP_ATTESTER_ID = "sev-snp/1";
 
@@ -104,7 +104,7 @@ async function verifyUnderRoots(
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const { conf, origin, tls, nonce, bytes } = await fetchBoundEvidence(target, deps, {
     path: SEV_SNP_REPORT_PATH,
     query: (nonce) => ({ nonce }),
@@ -190,5 +190,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The SEV-SNP verifier. */
 export const sevSnpAttester: UpstreamAttester = {
   id: SEV_SNP_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { sha256Prefixed } from "../../aci/digest.ts";
-import type { SessionDocument, VerifyOutcome } from "../types.ts";
+import type { AttestationOutcome, SessionDocument } from "../types.ts";
 import { forgeSnpEnvironment } from "../../../tests/support/snp_forge.ts";
 import { startFakeKds, startSnpUpstream } from "../../../tests/support/snp_upstream.ts";
 import { makeTestCa } from "../../../tests/support/tls_servers.ts";
@@ -27,11 +27,11 @@ type Policy = Parameters<typeof targetFor>[1]["sev_snp"];
 const target = (url: string, sev_snp?: Policy) =>
   targetFor(url, { verifier: "sev-snp", tls_ca_pem: ca.certPem, ...(sev_snp ? { sev_snp } : {}) });
 
-function docOf(o: VerifyOutcome): SessionDocument {
+function docOf(o: AttestationOutcome): SessionDocument {
   if (!o.ok) throw new assert.AssertionError({ message: `verification failed: ${o.reason}` });
   return o.document;
 }
-function reasonOf(o: VerifyOutcome): string {
+function reasonOf(o: AttestationOutcome): string {
   assert.equal(o.ok, false, "verification should fail");
   return o.ok ? "" : o.reason;
 }

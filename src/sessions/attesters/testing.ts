@@ -5,7 +5,7 @@
  */
 import tls from "node:tls";
 import type { ProviderConfig } from "../../config/mod.ts";
-import type { AttesterDeps, SessionDocument, VerifyTarget } from "../types.ts";
+import type { AttestationTarget, AttesterDeps, SessionDocument } from "../types.ts";
 import type { CollateralSource } from "../../verify/mod.ts";
 import { createAttesterDeps } from "./mod.ts";
 
@@ -16,7 +16,7 @@ export function targetFor(
   baseUrl: string,
   confidential: Partial<Confidential> & Pick<Confidential, "verifier">,
   name = "secure",
-): VerifyTarget {
+): AttestationTarget {
   const provider: ProviderConfig = {
     name,
     base_url: baseUrl,

@@ -13,11 +13,11 @@
  */
 import { createHash } from "node:crypto";
 import type {
+  AttestationOutcome,
+  AttestationTarget,
   AttesterDeps,
   SessionDocument,
   UpstreamAttester,
-  VerifyOutcome,
-  VerifyTarget,
 } from "../types.ts";
 import { hexToBytes, isDevQuote } from "../../aci/mod.ts";
 import {
@@ -40,7 +40,7 @@ import {
   unixSeconds,
   upstreamOrigin,
 } from "./endpoint.ts";
-import { refuse, runVerification } from "./outcome.ts";
+import { refuse, runAttestation } from "./outcome.ts";
 
 export const TINFOIL_ATTESTER_ID = "tinfoil/1";
 
@@ -135,7 +135,7 @@ async function measureSnp(
 }
 
 // Long as one pass of checks in order, each a few lines; splitting them would hide the order.
-async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyOutcome> {
+async function verify(target: AttestationTarget, deps: AttesterDeps): Promise<AttestationOutcome> {
   const conf = confidentialOf(target);
   const tf = conf.tinfoil;
   if (!tf) {
@@ -254,5 +254,5 @@ async function verify(target: VerifyTarget, deps: AttesterDeps): Promise<VerifyO
 /** The Tinfoil verifier. */
 export const tinfoilAttester: UpstreamAttester = {
   id: TINFOIL_ATTESTER_ID,
-  verify: (target, deps) => runVerification(() => verify(target, deps)),
+  verify: (target, deps) => runAttestation(() => verify(target, deps)),
 };
