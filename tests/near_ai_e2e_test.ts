@@ -287,7 +287,7 @@ Deno.test("near-ai: every answer's /v1/signature is checked; a bad one ends the 
         messages: [{ role: "user", content: `prompt ${i}` }],
       });
     }
-    const sigs = gw.gateway.ctx.answerSignatures!;
+    const sigs = gw.gateway.answerSignatures!;
     await sigs.idle();
     assert.deepEqual(sigs.stats(), { verified: 2, failed: 0, unavailable: 0, skipped: 0 });
     assert.equal(near.signatureRequests(), 2);
@@ -300,7 +300,7 @@ Deno.test("near-ai: every answer's /v1/signature is checked; a bad one ends the 
     const { gw, near } = await start({ signatures: mode });
     try {
       assert.equal((await chat(gw)).status, 200);
-      const sigs = gw.gateway.ctx.answerSignatures!;
+      const sigs = gw.gateway.answerSignatures!;
       await sigs.idle();
       assert.equal(sigs.stats().failed, 1, mode);
       const state = gw.gateway.ctx.verification("near");

@@ -40,6 +40,7 @@ import { createCacheSalter, createFetchFor, type VerificationState } from "../ro
 import type { UpstreamFetch, UpstreamTransport } from "../upstream/mod.ts";
 import { bytesToHex, hexToBytes, keysetEntry } from "../aci/mod.ts";
 import {
+  type AnswerSignatures,
   type AttesterDeps,
   createAnswerSignatures,
   createSessionStore,
@@ -104,6 +105,8 @@ export interface Gateway {
   ready: Promise<void>;
   /** Verification of confidential upstreams (null when there is none or no verifier). */
   manager: VerificationManager | null;
+  /** The per-answer signature checks' counters (NEAR AI upstreams); absent without them. */
+  answerSignatures?: AnswerSignatures;
   /** The start-up check of routes' upstream models against the upstreams' listings (warnings). */
   modelsChecked: Promise<void>;
   /** Providers, models and prices changed without a restart (admin API, SIGHUP). */
@@ -407,7 +410,7 @@ export function assembleGateway(
     verification,
     verificationSnapshot: () => manager?.snapshot() ?? {},
     measurementPolicies: opts.attesters?.policies ?? null,
-    ...(answerSignatures ? { answered: answerSignatures.answered, answerSignatures } : {}),
+    ...(answerSignatures ? { answered: answerSignatures.answered } : {}),
     keyAdmin: keyAdmin({ kv, now, tiers: config.tiers }),
     operator,
     metrics,
@@ -453,6 +456,7 @@ export function assembleGateway(
     identity,
     ready,
     manager,
+    ...(answerSignatures ? { answerSignatures } : {}),
     modelsChecked,
     live,
     async close() {

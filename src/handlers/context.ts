@@ -3,12 +3,7 @@
  * that consume it, and composed once by `app/assemble.ts` from what main.ts
  * (or a test) passes in, so no handler reaches for globals or imports upward.
  */
-import type {
-  AnsweredExchange,
-  AnswerSignatures,
-  PolicyRegistry,
-  SessionStore,
-} from "../sessions/mod.ts";
+import type { AnsweredExchange, PolicyRegistry, SessionStore } from "../sessions/mod.ts";
 import type { ConfigControl } from "./config_control.ts";
 import type { CacheSalter, ForwardDeps, VerificationState } from "../routing/mod.ts";
 import type { GatewayConfig } from "../config/mod.ts";
@@ -113,8 +108,6 @@ export interface UpstreamDeps {
   verificationSnapshot: () => Record<string, unknown>;
   /** Reports a served answer (NEAR AI's per-answer signature is checked after it); optional. */
   answered?: (a: AnsweredExchange) => void;
-  /** The per-answer signature checks' counters (present with `answered`). */
-  answerSignatures?: AnswerSignatures;
   /** Measurement policies in force; null when upstreams are not verified. */
   measurementPolicies: PolicyRegistry | null;
   /** Per-key prefix-cache salts for upstreams that take one (routing/cache_salt.ts). */
