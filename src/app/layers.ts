@@ -11,11 +11,12 @@ import {
   decorate,
   isPreflight,
   type Layer,
+  metadataOf,
   preflightResponse,
+  traceIdOf,
 } from "../http/mod.ts";
 import type { GatewayContext } from "../handlers/mod.ts";
 import type { Exchange } from "./exchange.ts";
-import { metadataOf, traceIdOf } from "./request_headers.ts";
 
 type Deps = Pick<
   GatewayContext,

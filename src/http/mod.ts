@@ -1,6 +1,6 @@
 /**
- * HTTP's front door: the one error type, body and JSON helpers, the router, the layer chain and
- * the accept loop.
+ * HTTP's front door: the one error type, body and JSON helpers, the router, the layer chain,
+ * the client's trace and metadata headers and the accept loop.
  */
 
 export {
@@ -37,4 +37,5 @@ export {
 export { jsonResponse } from "./json.ts";
 export { freezeJson, spliceJson } from "./json_splice.ts";
 export type { Params } from "./params.ts";
+export { metadataOf, traceIdOf } from "./request_headers.ts";
 export { type Handler, type Miss, Router } from "./router.ts";

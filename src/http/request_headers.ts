@@ -2,7 +2,7 @@
  * The client's `x-service-trace-id` and `x-service-metadata` headers,
  * checked: a bad one is a 400 naming the header.
  */
-import { GatewayError } from "../http/mod.ts";
+import { GatewayError } from "./errors.ts";
 
 const TRACE_ID = /^[A-Za-z0-9._:\/-]{1,128}$/;
 
