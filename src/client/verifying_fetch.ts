@@ -6,20 +6,24 @@
  * answer is returned only once its receipt verified (streams: before their
  * final event). Any failure is an {@link AciVerificationError}.
  */
-import { allPassed, type Check, check } from "../verify/checks.ts";
+import type { Check } from "../verify/checks.ts";
+import { check } from "../verify/checks.ts";
 import type { QuoteCheck } from "../verify/evidence.ts";
 import { isRecord } from "../verify/json_shape.ts";
-import { verifyReceipt } from "../verify/receipt.ts";
 import { E2EE_ENDPOINTS, type E2eeEndpoint } from "../e2ee/fields.ts";
-import { attest, type AttestedGateway } from "./attest.ts";
+import type { AttestedGateway } from "./attest.ts";
+import { AttestedKeysets } from "./attested_keysets.ts";
 import { e2eeApplied, openResponse, type SealedRequest, sealRequestBody } from "./e2ee.ts";
-import { AciVerificationError, failedText } from "./errors.ts";
-import { CheckpointCache, fetchInclusionProof, inclusionCheck } from "./inclusion.ts";
+import { AciVerificationError } from "./errors.ts";
 import { type ClientPolicy, type ClientPolicyInput, parsePolicy } from "./policy.ts";
 import { hardwareQuoteCheck, type QuoteTrust } from "./quote_check.ts";
+import { ReceiptChecker } from "./receipt_checker.ts";
 import { verifiedStream } from "./stream.ts";
 import { fetchTransport, type Transport } from "./transport.ts";
 import { randomBytes } from "./random.ts";
+import type { Verdict } from "./verdict.ts";
+
+export type { Verdict } from "./verdict.ts";
 
 export interface VerifyingFetchOptions {
   /** The gateway's API base, e.g. `https://gateway.example/v1`. */
@@ -44,19 +48,6 @@ export interface VerifyingFetchOptions {
   now?: () => number;
   randomBytes?: (n: number) => Uint8Array;
   sleep?: (ms: number) => Promise<void>;
-}
-
-/** What was verified for one answer (or, with a deferred inclusion verdict, for its log entry). */
-export interface Verdict {
-  endpoint: string;
-  receiptId: string | null;
-  /** "inclusion": the deferred log-inclusion verdict of an answer already delivered. */
-  phase: "answer" | "inclusion";
-  ok: boolean;
-  /** Short names of the checks that passed (the `x-aci-verified` value). */
-  verified: string[];
-  checks: Check[];
-  error?: AciVerificationError;
 }
 
 export type VerifyingFetch =
@@ -90,9 +81,6 @@ const RECEIPTED = new Set([
 ]);
 
 const AUTH_HEADERS = ["authorization", "x-api-key", "api-key"];
-
-/** Deferred inclusion checks in flight at most (each holds one receipt and its poll). */
-const MAX_DEFERRED = 256;
 
 /** Whether a 400 says the E2EE key is not (any longer) the gateway's. */
 async function keyMismatch(res: Response): Promise<boolean> {
@@ -133,318 +121,110 @@ async function requestParts(input: string | URL | Request, init: RequestInit = {
   };
 }
 
+/** One request as the caller gave it. */
+type RequestParts = Awaited<ReturnType<typeof requestParts>>;
+
+/** A receipted answer's request, as the receipt check needs it. */
+interface Exchange {
+  path: string;
+  kind: E2eeEndpoint | undefined;
+  a: AttestedGateway;
+  sealed: SealedRequest | null;
+  receiptId: string;
+  auth: Headers;
+  requestBytes: Uint8Array;
+}
+
 /** Creates the verifying fetch; attestation happens before its first request. */
-// Long as one closure over the client's state; each inner function is short.
 export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
-  const baseURL = o.baseURL.replace(/\/+$/, "");
-  const base = new URL(baseURL);
-  if (base.protocol === "http:" && !isLoopback(base.hostname)) {
-    throw new TypeError("the gateway must be reached over https (plain http only on loopback)");
+  const c = new VerifyingClient(o);
+  return Object.assign(
+    (input: string | URL | Request, init?: RequestInit) => c.fetch(input, init),
+    {
+      attest: () => c.keysets.attested(),
+      current: () => c.keysets.current(),
+      tlsPinning: c.transport.pinning,
+      settle: () => c.receipts.settle(),
+      close: () => c.transport.close(),
+    },
+  );
+}
+
+/** The client's state (policy, keysets, receipts in flight) and one method per step of a request. */
+class VerifyingClient {
+  readonly transport: Transport;
+  readonly keysets: AttestedKeysets;
+  readonly receipts: ReceiptChecker;
+  #o: VerifyingFetchOptions;
+  #base: URL;
+  #policy: ClientPolicy;
+  #now: () => number;
+  #random: (n: number) => Uint8Array;
+  #e2eeMode: ClientPolicy["e2ee"];
+
+  constructor(o: VerifyingFetchOptions) {
+    const baseURL = o.baseURL.replace(/\/+$/, "");
+    const base = new URL(baseURL);
+    if (base.protocol === "http:" && !isLoopback(base.hostname)) {
+      throw new TypeError("the gateway must be reached over https (plain http only on loopback)");
+    }
+    this.#o = o;
+    this.#base = base;
+    const policy = this.#policy = parsePolicy(o.policy ?? {});
+    const transport = this.transport = o.transport ?? fetchTransport();
+    const now = this.#now = o.now ?? Date.now;
+    const random = this.#random = o.randomBytes ?? randomBytes;
+    const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+    const quoteCheck = o.quoteCheck ?? hardwareQuoteCheck({
+      fetch: o.quoteTrust?.fetch ?? ((i, x) => fetch(i, x)),
+      now,
+      ...o.quoteTrust,
+    });
+    // Without pinning (a browser) only E2EE protects the prompt from whoever terminates TLS.
+    this.#e2eeMode = transport.pinning || base.protocol === "http:" ? policy.e2ee : "required";
+    this.keysets = new AttestedKeysets({
+      baseURL,
+      transport,
+      policy,
+      quoteCheck,
+      now,
+      randomBytes: random,
+    });
+    this.receipts = new ReceiptChecker({
+      baseURL,
+      transport,
+      policy,
+      keysets: this.keysets,
+      now,
+      sleep,
+      onVerdict: o.onVerdict,
+    });
   }
-  const basePath = base.pathname;
-  const policy: ClientPolicy = parsePolicy(o.policy ?? {});
-  const transport = o.transport ?? fetchTransport();
-  const now = o.now ?? Date.now;
-  const random = o.randomBytes ?? randomBytes;
-  const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const quoteCheck = o.quoteCheck ?? hardwareQuoteCheck({
-    fetch: o.quoteTrust?.fetch ?? ((i, x) => fetch(i, x)),
-    now,
-    ...o.quoteTrust,
-  });
-  // Without pinning (a browser) only E2EE protects the prompt from whoever terminates TLS.
-  const e2eeMode = transport.pinning || base.protocol === "http:" ? policy.e2ee : "required";
 
-  let current: AttestedGateway | null = null;
-  const checkpoints = new CheckpointCache();
-  /** Deferred inclusion checks in flight (bounded: past the bound an answer waits, as by default). */
-  const deferred = new Set<Promise<Verdict>>();
-  let settled: Verdict[] = [];
-  const byDigest = new Map<string, AttestedGateway>();
-  let inflight: Promise<AttestedGateway> | null = null;
-
-  const reattest = (): Promise<AttestedGateway> => {
-    inflight ??= attest({ baseURL, transport, policy, quoteCheck, now, randomBytes: random })
-      .then((a) => {
-        current = a;
-        byDigest.set(a.digest, a);
-        // Receipts cite the keyset of their moment: keep the last few, not every one.
-        while (byDigest.size > 16) byDigest.delete(byDigest.keys().next().value!);
-        return a;
-      })
-      .finally(() => (inflight = null));
-    return inflight;
-  };
-  const attested = async (): Promise<AttestedGateway> =>
-    current !== null && now() < current.validUntilMs ? current : await reattest();
-
-  /** A new connection's key must be an attested one; an unknown key is attested again once. */
-  const tlsCheck = async (spki: string): Promise<void> => {
-    const a = await attested();
-    if (a.tlsKeys.has(spki)) return;
-    const fresh = await reattest();
-    if (fresh.tlsKeys.has(spki)) return;
-    if (fresh.tlsKeys.size === 0) {
-      throw new AciVerificationError(
-        "tls_pin_mismatch",
-        "the attested keyset lists no TLS key (TLS ends outside the TEE): nothing to pin, nothing " +
-          "was sent; use a transport without pinning, which insists on E2EE",
-      );
-    }
-    throw new AciVerificationError(
-      "tls_pin_mismatch",
-      `the server's TLS key (SPKI sha256 ${spki}) is not in the attested keyset; nothing was sent`,
-    );
-  };
-
-  const pinNote = (a: AttestedGateway): Check => {
-    if (!transport.pinning) {
-      return check(
-        "tls.pin",
-        true,
-        `TLS pinning is impossible in this runtime (browser fetch hides the peer certificate): ${
-          base.protocol === "http:" ? "plain http on loopback" : "relying on E2EE"
-        }`,
-      );
-    }
-    if (base.protocol === "http:") {
-      return check("tls.pin", true, "plain http on loopback: no TLS to pin");
-    }
-    return check(
-      "tls.pin",
-      true,
-      `every connection's key is one of ${a.tlsKeys.size} attested key(s)`,
-    );
-  };
-
-  /** The attested keyset a receipt cites: the current one, or one attested again now. */
-  const keysetFor = async (digest: unknown, receiptId: string): Promise<AttestedGateway> => {
-    const known = typeof digest === "string" ? byDigest.get(digest) : undefined;
-    if (known) return known;
-    const fresh = await reattest();
-    if (fresh.digest === digest) return fresh;
-    throw new AciVerificationError(
-      "keyset_mismatch",
-      `the receipt cites keyset ${String(digest)}, the attested gateway holds ${fresh.digest}`,
-      { receiptId },
-    );
-  };
-
-  const checkReceipt = async (
-    receiptId: string,
-    endpoint: string,
-    auth: Headers,
-    requestBytes: Uint8Array,
-    responseBytes: Uint8Array,
-  ): Promise<Check[]> => {
-    const url = new URL(`${baseURL}/aci/receipts/${encodeURIComponent(receiptId)}`);
-    const defer = policy.inclusion_verdict === "deferred" && deferred.size < MAX_DEFERRED;
-    // The proof is fetched alongside the receipt (one round trip less); checked after it.
-    const proof = policy.inclusion === "off" || current?.logKey == null || defer
-      ? null
-      : fetchInclusionProof(receiptId, {
-        baseURL,
-        transport,
-        tlsCheck,
-        auth,
-        waitMs: policy.inclusion_wait_ms,
-        now,
-        sleep,
-      });
-    proof?.catch(() => {});
-    const res = await transport.send(url, { method: "GET", headers: auth }, tlsCheck);
-    if (res.status !== 200) {
-      await res.body?.cancel();
-      throw new AciVerificationError("receipt_missing", `the receipt answered HTTP ${res.status}`, {
-        receiptId,
-      });
-    }
-    const receipt: unknown = await res.json().catch(() => null);
-    const a = await keysetFor(
-      isRecord(receipt) ? receipt["workload_keyset_digest"] : null,
-      receiptId,
-    );
-    const checks = verifyReceipt(receipt, {
-      report: a.report,
-      requestBody: requestBytes,
-      responseBody: responseBytes,
-      requireVerifiedUpstream: policy.require_verified_upstream,
-    });
-    if (!allPassed(checks)) {
-      throw new AciVerificationError("receipt_invalid", failedText(checks), { checks, receiptId });
-    }
-    if (policy.inclusion === "off") return checks;
-    if (a.logKey === null) {
-      if (policy.inclusion === "required") {
-        throw new AciVerificationError(
-          "inclusion_failed",
-          "the attested keyset lists no transparency-log key",
-          {
-            checks,
-            receiptId,
-          },
-        );
-      }
-      return checks;
-    }
-    const logKey = a.logKey;
-    const included = async (): Promise<Check> => {
-      const fetched = await (proof ?? fetchInclusionProof(receiptId, {
-        baseURL,
-        transport,
-        tlsCheck,
-        auth,
-        waitMs: policy.inclusion_wait_ms,
-        now,
-        sleep,
-        patient: defer,
-      }));
-      return "proof" in fetched
-        ? inclusionCheck(receipt, fetched.proof, logKey, checkpoints)
-        : fetched;
-    };
-    if (defer) {
-      deferInclusion(receiptId, endpoint, included);
-      return [
-        ...checks,
-        check(
-          "receipt.log_inclusion_deferred",
-          true,
-          "inclusion is checked after the answer (inclusion_verdict: deferred): its verdict " +
-            "follows through onVerdict and settle()",
-        ),
-      ];
-    }
-    const inc = await included();
-    if (!inc.ok) {
-      throw new AciVerificationError("inclusion_failed", inc.detail, {
-        checks: [...checks, inc],
-        receiptId,
-      });
-    }
-    return [...checks, inc];
-  };
-
-  /** Runs an answer's inclusion check after its release; the verdict goes to onVerdict and settle(). */
-  const deferInclusion = (receiptId: string, endpoint: string, included: () => Promise<Check>) => {
-    const job = included().catch((e): Check =>
-      check("receipt.log_inclusion", false, e instanceof Error ? e.message : String(e))
-    ).then((inc): Verdict => {
-      const v: Verdict = inc.ok
-        ? {
-          endpoint,
-          receiptId,
-          phase: "inclusion",
-          ok: true,
-          verified: ["log-inclusion"],
-          checks: [inc],
-        }
-        : {
-          endpoint,
-          receiptId,
-          phase: "inclusion",
-          ok: false,
-          verified: [],
-          checks: [inc],
-          error: new AciVerificationError("inclusion_failed", inc.detail, {
-            checks: [inc],
-            receiptId,
-          }),
-        };
-      try {
-        o.onVerdict?.(v);
-      } finally {
-        deferred.delete(job);
-        settled.push(v);
-      }
-      return v;
-    });
-    deferred.add(job);
-  };
-
-  const settle = async (): Promise<Verdict[]> => {
-    await Promise.all([...deferred]);
-    const done = settled;
-    settled = [];
-    const failed = done.find((v) => !v.ok);
-    if (failed) throw failed.error;
-    return done;
-  };
-
-  const shortNames = (checks: Check[], a: AttestedGateway, e2ee: boolean): string[] => {
-    const names = ["attestation", a.dev ? "dev-evidence" : "hardware-quote", "measurement"];
-    if (base.protocol === "https:" && transport.pinning) names.push("tls-pin");
-    if (e2ee) names.push("e2ee");
-    const has = (n: string) => checks.some((c) => c.name === n && c.ok);
-    if (has("receipt.signature")) names.push("receipt-signature");
-    if (has("receipt.request_body_hash") && has("receipt.response_body_hash")) {
-      names.push("body-hashes");
-    }
-    if (policy.require_verified_upstream && has("receipt.upstream_verified")) {
-      names.push("upstream-verified");
-    }
-    if (has("receipt.log_inclusion")) names.push("log-inclusion");
-    if (has("receipt.log_inclusion_deferred")) names.push("log-inclusion-deferred");
-    return names;
-  };
-
-  const verifyingFetch = async (
-    input: string | URL | Request,
-    init?: RequestInit,
-  ): Promise<Response> => {
+  async fetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
     const req = await requestParts(input, init);
-    if (req.url.origin !== base.origin) {
-      throw new TypeError(`the verifying fetch only talks to ${base.origin}`);
+    if (req.url.origin !== this.#base.origin) {
+      throw new TypeError(`the verifying fetch only talks to ${this.#base.origin}`);
     }
-    let a = await attested();
+    let a = await this.keysets.attested();
+    const basePath = this.#base.pathname;
     const path = req.url.pathname.startsWith(basePath)
       ? req.url.pathname.slice(basePath.length)
       : "";
     const receipted = req.method === "POST" && RECEIPTED.has(path);
     const kind: E2eeEndpoint | undefined = E2EE_ENDPOINTS[`/v1${path}`];
     req.headers.delete("accept-encoding");
-    const wantE2ee = receipted && kind !== undefined && e2eeMode !== "off" &&
-      req.body !== undefined;
-    const seal = (at: AttestedGateway): SealedRequest | null => {
-      if (!wantE2ee) return null;
-      if (typeof at.e2ee === "string") {
-        if (e2eeMode === "required") throw new AciVerificationError("e2ee_unavailable", at.e2ee);
-        return null;
-      }
-      try {
-        // Best effort ("auto"): tools and tool calls travel in clear either way, so seal the rest
-        // (the X-E2EE-Clear-Tools opt-in); "required" refuses them (e2ee_unavailable).
-        return sealRequestBody(kind!, new TextDecoder().decode(req.body), at.e2ee, {
-          random,
-          now,
-          clearTools: e2eeMode === "auto",
-        });
-      } catch (e) {
-        if (e2eeMode !== "required") return null;
-        throw new AciVerificationError("e2ee_unavailable", (e as Error).message, { cause: e });
-      }
-    };
-    const send = (s: SealedRequest | null) => {
-      const headers = new Headers(req.headers);
-      if (s) {
-        headers.set("content-type", "application/json");
-        for (const [k, v] of Object.entries(s.headers)) headers.set(k, v);
-      }
-      const body = s ? new TextEncoder().encode(s.wire) : req.body;
-      return transport.send(
-        req.url,
-        { method: req.method, headers, body, signal: req.signal },
-        tlsCheck,
-      );
-    };
-    let sealed = seal(a);
-    let res = await send(sealed);
+    const sealKind = receipted && this.#e2eeMode !== "off" && req.body !== undefined
+      ? kind
+      : undefined;
+    let sealed = this.#seal(req, sealKind, a);
+    let res = await this.#send(req, sealed);
     if (sealed && res.status === 400 && await keyMismatch(res)) {
       // The keyset rotated under us: attest the new one (fresh nonce), seal to its key, resend once.
       await res.body?.cancel();
-      a = await reattest();
-      sealed = seal(a);
-      res = await send(sealed);
+      a = await this.keysets.reattest();
+      sealed = this.#seal(req, sealKind, a);
+      res = await this.#send(req, sealed);
     }
     if (!receipted || !res.ok) return res;
 
@@ -455,15 +235,13 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
     }
     // A rotated keyset: attest the new one (fresh nonce) before trusting anything it signed.
     const served = res.headers.get("x-aci-keyset-digest");
-    if (served !== null && !byDigest.has(served)) await reattest();
+    if (served !== null && !this.keysets.knows(served)) await this.keysets.reattest();
     if (sealed && !e2eeApplied(res.headers, sealed.ctx.algo)) {
       await res.body?.cancel();
       throw new AciVerificationError(
         "e2ee_failed",
         "the answer does not say it was encrypted to this request",
-        {
-          receiptId,
-        },
+        { receiptId },
       );
     }
     const auth = new Headers();
@@ -472,73 +250,86 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
       if (v !== null) auth.set(h, v);
     }
     const requestBytes = sealed ? sealed.restored : (req.body ?? new Uint8Array());
-    const e2ee = sealed !== null;
-    const finish = async (responseBytes: Uint8Array): Promise<Verdict> => {
-      const checks = [
-        ...a.checks,
-        pinNote(a),
-        ...await checkReceipt(receiptId, path, auth, requestBytes, responseBytes),
-      ];
-      const verdict: Verdict = {
-        endpoint: path,
-        receiptId,
-        phase: "answer",
-        ok: true,
-        verified: shortNames(checks, a, e2ee),
-        checks,
-      };
-      o.onVerdict?.(verdict);
-      return verdict;
-    };
-    const fail = (e: unknown): never => {
-      const err = e instanceof AciVerificationError
-        ? e
-        : new AciVerificationError("receipt_invalid", e instanceof Error ? e.message : String(e), {
-          receiptId,
-          cause: e,
-        });
-      o.onVerdict?.({
-        endpoint: path,
-        receiptId,
-        phase: "answer",
-        ok: false,
-        verified: [],
-        checks: [...err.checks],
-        error: err,
+    return this.#answer(res, { path, kind, a, sealed, receiptId, auth, requestBytes });
+  }
+
+  /** The request body sealed to the gateway's key, or null to send it in clear. */
+  #seal(
+    req: RequestParts,
+    kind: E2eeEndpoint | undefined,
+    at: AttestedGateway,
+  ): SealedRequest | null {
+    if (kind === undefined) return null;
+    const mode = this.#e2eeMode;
+    if (typeof at.e2ee === "string") {
+      if (mode === "required") throw new AciVerificationError("e2ee_unavailable", at.e2ee);
+      return null;
+    }
+    try {
+      // Best effort ("auto"): tools and tool calls travel in clear either way, so seal the rest
+      // (the X-E2EE-Clear-Tools opt-in); "required" refuses them (e2ee_unavailable).
+      return sealRequestBody(kind, new TextDecoder().decode(req.body), at.e2ee, {
+        random: this.#random,
+        now: this.#now,
+        clearTools: mode === "auto",
       });
-      throw err;
-    };
+    } catch (e) {
+      if (mode !== "required") return null;
+      throw new AciVerificationError("e2ee_unavailable", (e as Error).message, { cause: e });
+    }
+  }
+
+  #send(req: RequestParts, s: SealedRequest | null): Promise<Response> {
+    const headers = new Headers(req.headers);
+    if (s) {
+      headers.set("content-type", "application/json");
+      for (const [k, v] of Object.entries(s.headers)) headers.set(k, v);
+    }
+    const body = s ? new TextEncoder().encode(s.wire) : req.body;
+    return this.transport.send(
+      req.url,
+      { method: req.method, headers, body, signal: req.signal },
+      this.keysets.tlsCheck,
+    );
+  }
+
+  /** A receipted answer, released once its receipt verified (a stream: before its final event). */
+  async #answer(res: Response, x: Exchange): Promise<Response> {
     const headers = new Headers(res.headers);
     headers.delete("content-length");
     headers.delete("content-encoding");
+    const { sealed, kind } = x;
     const open = sealed
       ? (obj: Record<string, unknown>, stream: boolean) =>
-        openResponse(kind!, obj, stream, sealed!.ctx, sealed!.clientSecret)
+        openResponse(kind!, obj, stream, sealed.ctx, sealed.clientSecret)
       : null;
     if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream") && res.body) {
-      const end = o.streamEnd;
+      const end = this.#o.streamEnd;
       const stream = verifiedStream(res.body, {
         open: open ? (obj) => open(obj, true) : null,
         verify: async (wire) => {
           try {
-            return await finish(wire);
+            return await this.#verdict(x, wire);
           } catch (e) {
-            return fail(e);
+            return this.#fail(x, e);
           }
         },
-        beforeFinal: end ? (v) => end.verified(v as Verdict, path) : undefined,
-        onFailure: end ? (e) => end.failed(e as AciVerificationError, path) : undefined,
+        beforeFinal: end ? (v) => end.verified(v as Verdict, x.path) : undefined,
+        onFailure: end ? (e) => end.failed(e as AciVerificationError, x.path) : undefined,
       });
       // The receipt is checked at the stream's end, before its final event.
-      headers.set("x-aci-verified", [...shortNames([], a, e2ee), "receipt-at-end"].join(","));
+      headers.set(
+        "x-aci-verified",
+        [...this.#shortNames([], x.a, sealed !== null), "receipt-at-end"].join(","),
+      );
       return new Response(stream, { status: res.status, statusText: res.statusText, headers });
     }
     const wire = new Uint8Array(await res.arrayBuffer());
     let verdict: Verdict;
     try {
-      verdict = await finish(wire);
+      verdict = await this.#verdict(x, wire);
     } catch (e) {
-      return fail(e);
+      return this.#fail(x, e);
     }
     let out: Uint8Array<ArrayBuffer> = wire;
     if (open) {
@@ -547,20 +338,97 @@ export function createVerifyingFetch(o: VerifyingFetchOptions): VerifyingFetch {
         if (isRecord(json)) open(json, false);
         out = new TextEncoder().encode(JSON.stringify(json));
       } catch (e) {
-        return fail(
-          new AciVerificationError("e2ee_failed", (e as Error).message, { receiptId, cause: e }),
+        return this.#fail(
+          x,
+          new AciVerificationError("e2ee_failed", (e as Error).message, {
+            receiptId: x.receiptId,
+            cause: e,
+          }),
         );
       }
     }
     headers.set("x-aci-verified", verdict.verified.join(","));
     return new Response(out, { status: res.status, statusText: res.statusText, headers });
-  };
+  }
 
-  return Object.assign(verifyingFetch, {
-    attest: () => attested(),
-    current: () => current,
-    tlsPinning: transport.pinning,
-    settle,
-    close: () => transport.close(),
-  });
+  /** The answer's verdict once its receipt verified against the wire bytes. */
+  async #verdict(x: Exchange, responseBytes: Uint8Array): Promise<Verdict> {
+    const checks = [
+      ...x.a.checks,
+      this.#pinNote(x.a),
+      ...await this.receipts.check({
+        receiptId: x.receiptId,
+        endpoint: x.path,
+        auth: x.auth,
+        requestBytes: x.requestBytes,
+        responseBytes,
+      }),
+    ];
+    const verdict: Verdict = {
+      endpoint: x.path,
+      receiptId: x.receiptId,
+      phase: "answer",
+      ok: true,
+      verified: this.#shortNames(checks, x.a, x.sealed !== null),
+      checks,
+    };
+    this.#o.onVerdict?.(verdict);
+    return verdict;
+  }
+
+  /** Reports a failed answer and throws its error. */
+  #fail(x: Exchange, e: unknown): never {
+    const err = e instanceof AciVerificationError
+      ? e
+      : new AciVerificationError("receipt_invalid", e instanceof Error ? e.message : String(e), {
+        receiptId: x.receiptId,
+        cause: e,
+      });
+    this.#o.onVerdict?.({
+      endpoint: x.path,
+      receiptId: x.receiptId,
+      phase: "answer",
+      ok: false,
+      verified: [],
+      checks: [...err.checks],
+      error: err,
+    });
+    throw err;
+  }
+
+  #pinNote(a: AttestedGateway): Check {
+    const plain = this.#base.protocol === "http:";
+    if (!this.transport.pinning) {
+      return check(
+        "tls.pin",
+        true,
+        `TLS pinning is impossible in this runtime (browser fetch hides the peer certificate): ${
+          plain ? "plain http on loopback" : "relying on E2EE"
+        }`,
+      );
+    }
+    if (plain) return check("tls.pin", true, "plain http on loopback: no TLS to pin");
+    return check(
+      "tls.pin",
+      true,
+      `every connection's key is one of ${a.tlsKeys.size} attested key(s)`,
+    );
+  }
+
+  #shortNames(checks: Check[], a: AttestedGateway, e2ee: boolean): string[] {
+    const names = ["attestation", a.dev ? "dev-evidence" : "hardware-quote", "measurement"];
+    if (this.#base.protocol === "https:" && this.transport.pinning) names.push("tls-pin");
+    if (e2ee) names.push("e2ee");
+    const has = (n: string) => checks.some((c) => c.name === n && c.ok);
+    if (has("receipt.signature")) names.push("receipt-signature");
+    if (has("receipt.request_body_hash") && has("receipt.response_body_hash")) {
+      names.push("body-hashes");
+    }
+    if (this.#policy.require_verified_upstream && has("receipt.upstream_verified")) {
+      names.push("upstream-verified");
+    }
+    if (has("receipt.log_inclusion")) names.push("log-inclusion");
+    if (has("receipt.log_inclusion_deferred")) names.push("log-inclusion-deferred");
+    return names;
+  }
 }
