@@ -66,59 +66,173 @@ export interface ManagerOptions {
 
 const MAX_BACKOFF_MS = 60_000;
 
-// Long as one closure over shared state; each inner function is short.
+/** Creates the manager; verification begins with `start()`. */
 export function createVerificationManager(o: ManagerOptions): VerificationManager {
-  const confidential = o.providers.filter((p) => p.confidential);
-  const current = new Map<string, Current>();
-  const timers = new Map<string, ReturnType<typeof setTimeout>>();
-  const inflight = new Map<string, Promise<VerificationState>>();
-  const failures = new Map<string, number>();
-  let stopped = false;
+  return new Verifications(o);
+}
 
-  const warnSecondsOf = (p: ProviderConfig) =>
-    p.confidential?.measurement_policy?.warn_before_seconds ?? DEFAULT_POLICY_WARN_SECONDS;
-  const warningsOf = (p: ProviderConfig, c: Current): FailClosedWarning[] =>
-    c.state.verified && c.doc
-      ? failClosedWarnings(c.doc, c.leavesAt ?? null, Math.floor(o.now() / 1000), warnSecondsOf(p))
-      : [];
+/** What a verifier returned, before policy and the manager's own checks. */
+type Outcome = Awaited<ReturnType<UpstreamAttester["verify"]>>;
 
-  for (const p of confidential) {
-    current.set(p.name, {
-      state: { verified: false, reason: "verification pending" },
-      expiresAtMs: 0,
-    });
+/** Every confidential upstream's verification state, its re-verify timers and retries. */
+class Verifications implements VerificationManager {
+  #o: ManagerOptions;
+  #confidential: ProviderConfig[];
+  #current = new Map<string, Current>();
+  #timers = new Map<string, ReturnType<typeof setTimeout>>();
+  #inflight = new Map<string, Promise<VerificationState>>();
+  #failures = new Map<string, number>();
+  #stopped = false;
+
+  constructor(o: ManagerOptions) {
+    this.#o = o;
+    this.#confidential = o.providers.filter((p) => p.confidential);
+    for (const p of this.#confidential) {
+      this.#current.set(p.name, {
+        state: { verified: false, reason: "verification pending" },
+        expiresAtMs: 0,
+      });
+    }
+    o.policies?.onChange((name) => this.#policyChanged(name));
   }
 
-  const schedule = (name: string, delayMs: number) => {
-    if (stopped) return;
-    clearTimeout(timers.get(name));
+  state(name: string): VerificationState | null {
+    const c = this.#current.get(name);
+    if (!c) return null;
+    if (c.state.verified && c.expiresAtMs <= this.#o.now()) {
+      this.#run(name).catch(() => {});
+      return { verified: false, reason: "session expired; re-verifying" };
+    }
+    return c.state;
+  }
+
+  async start(): Promise<void> {
+    await Promise.all(this.#confidential.map((p) => this.#run(p.name)));
+  }
+
+  verify(name: string): Promise<VerificationState> {
+    return this.#run(name);
+  }
+
+  invalidate(name: string, reason: string): void {
+    if (!this.#provider(name)) return;
+    this.#current.set(name, { state: { verified: false, reason }, expiresAtMs: 0 });
+    this.#o.store.clearCurrent(name, this.#o.replicaId).catch(() => {});
+    this.#o.log({ level: "warn", msg: "upstream session invalidated", upstream: name, reason });
+    this.#run(name).catch(() => {});
+  }
+
+  snapshot(): ReturnType<VerificationManager["snapshot"]> {
+    const out: ReturnType<VerificationManager["snapshot"]> = {};
+    for (const [name, c] of this.#current) {
+      const p = this.#provider(name);
+      const warnings = p ? this.#warningsOf(p, c) : [];
+      const policy = c.doc?.claims.extra?.["measurement_policy"];
+      out[name] = c.state.verified
+        ? {
+          ...c.state,
+          expires_at: Math.floor(c.expiresAtMs / 1000),
+          ...(policy ? { measurement_policy: policy } : {}),
+          ...(warnings.length ? { warnings } : {}),
+        }
+        : c.state;
+    }
+    return out;
+  }
+
+  current(name: string): { doc: SessionDocument; spkiSha256: string } | null {
+    const c = this.#current.get(name);
+    if (!c || !c.state.verified || !c.doc || c.expiresAtMs <= this.#o.now()) return null;
+    return c.state.spkiSha256 ? { doc: c.doc, spkiSha256: c.state.spkiSha256 } : null;
+  }
+
+  failClosedIn(name: string): number | null {
+    const c = this.#current.get(name);
+    const p = this.#provider(name);
+    if (!c || !p || !c.state.verified || !c.doc) return null;
+    const times = failClosedWarnings(c.doc, c.leavesAt ?? null, 0, Infinity).map((w) => w.at);
+    return times.length ? Math.min(...times) - this.#o.now() / 1000 : null;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const t of this.#timers.values()) clearTimeout(t);
+    this.#timers.clear();
+  }
+
+  #provider(name: string): ProviderConfig | undefined {
+    return this.#confidential.find((x) => x.name === name);
+  }
+
+  #warningsOf(p: ProviderConfig, c: Current): FailClosedWarning[] {
+    const warnSeconds = p.confidential?.measurement_policy?.warn_before_seconds ??
+      DEFAULT_POLICY_WARN_SECONDS;
+    return c.state.verified && c.doc
+      ? failClosedWarnings(c.doc, c.leavesAt ?? null, Math.floor(this.#o.now() / 1000), warnSeconds)
+      : [];
+  }
+
+  // A new policy applies at once: a session it does not accept ends now; one it accepts is
+  // re-verified so the session's claims name the new version.
+  #policyChanged(name: string): void {
+    const p = this.#provider(name);
+    const c = this.#current.get(name);
+    if (!p || !c) return;
+    const installed = this.#o.policies?.get(name);
+    if (c.state.verified && c.doc && installed) {
+      const m = matchPolicy(installed.policy, subjectsOf(c.doc), Math.floor(this.#o.now() / 1000));
+      if (!m.ok) {
+        this.#fail(p, m.reason);
+        return;
+      }
+    }
+    this.#run(name).catch(() => {});
+  }
+
+  /** One verification per upstream at a time: callers share the one in flight. */
+  #run(name: string): Promise<VerificationState> {
+    const p = this.#provider(name);
+    if (!p) return Promise.resolve({ verified: false, reason: "not a confidential upstream" });
+    let pending = this.#inflight.get(name);
+    if (!pending) {
+      pending = this.#attempt(p).finally(() => this.#inflight.delete(name));
+      this.#inflight.set(name, pending);
+    }
+    return pending;
+  }
+
+  #schedule(name: string, delayMs: number): void {
+    if (this.#stopped) return;
+    clearTimeout(this.#timers.get(name));
     const t = setTimeout(() => {
-      timers.delete(name);
-      run(name).catch(() => {});
+      this.#timers.delete(name);
+      this.#run(name).catch(() => {});
     }, Math.max(0, delayMs));
     // Background re-verification must not keep a finished process alive.
     Deno.unrefTimer(t);
-    timers.set(name, t);
-  };
+    this.#timers.set(name, t);
+  }
 
-  const fail = (p: ProviderConfig, reason: string): VerificationState => {
+  #fail(p: ProviderConfig, reason: string): VerificationState {
     const state: VerificationState = { verified: false, reason };
-    current.set(p.name, { state, expiresAtMs: 0 });
-    o.store.clearCurrent(p.name, o.replicaId).catch(() => {});
-    const n = (failures.get(p.name) ?? 0) + 1;
-    failures.set(p.name, n);
-    o.log({
+    this.#current.set(p.name, { state, expiresAtMs: 0 });
+    this.#o.store.clearCurrent(p.name, this.#o.replicaId).catch(() => {});
+    const n = (this.#failures.get(p.name) ?? 0) + 1;
+    this.#failures.set(p.name, n);
+    this.#o.log({
       level: "warn",
       msg: "upstream verification failed",
       upstream: p.name,
       reason,
       attempt: n,
     });
-    schedule(p.name, Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(n - 1, 6)));
+    this.#schedule(p.name, Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(n - 1, 6)));
     return state;
-  };
+  }
 
-  const attempt = async (p: ProviderConfig): Promise<VerificationState> => {
+  /** Runs the upstream's attester under the timeout, then accepts or fails its outcome. */
+  async #attempt(p: ProviderConfig): Promise<VerificationState> {
+    const o = this.#o;
     const verifier = o.attesterFor(p);
     const timeout = o.timeoutMs ?? 30_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -134,8 +248,18 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       }),
     ]).catch((e) => ({ ok: false as const, reason: `verifier error: ${String(e).slice(0, 200)}` }));
     clearTimeout(timer);
-    if (stopped) return { verified: false, reason: "stopped" };
-    if (!outcome.ok) return fail(p, outcome.reason);
+    if (this.#stopped) return { verified: false, reason: "stopped" };
+    if (!outcome.ok) return this.#fail(p, outcome.reason);
+    return await this.#accept(p, outcome, recording.collector.archive());
+  }
+
+  /** A verifier's success, checked against policy and the provider's demands, stored and scheduled. */
+  async #accept(
+    p: ProviderConfig,
+    outcome: Extract<Outcome, { ok: true }>,
+    archive: Parameters<typeof withCollateral>[1],
+  ): Promise<VerificationState> {
+    const o = this.#o;
     // Whatever the verifier, the upstream's measurements must be in its policy (when it has one).
     const applied = applyMeasurementPolicy(
       outcome.document,
@@ -143,18 +267,18 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       p.confidential?.measurement_policy?.required === true,
       Math.floor(o.now() / 1000),
     );
-    if (!applied.ok) return fail(p, applied.reason);
-    const { doc, collateral } = withCollateral(applied.document, recording.collector.archive());
+    if (!applied.ok) return this.#fail(p, applied.reason);
+    const { doc, collateral } = withCollateral(applied.document, archive);
     // Whatever the verifier, a provider that requires GPU evidence needs it proven.
     const gpu = doc.claims.gpu_attested;
     if (
       p.confidential?.require_gpu &&
       !(gpu.status === "asserted" && gpu.source === "hardware_proven")
     ) {
-      return fail(p, `GPU evidence required but the session's gpu_attested is ${gpu.status}`);
+      return this.#fail(p, `GPU evidence required but the session's gpu_attested is ${gpu.status}`);
     }
     const expiresAtMs = doc.expires_at * 1000;
-    if (expiresAtMs <= o.now()) return fail(p, "verified evidence is already expired");
+    if (expiresAtMs <= o.now()) return this.#fail(p, "verified evidence is already expired");
     const id = await o.store.put(doc, collateral);
     await o.store.setCurrent(p.name, o.replicaId, id, expiresAtMs);
     const spki = doc.channel_binding.find((b) => b.type === "tls_spki_sha256");
@@ -166,8 +290,8 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       teeAttested: teeAttestedOf(doc, p),
     };
     const cur: Current = { state, expiresAtMs, doc, leavesAt: applied.leavesAt };
-    current.set(p.name, cur);
-    failures.delete(p.name);
+    this.#current.set(p.name, cur);
+    this.#failures.delete(p.name);
     o.log({
       level: "info",
       msg: "upstream verified",
@@ -175,7 +299,7 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
       session_id: id,
       verifier: doc.verifier_id,
     });
-    for (const w of warningsOf(p, cur)) {
+    for (const w of this.#warningsOf(p, cur)) {
       o.log({
         level: "warn",
         msg: "upstream will fail closed",
@@ -188,95 +312,9 @@ export function createVerificationManager(o: ManagerOptions): VerificationManage
     const margin = (p.confidential?.reverify_margin_seconds ?? 300) * 1000;
     const lifetime = expiresAtMs - o.now();
     // Re-verify before expiry: `margin` early, but never sooner than half the lifetime.
-    schedule(p.name, Math.max(lifetime / 2, lifetime - margin));
+    this.#schedule(p.name, Math.max(lifetime / 2, lifetime - margin));
     return state;
-  };
-
-  const run = (name: string): Promise<VerificationState> => {
-    const p = confidential.find((x) => x.name === name);
-    if (!p) return Promise.resolve({ verified: false, reason: "not a confidential upstream" });
-    let pending = inflight.get(name);
-    if (!pending) {
-      pending = attempt(p).finally(() => inflight.delete(name));
-      inflight.set(name, pending);
-    }
-    return pending;
-  };
-
-  // A new policy applies at once: a session it does not accept ends now; one it accepts is
-  // re-verified so the session's claims name the new version.
-  o.policies?.onChange((name) => {
-    const p = confidential.find((x) => x.name === name);
-    const c = current.get(name);
-    if (!p || !c) return;
-    const installed = o.policies?.get(name);
-    if (c.state.verified && c.doc && installed) {
-      const m = matchPolicy(installed.policy, subjectsOf(c.doc), Math.floor(o.now() / 1000));
-      if (!m.ok) {
-        fail(p, m.reason);
-        return;
-      }
-    }
-    run(name).catch(() => {});
-  });
-
-  return {
-    state(name) {
-      const c = current.get(name);
-      if (!c) return null;
-      if (c.state.verified && c.expiresAtMs <= o.now()) {
-        run(name).catch(() => {});
-        return { verified: false, reason: "session expired; re-verifying" };
-      }
-      return c.state;
-    },
-    async start() {
-      await Promise.all(confidential.map((p) => run(p.name)));
-    },
-    verify: run,
-    invalidate(name, reason) {
-      const p = confidential.find((x) => x.name === name);
-      if (!p) return;
-      current.set(name, { state: { verified: false, reason }, expiresAtMs: 0 });
-      o.store.clearCurrent(name, o.replicaId).catch(() => {});
-      o.log({ level: "warn", msg: "upstream session invalidated", upstream: name, reason });
-      run(name).catch(() => {});
-    },
-    snapshot() {
-      const out: ReturnType<VerificationManager["snapshot"]> = {};
-      for (const [name, c] of current) {
-        const p = confidential.find((x) => x.name === name);
-        const warnings = p ? warningsOf(p, c) : [];
-        const policy = c.doc?.claims.extra?.["measurement_policy"];
-        out[name] = c.state.verified
-          ? {
-            ...c.state,
-            expires_at: Math.floor(c.expiresAtMs / 1000),
-            ...(policy ? { measurement_policy: policy } : {}),
-            ...(warnings.length ? { warnings } : {}),
-          }
-          : c.state;
-      }
-      return out;
-    },
-    current(name) {
-      const c = current.get(name);
-      if (!c || !c.state.verified || !c.doc || c.expiresAtMs <= o.now()) return null;
-      return c.state.spkiSha256 ? { doc: c.doc, spkiSha256: c.state.spkiSha256 } : null;
-    },
-    failClosedIn(name) {
-      const c = current.get(name);
-      const p = confidential.find((x) => x.name === name);
-      if (!c || !p || !c.state.verified || !c.doc) return null;
-      const times = failClosedWarnings(c.doc, c.leavesAt ?? null, 0, Infinity).map((w) => w.at);
-      return times.length ? Math.min(...times) - o.now() / 1000 : null;
-    },
-    stop() {
-      stopped = true;
-      for (const t of timers.values()) clearTimeout(t);
-      timers.clear();
-    },
-  };
+  }
 }
 
 /**
