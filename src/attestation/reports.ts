@@ -57,32 +57,100 @@ export interface ReportService {
   archive(snapshot: IdentitySnapshot): Promise<CanonicalReport>;
 }
 
-// Long as one closure over shared state; each inner function is short.
 export function createReportService(o: ReportServiceOptions): ReportService {
-  const cache = new Map<string, Promise<AttestationEntry>>();
-  let inFlight = 0;
-  const max = o.maxInFlight ?? 32;
+  return new Reports(o);
+}
 
-  const quote = async (slot: Uint8Array): Promise<Quote> => {
-    if (inFlight >= max) {
+/** The nonce-less report cache per keyset and the bound on quotes in flight. */
+class Reports implements ReportService {
+  #o: ReportServiceOptions;
+  #cache = new Map<string, Promise<AttestationEntry>>();
+  #inFlight = 0;
+  #max: number;
+
+  constructor(o: ReportServiceOptions) {
+    this.#o = o;
+    this.#max = o.maxInFlight ?? 32;
+  }
+
+  async canonical(nonce: string | null): Promise<CanonicalReport> {
+    const snap = this.#o.identity.current();
+    const att = nonce === null ? await this.#nonceless(snap) : await this.#entry(snap, nonce);
+    return await this.#wrap(att);
+  }
+
+  async archived(digest: string): Promise<CanonicalReport> {
+    const o = this.#o;
+    // The stored report first, even for the current keyset: it is the one whose digest the
+    // transparency log holds (a fresh one would list today's replicas instead).
+    const stored = await o.kv.get<{ report: CanonicalReport }>([KEYSET_ARCHIVE, digest]);
+    if (!stored.value && digest === o.identity.current().digest) {
+      return await this.canonical(null);
+    }
+    if (!stored.value) {
+      throw new GatewayError("not_found", "no keyset with this digest was ever served here");
+    }
+    return stored.value.report;
+  }
+
+  async legacy(nonce: string | null, algo: LegacySigningAlgo): Promise<Record<string, unknown>> {
+    const snap = this.#o.identity.current();
+    const canonical = await this.#wrap(await this.#nonceless(snap));
+    const { slot, nonceHex } = legacyReportData(
+      legacyAddressBytes(algo, snap.keys),
+      nonce,
+      this.#o.randomBytes,
+    );
+    const q = await this.#quote(slot);
+    const own = canonical.attestation;
+    return {
+      ...canonical,
+      signing_address: legacySigningAddress(algo, snap.keys),
+      signing_algo: algo,
+      signing_public_key: legacySigningPublicKey(algo, snap.keys),
+      request_nonce: nonceHex,
+      intel_quote: bytesToHex(q.quote),
+      nvidia_payload: null,
+      legacy_report_data: bytesToHex(slot),
+      all_attestations: [{
+        ...own,
+        signing_address: legacySigningAddress(algo, snap.keys),
+        signing_algo: algo,
+        intel_quote: bytesToHex(q.quote),
+      }],
+    };
+  }
+
+  async archive(snap: IdentitySnapshot): Promise<CanonicalReport> {
+    const report = await this.#wrap(await this.#nonceless(snap));
+    // Plain set: the archive only ever grows, one immutable entry per digest.
+    await retryTransient(() =>
+      this.#o.kv.set([KEYSET_ARCHIVE, snap.digest], { keyset: snap.keyset, report })
+    );
+    return report;
+  }
+
+  async #quote(slot: Uint8Array): Promise<Quote> {
+    if (this.#inFlight >= this.#max) {
       throw new GatewayError(
         "unavailable",
         "too many attestation requests in flight; retry shortly",
       );
     }
-    inFlight++;
+    this.#inFlight++;
     try {
-      return await o.quotes.getQuote(slot);
+      return await this.#o.quotes.getQuote(slot);
     } catch {
       throw new GatewayError("unavailable", "the TEE quote could not be obtained");
     } finally {
-      inFlight--;
+      this.#inFlight--;
     }
-  };
+  }
 
-  const entry = async (snap: IdentitySnapshot, nonce: string | null): Promise<AttestationEntry> => {
+  async #entry(snap: IdentitySnapshot, nonce: string | null): Promise<AttestationEntry> {
+    const o = this.#o;
     const rd = reportData(snap.digest, nonce);
-    const q = await quote(reportDataSlot(rd));
+    const q = await this.#quote(reportDataSlot(rd));
     return {
       tee_type: q.tee_type,
       workload_keyset: snap.keyset,
@@ -97,82 +165,26 @@ export function createReportService(o: ReportServiceOptions): ReportService {
       },
       replica_id: o.replicas.id,
     };
-  };
+  }
 
-  const nonceless = (snap: IdentitySnapshot): Promise<AttestationEntry> => {
-    let p = cache.get(snap.digest);
+  #nonceless(snap: IdentitySnapshot): Promise<AttestationEntry> {
+    let p = this.#cache.get(snap.digest);
     if (!p) {
-      p = entry(snap, null);
-      cache.set(snap.digest, p);
-      p.catch(() => cache.delete(snap.digest));
+      p = this.#entry(snap, null);
+      this.#cache.set(snap.digest, p);
+      p.catch(() => this.#cache.delete(snap.digest));
     }
     return p;
-  };
+  }
 
-  const wrap = async (att: AttestationEntry): Promise<CanonicalReport> => {
-    const others = await o.replicas.others();
+  async #wrap(att: AttestationEntry): Promise<CanonicalReport> {
+    const others = await this.#o.replicas.others();
     return {
       api_version: "aci/1",
       workload_keyset_digest: att.workload_keyset_digest,
       attestation: att,
-      service_capabilities: o.capabilities,
+      service_capabilities: this.#o.capabilities,
       all_attestations: [att, ...others],
     };
-  };
-
-  const service: ReportService = {
-    async canonical(nonce) {
-      const snap = o.identity.current();
-      const att = nonce === null ? await nonceless(snap) : await entry(snap, nonce);
-      return await wrap(att);
-    },
-    async archived(digest) {
-      // The stored report first, even for the current keyset: it is the one whose digest the
-      // transparency log holds (a fresh one would list today's replicas instead).
-      const stored = await o.kv.get<{ report: CanonicalReport }>([KEYSET_ARCHIVE, digest]);
-      if (!stored.value && digest === o.identity.current().digest) {
-        return await service.canonical(null);
-      }
-      if (!stored.value) {
-        throw new GatewayError("not_found", "no keyset with this digest was ever served here");
-      }
-      return stored.value.report;
-    },
-    async legacy(nonce, algo) {
-      const snap = o.identity.current();
-      const canonical = await wrap(await nonceless(snap));
-      const { slot, nonceHex } = legacyReportData(
-        legacyAddressBytes(algo, snap.keys),
-        nonce,
-        o.randomBytes,
-      );
-      const q = await quote(slot);
-      const own = canonical.attestation;
-      return {
-        ...canonical,
-        signing_address: legacySigningAddress(algo, snap.keys),
-        signing_algo: algo,
-        signing_public_key: legacySigningPublicKey(algo, snap.keys),
-        request_nonce: nonceHex,
-        intel_quote: bytesToHex(q.quote),
-        nvidia_payload: null,
-        legacy_report_data: bytesToHex(slot),
-        all_attestations: [{
-          ...own,
-          signing_address: legacySigningAddress(algo, snap.keys),
-          signing_algo: algo,
-          intel_quote: bytesToHex(q.quote),
-        }],
-      };
-    },
-    async archive(snap) {
-      const report = await wrap(await nonceless(snap));
-      // Plain set: the archive only ever grows, one immutable entry per digest.
-      await retryTransient(() =>
-        o.kv.set([KEYSET_ARCHIVE, snap.digest], { keyset: snap.keyset, report })
-      );
-      return report;
-    },
-  };
-  return service;
+  }
 }
