@@ -237,28 +237,74 @@ export function e2eeApplied(headers: Headers, algo: E2eeAlgo): boolean {
 }
 
 /** Attest once, then encrypt every E2EE-capable request with the attested key. */
-// Long as one closure over shared state; each inner function is short.
 export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetch> {
-  const base = opts.fetch ?? fetch;
-  const random = opts.randomBytes ?? randomBytes;
-  const now = opts.now ?? Date.now;
-  let key = await attestE2eeKey(opts);
-  const basePath = new URL(opts.baseURL).pathname.replace(/\/+$/, "");
+  const c = new E2eeClient(opts, await attestE2eeKey(opts));
+  return Object.assign(
+    (input: string | URL | Request, init?: RequestInit) => c.fetch(input, init),
+    { attestedKey: () => c.key },
+  );
+}
 
-  const send = async (url: URL, init: RequestInit, kind: E2eeEndpoint): Promise<Response> => {
+/** The attested key (attested again on a rotation) and one method per step of a request. */
+class E2eeClient {
+  key: AttestedKey;
+  #opts: E2eeClientOptions;
+  #base: Fetch;
+  #random: (n: number) => Uint8Array;
+  #now: () => number;
+  #basePath: string;
+
+  constructor(opts: E2eeClientOptions, key: AttestedKey) {
+    this.#opts = opts;
+    this.key = key;
+    this.#base = opts.fetch ?? fetch;
+    this.#random = opts.randomBytes ?? randomBytes;
+    this.#now = opts.now ?? Date.now;
+    this.#basePath = new URL(opts.baseURL).pathname.replace(/\/+$/, "");
+  }
+
+  async fetch(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
+    if (input instanceof Request) throw new Error("E2EE: pass a URL and init, not a Request");
+    const url = new URL(input);
+    const basePath = this.#basePath;
+    const path = url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) : "";
+    const kind = E2EE_ENDPOINTS[`/v1${path}`];
+    if ((init.method ?? "GET").toUpperCase() !== "POST" || kind === undefined) {
+      const base = this.#base; // called unbound: a browser's fetch rejects another `this`
+      return base(input, init);
+    }
+    const res = await this.#send(url, init, kind);
+    if (res.status !== 400 || res.headers.get("content-type")?.includes("json") !== true) {
+      return res;
+    }
+    // A rotated keyset: attest again (fresh nonce) and resend once, encrypted to the new key.
+    const body = await res.clone().json().catch(() => null);
+    if (body?.error?.type !== "e2ee_model_key_mismatch") return res;
+    this.key = await attestE2eeKey(this.#opts);
+    return await this.#send(url, init, kind);
+  }
+
+  async #send(url: URL, init: RequestInit, kind: E2eeEndpoint): Promise<Response> {
     if (typeof init.body !== "string") throw new Error("E2EE: the request body must be a string");
-    const sealed = sealRequestBody(kind, init.body, key, { random, now, ...opts });
+    const key = this.key;
+    const opts = this.#opts;
+    const sealed = sealRequestBody(kind, init.body, key, {
+      random: this.#random,
+      now: this.#now,
+      ...opts,
+    });
     const { wire, restored, ctx } = sealed;
-    const client = { secretKey: sealed.clientSecret };
+    const secretKey = sealed.clientSecret;
     const headers = new Headers(init.headers);
     headers.delete("content-length");
     headers.set("content-type", "application/json");
     for (const [k, v] of Object.entries(sealed.headers)) headers.set(k, v);
+    const base = this.#base;
     const res = await base(url, { ...init, headers, body: wire });
     let settle: (b: Uint8Array) => void = () => {};
     const wireResponse = new Promise<Uint8Array>((r) => (settle = r));
     opts.onExchange?.({
-      endpoint: url.pathname.slice(basePath.length) || url.pathname,
+      endpoint: url.pathname.slice(this.#basePath.length) || url.pathname,
       receiptId: res.headers.get("x-receipt-id"),
       restoredRequest: restored,
       wireResponse,
@@ -267,7 +313,7 @@ export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetc
         model: ctx.model,
         nonce: ctx.nonce,
         timestamp: ctx.ts,
-        client_private_key: bytesToHex(client.secretKey),
+        client_private_key: bytesToHex(secretKey),
       },
     });
     if (!res.ok) {
@@ -280,42 +326,20 @@ export async function createE2eeFetch(opts: E2eeClientOptions): Promise<E2eeFetc
       await res.body?.cancel();
       throw new Error("E2EE: the gateway answered without E2EE v2 applied to this request");
     }
-    const open = (o: Record<string, unknown>, stream: boolean) =>
-      openResponse(kind, o, stream, ctx, client.secretKey);
     const outHeaders = new Headers(res.headers);
     outHeaders.delete("content-length");
     if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
       return new Response(
-        sseDecryptor(res.body!, (o) => open(o, true), settle),
+        sseDecryptor(res.body!, (o) => openResponse(kind, o, true, ctx, secretKey), settle),
         { status: res.status, headers: outHeaders },
       );
     }
     const bytes = new Uint8Array(await res.arrayBuffer());
     settle(bytes);
     const json = JSON.parse(decoder.decode(bytes));
-    if (isRecord(json)) open(json, false);
+    if (isRecord(json)) openResponse(kind, json, false, ctx, secretKey);
     return new Response(JSON.stringify(json), { status: res.status, headers: outHeaders });
-  };
-
-  const e2eeFetch = async (input: string | URL | Request, init: RequestInit = {}) => {
-    if (input instanceof Request) throw new Error("E2EE: pass a URL and init, not a Request");
-    const url = new URL(input);
-    const path = url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) : "";
-    const kind = E2EE_ENDPOINTS[`/v1${path}`];
-    if ((init.method ?? "GET").toUpperCase() !== "POST" || kind === undefined) {
-      return base(input, init);
-    }
-    const res = await send(url, init, kind);
-    if (res.status !== 400 || res.headers.get("content-type")?.includes("json") !== true) {
-      return res;
-    }
-    // A rotated keyset: attest again (fresh nonce) and resend once, encrypted to the new key.
-    const body = await res.clone().json().catch(() => null);
-    if (body?.error?.type !== "e2ee_model_key_mismatch") return res;
-    key = await attestE2eeKey(opts);
-    return await send(url, init, kind);
-  };
-  return Object.assign(e2eeFetch, { attestedKey: () => key });
+  }
 }
 
 /** Encrypt every prompt field of a plaintext request; also return the restored compact JSON. */
