@@ -54,72 +54,93 @@ export function decryptSseFrame(f: string, open: (o: Record<string, unknown>) =>
  * reader stops early (the SDK stops at `[DONE]`): the rest is read then, so
  * the exchange holds the whole stream its receipt covers.
  */
-// Long as one closure over shared state; each inner function is short.
 export function sseDecryptor(
   src: ReadableStream<Uint8Array>,
   open: (o: Record<string, unknown>) => void,
   settle: (wire: Uint8Array) => void,
 ): ReadableStream<Uint8Array> {
-  const reader = src.getReader();
-  const wire: Uint8Array[] = [];
-  const text = new TextDecoder();
-  let buf = "";
-  const finish = () => {
+  return new ReadableStream<Uint8Array>(new SseDecryptor(src, open, settle), {
+    highWaterMark: 0,
+  });
+}
+
+/** The stream's underlying source: the source's reader, the wire bytes and the partial event. */
+class SseDecryptor implements UnderlyingDefaultSource<Uint8Array> {
+  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #open: (o: Record<string, unknown>) => void;
+  #settle: (wire: Uint8Array) => void;
+  #wire: Uint8Array[] = [];
+  #text = new TextDecoder();
+  #buf = "";
+
+  constructor(
+    src: ReadableStream<Uint8Array>,
+    open: (o: Record<string, unknown>) => void,
+    settle: (wire: Uint8Array) => void,
+  ) {
+    this.#reader = src.getReader();
+    this.#open = open;
+    this.#settle = settle;
+  }
+
+  async pull(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    try {
+      for (;;) {
+        const r = await this.#reader.read();
+        if (r.done) {
+          this.#buf += this.#text.decode();
+          const out = this.#drain(true);
+          if (out) ctl.enqueue(encoder.encode(out));
+          this.#finish();
+          ctl.close();
+          return;
+        }
+        this.#wire.push(r.value);
+        this.#buf += this.#text.decode(r.value, { stream: true });
+        const out = this.#drain(false);
+        if (out) return ctl.enqueue(encoder.encode(out));
+      }
+    } catch (e) {
+      this.#finish();
+      this.#reader.cancel().catch(() => {});
+      ctl.error(e);
+    }
+  }
+
+  async cancel(): Promise<void> {
+    try {
+      for (;;) {
+        const r = await this.#reader.read();
+        if (r.done) break;
+        this.#wire.push(r.value);
+      }
+    } catch {
+      // the source failed: settle with what arrived
+    }
+    this.#finish();
+  }
+
+  /** The complete events buffered, opened; at the end also what is left. */
+  #drain(final: boolean): string {
+    let out = "";
+    const split = splitSseFrames(this.#buf);
+    for (const f of split.frames) out += decryptSseFrame(f, this.#open);
+    this.#buf = split.rest;
+    if (final && this.#buf.trim() !== "") {
+      out += decryptSseFrame(this.#buf, this.#open);
+      this.#buf = "";
+    }
+    return out;
+  }
+
+  #finish(): void {
+    const wire = this.#wire;
     const total = new Uint8Array(wire.reduce((n, c) => n + c.byteLength, 0));
     let off = 0;
     for (const c of wire) {
       total.set(c, off);
       off += c.byteLength;
     }
-    settle(total);
-  };
-  const frame = (f: string): string => decryptSseFrame(f, open);
-  const drain = (final: boolean): string => {
-    let out = "";
-    const split = splitSseFrames(buf);
-    for (const f of split.frames) out += frame(f);
-    buf = split.rest;
-    if (final && buf.trim() !== "") {
-      out += frame(buf);
-      buf = "";
-    }
-    return out;
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(ctl) {
-      try {
-        for (;;) {
-          const r = await reader.read();
-          if (r.done) {
-            buf += text.decode();
-            const out = drain(true);
-            if (out) ctl.enqueue(encoder.encode(out));
-            finish();
-            ctl.close();
-            return;
-          }
-          wire.push(r.value);
-          buf += text.decode(r.value, { stream: true });
-          const out = drain(false);
-          if (out) return ctl.enqueue(encoder.encode(out));
-        }
-      } catch (e) {
-        finish();
-        reader.cancel().catch(() => {});
-        ctl.error(e);
-      }
-    },
-    async cancel() {
-      try {
-        for (;;) {
-          const r = await reader.read();
-          if (r.done) break;
-          wire.push(r.value);
-        }
-      } catch {
-        // the source failed: settle with what arrived
-      }
-      finish();
-    },
-  }, { highWaterMark: 0 });
+    this.#settle(total);
+  }
 }

@@ -26,67 +26,88 @@ export interface VerifiedStreamOptions {
   onFailure?: (e: unknown) => string | null;
 }
 
-// Long as one closure over the stream's state; each inner function is short.
 export function verifiedStream(
   src: ReadableStream<Uint8Array>,
   o: VerifiedStreamOptions,
 ): ReadableStream<Uint8Array> {
-  const reader = src.getReader();
-  const wire: Uint8Array[] = [];
-  const text = new TextDecoder();
-  const enc = new TextEncoder();
-  let buf = "";
-  let held = "";
-  const frame = (f: string) => o.open ? decryptSseFrame(f, o.open) : f + "\n\n";
-  /** Complete events ready to go now; the final one (and anything after it) is held. */
-  const drain = (final: boolean): string => {
-    let out = "";
-    const split = splitSseFrames(buf);
-    buf = split.rest;
-    for (const f of split.frames) {
-      if (held !== "" || isFinalEvent(f)) held += frame(f);
-      else out += frame(f);
+  return new ReadableStream<Uint8Array>(new VerifiedSource(src, o), { highWaterMark: 0 });
+}
+
+const enc = new TextEncoder();
+
+/** The stream's underlying source: the source's reader, the wire bytes and the held final event. */
+class VerifiedSource implements UnderlyingDefaultSource<Uint8Array> {
+  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #o: VerifiedStreamOptions;
+  #wire: Uint8Array[] = [];
+  #text = new TextDecoder();
+  #buf = "";
+  #held = "";
+
+  constructor(src: ReadableStream<Uint8Array>, o: VerifiedStreamOptions) {
+    this.#reader = src.getReader();
+    this.#o = o;
+  }
+
+  async pull(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    try {
+      for (;;) {
+        const r = await this.#reader.read();
+        if (r.done) return await this.#end(ctl);
+        this.#wire.push(r.value);
+        this.#buf += this.#text.decode(r.value, { stream: true });
+        const out = this.#drain(false);
+        if (out) return ctl.enqueue(enc.encode(out));
+      }
+    } catch (e) {
+      this.#reader.cancel().catch(() => {});
+      ctl.error(e);
     }
-    if (final && buf.trim() !== "") {
-      held += o.open ? decryptSseFrame(buf, o.open).slice(0, -2) : buf;
-      buf = "";
+  }
+
+  cancel(reason: unknown): Promise<void> {
+    return this.#reader.cancel(reason);
+  }
+
+  /** The source ended: the rest goes out, and the held final event once the wire verified. */
+  async #end(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    const o = this.#o;
+    this.#buf += this.#text.decode();
+    const out = this.#drain(true);
+    if (out) ctl.enqueue(enc.encode(out));
+    let verdict: unknown;
+    try {
+      verdict = await o.verify(concatBytes(this.#wire));
+    } catch (e) {
+      const replacement = o.onFailure?.(e) ?? null;
+      if (replacement === null) return ctl.error(e);
+      ctl.enqueue(enc.encode(replacement));
+      return ctl.close();
+    }
+    const note = o.beforeFinal?.(verdict) ?? "";
+    if (note || this.#held) ctl.enqueue(enc.encode(note + this.#held));
+    return ctl.close();
+  }
+
+  #frame(f: string): string {
+    const open = this.#o.open;
+    return open ? decryptSseFrame(f, open) : f + "\n\n";
+  }
+
+  /** Complete events ready to go now; the final one (and anything after it) is held. */
+  #drain(final: boolean): string {
+    let out = "";
+    const split = splitSseFrames(this.#buf);
+    this.#buf = split.rest;
+    for (const f of split.frames) {
+      if (this.#held !== "" || isFinalEvent(f)) this.#held += this.#frame(f);
+      else out += this.#frame(f);
+    }
+    if (final && this.#buf.trim() !== "") {
+      const open = this.#o.open;
+      this.#held += open ? decryptSseFrame(this.#buf, open).slice(0, -2) : this.#buf;
+      this.#buf = "";
     }
     return out;
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(ctl) {
-      try {
-        for (;;) {
-          const r = await reader.read();
-          if (r.done) {
-            buf += text.decode();
-            const out = drain(true);
-            if (out) ctl.enqueue(enc.encode(out));
-            let verdict: unknown;
-            try {
-              verdict = await o.verify(concatBytes(wire));
-            } catch (e) {
-              const replacement = o.onFailure?.(e) ?? null;
-              if (replacement === null) return ctl.error(e);
-              ctl.enqueue(enc.encode(replacement));
-              return ctl.close();
-            }
-            const note = o.beforeFinal?.(verdict) ?? "";
-            if (note || held) ctl.enqueue(enc.encode(note + held));
-            return ctl.close();
-          }
-          wire.push(r.value);
-          buf += text.decode(r.value, { stream: true });
-          const out = drain(false);
-          if (out) return ctl.enqueue(enc.encode(out));
-        }
-      } catch (e) {
-        reader.cancel().catch(() => {});
-        ctl.error(e);
-      }
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
+  }
 }
