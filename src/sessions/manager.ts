@@ -7,7 +7,12 @@
  */
 import type { TeeAttested, VerificationState } from "../routing/mod.ts";
 import type { ProviderConfig } from "../config/mod.ts";
-import type { AttesterDeps, SessionDocument, UpstreamAttester } from "./types.ts";
+import type {
+  AttestationOutcome,
+  AttesterDeps,
+  SessionDocument,
+  UpstreamAttester,
+} from "./types.ts";
 import type { SessionStore } from "./store.ts";
 import type { PolicyRegistry } from "./policy/registry.ts";
 import { matchPolicy, subjectsOf } from "./policy/match.ts";
@@ -70,9 +75,6 @@ const MAX_BACKOFF_MS = 60_000;
 export function createVerificationManager(o: ManagerOptions): VerificationManager {
   return new Verifications(o);
 }
-
-/** What a verifier returned, before policy and the manager's own checks. */
-type Outcome = Awaited<ReturnType<UpstreamAttester["verify"]>>;
 
 /** Every confidential upstream's verification state, its re-verify timers and retries. */
 class Verifications implements VerificationManager {
@@ -256,7 +258,7 @@ class Verifications implements VerificationManager {
   /** A verifier's success, checked against policy and the provider's demands, stored and scheduled. */
   async #accept(
     p: ProviderConfig,
-    outcome: Extract<Outcome, { ok: true }>,
+    outcome: Extract<AttestationOutcome, { ok: true }>,
     archive: Parameters<typeof withCollateral>[1],
   ): Promise<VerificationState> {
     const o = this.#o;
