@@ -4,8 +4,10 @@ import {
   badParam,
   ERROR_KINDS,
   errorBody,
+  errorBytes,
   errorCodeOf,
   type ErrorKind,
+  errorResponse,
   GatewayError,
 } from "./errors.ts";
 
@@ -59,4 +61,26 @@ Deno.test("errors: headers travel with the error; anything else thrown is an opa
   assert.equal(internal.status, 500);
   assert.equal(internal.message, "internal server error");
   assert.equal(errorCodeOf(internal), "internal_error");
+});
+
+Deno.test("errors: errorBytes is the envelope's JSON, the bytes a response carries", async () => {
+  const err = badParam("model", "no such model");
+  for (const format of ["openai", "anthropic"] as const) {
+    const bytes = errorBytes(err, format);
+    assert.equal(new TextDecoder().decode(bytes), JSON.stringify(errorBody(err, format)));
+    assert.deepEqual(new Uint8Array(await errorResponse(err, format).arrayBuffer()), bytes);
+  }
+});
+
+Deno.test("errors: an answered error keeps its kind and cause, and its own envelope and headers win", async () => {
+  const first = new GatewayError("rate_limited", "slow down", { headers: { "retry-after": "2" } });
+  const answered = first.answered("anthropic", { "retry-after": "2", "x-receipt-id": "r1" }, first);
+  assert.equal(answered.kind, "rate_limited");
+  assert.equal(answered.cause, first);
+  const res = errorResponse(answered, "openai");
+  assert.equal(res.status, 429);
+  assert.equal(res.headers.get("content-type"), "application/json");
+  assert.equal(res.headers.get("x-receipt-id"), "r1");
+  assert.equal(res.headers.get("retry-after"), "2");
+  assert.deepEqual(new Uint8Array(await res.arrayBuffer()), errorBytes(first, "anthropic"));
 });
