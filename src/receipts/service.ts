@@ -53,60 +53,22 @@ export interface ReceiptService {
   get(id: string, ownerDigest: string | null): Promise<Receipt>;
 }
 
-export interface ReceiptServiceOptions {
-  identity: Identity;
-  now: () => number;
-  retentionDays: number;
-  /** Without it, refusals are stored like any receipt. */
-  refusals?: RefusalPolicy & { write: (ops: KvWrite[]) => Promise<void> };
-  onError?: (e: unknown) => void;
-  /** The transparency log: every stored receipt's digest is queued in the receipt's own commit. */
-  log?: { pendingWrite(entry: Uint8Array, second?: number): KvWrite };
-}
-
-export function createReceiptService(kv: Deno.Kv, opts: ReceiptServiceOptions): ReceiptService {
-  return new Receipts(kv, opts);
-}
-
-class Receipts implements ReceiptService {
-  #kv: Deno.Kv;
-  #opts: ReceiptServiceOptions;
-  #defaultExpireIn: number;
-  #refusals: ReturnType<typeof createRefusalStore> | null;
-
-  constructor(kv: Deno.Kv, opts: ReceiptServiceOptions) {
-    this.#kv = kv;
-    this.#opts = opts;
-    this.#defaultExpireIn = opts.retentionDays * 86_400_000;
-    this.#refusals = opts.refusals
-      ? createRefusalStore({
-        policy: opts.refusals,
-        now: opts.now,
-        // Called back per refusal stored: bound once here.
-        persist: (draft, expireIn) => this.#persist(draft, expireIn),
-        write: opts.refusals.write,
-        onError: opts.onError,
-      })
-      : null;
-  }
-
-  finalize(draft: ReceiptDraft): KvWrite[] {
-    return this.#persist(draft, this.#defaultExpireIn);
-  }
-
-  finalizeRefusal(draft: ReceiptDraft): { receiptId: string; writes: KvWrite[] } {
-    if (this.#refusals === null) {
-      return { receiptId: draft.receiptId, writes: this.#persist(draft, this.#defaultExpireIn) };
-    }
-    return this.#refusals.record(draft);
-  }
-
-  close(): Promise<void> {
-    return this.#refusals?.close() ?? Promise.resolve();
-  }
-
-  async get(id: string, ownerDigest: string | null): Promise<Receipt> {
-    const kv = this.#kv;
+// Long as one closure over shared state; each inner function is short.
+export function createReceiptService(
+  kv: Deno.Kv,
+  opts: {
+    identity: Identity;
+    now: () => number;
+    retentionDays: number;
+    /** Without it, refusals are stored like any receipt. */
+    refusals?: RefusalPolicy & { write: (ops: KvWrite[]) => Promise<void> };
+    onError?: (e: unknown) => void;
+    /** The transparency log: every stored receipt's digest is queued in the receipt's own commit. */
+    log?: { pendingWrite(entry: Uint8Array, second?: number): KvWrite };
+  },
+): ReceiptService {
+  const defaultExpireIn = opts.retentionDays * 86_400_000;
+  const get = async (id: string, ownerDigest: string | null): Promise<Receipt> => {
     if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw notFound();
     let entry = await kv.get([RECEIPT_PREFIX, id]);
     if (entry.value === null) {
@@ -114,7 +76,7 @@ class Receipts implements ReceiptService {
       if (idx.value !== null) entry = await kv.get([RECEIPT_PREFIX, idx.value]);
     }
     const found = parseStoredReceipt(entry.value);
-    const stored = found !== null && found.until > this.#opts.now() ? found : null;
+    const stored = found !== null && found.until > opts.now() ? found : null;
     if (stored === null) {
       if (ownerDigest === null) throw unauthorized();
       throw notFound();
@@ -124,11 +86,8 @@ class Receipts implements ReceiptService {
       if (stored.owner !== ownerDigest) throw notFound();
     }
     return stored.receipt;
-  }
-
-  /** The signed receipt's KV writes: the receipt row, its log entry and its response-id index. */
-  #persist(draft: ReceiptDraft, expireIn: number): KvWrite[] {
-    const opts = this.#opts;
+  };
+  const persist = (draft: ReceiptDraft, expireIn: number): KvWrite[] => {
     const { keys, digest } = opts.identity.current();
     const servedAt = Math.floor(opts.now() / 1000);
     const signed = signReceiptJcs({
@@ -167,7 +126,27 @@ class Receipts implements ReceiptService {
       });
     }
     return writes;
-  }
+  };
+  const refusals = opts.refusals
+    ? createRefusalStore({
+      policy: opts.refusals,
+      now: opts.now,
+      persist,
+      write: opts.refusals.write,
+      onError: opts.onError,
+    })
+    : null;
+  return {
+    finalize: (draft) => persist(draft, defaultExpireIn),
+    finalizeRefusal(draft) {
+      if (refusals === null) {
+        return { receiptId: draft.receiptId, writes: persist(draft, defaultExpireIn) };
+      }
+      return refusals.record(draft);
+    },
+    close: () => refusals?.close() ?? Promise.resolve(),
+    get,
+  };
 }
 
 /**
