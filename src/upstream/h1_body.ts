@@ -235,6 +235,7 @@ export function bodySourceOf(res: Response): H1BodySource | undefined {
  * The response body: bytes are read from the socket only when the consumer asks
  * (highWaterMark 0), and each read hands out everything already buffered as one copy.
  */
+// Long as one closure over shared state; each inner function is short.
 export function bodyStream(
   c: Conn,
   ex: Exchange,
@@ -243,86 +244,18 @@ export function bodyStream(
   // The origin only: the request holds the sent body, which must not live as long as the answer.
   origin: string,
 ): { stream: ReadableStream<Uint8Array<ArrayBuffer>>; source: H1BodySource } {
-  const source = new BodySource(c, ex, decoder, reusable, origin);
-  // The source is also the stream's underlying source (one object per body, no closures).
-  const stream = new ReadableStream<Uint8Array<ArrayBuffer>>(source, { highWaterMark: 0 });
-  return { stream, source };
-}
-
-/** One response body's reads off its connection, for the source and for the stream. */
-class BodySource implements H1BodySource, UnderlyingDefaultSource<Uint8Array<ArrayBuffer>> {
-  #c: Conn;
-  #ex: Exchange;
-  #decoder: BodyDecoder;
-  #reusable: boolean;
-  #origin: string;
-  #ended = false;
-
-  constructor(c: Conn, ex: Exchange, decoder: BodyDecoder, reusable: boolean, origin: string) {
-    this.#c = c;
-    this.#ex = ex;
-    this.#decoder = decoder;
-    this.#reusable = reusable;
-    this.#origin = origin;
-  }
-
-  async read(): Promise<Uint8Array<ArrayBuffer> | null> {
-    const c = this.#c;
-    const ex = this.#ex;
-    try {
-      while (true) {
-        const bytes = this.#take();
-        if (bytes !== null) return bytes;
-        if (this.#ended) return null;
-        if (ex.done) throw this.#stopped();
-        // Not `await fill(…)`: a held stream then waits in one suspended function, not two.
-        const more = filled(c, await startFill(c, this.#origin));
-        if (ex.done) throw this.#stopped(); // aborted or cancelled during the read
-        if (!more) {
-          if (!this.#decoder.endsAtEof) {
-            throw new H1Error(`upstream ${this.#origin}: connection closed before the body ended`);
-          }
-          this.#ended = true;
-          ex.finish(false);
-        }
-      }
-    } catch (e) {
-      throw this.#failure(e);
-    }
-  }
-
-  cancel(): void {
-    this.#ex.finish(false); // never reuse a half-read connection
-  }
-
-  start(ctrl: ReadableStreamDefaultController<Uint8Array<ArrayBuffer>>): void {
-    // Nothing is taken here: bytes that came with the head stay in the buffer for
-    // the first read, whether through this stream or through the source.
-    this.#ex.controller = ctrl;
-  }
-
-  async pull(ctrl: ReadableStreamDefaultController<Uint8Array<ArrayBuffer>>): Promise<void> {
-    // A pull must enqueue, close or error: the stream does not call it again otherwise.
-    try {
-      const bytes = await this.read();
-      if (bytes !== null) ctrl.enqueue(bytes);
-      else ctrl.close();
-    } catch (e) {
-      if (!this.#ex.aborted) ctrl.error(e); // an abort already errored the stream
-    }
-  }
-
+  let ended = false;
   /** Everything buffered as one copy, or null when nothing is; ends the exchange at the end. */
-  #take(): Uint8Array<ArrayBuffer> | null {
+  const take = (): Uint8Array<ArrayBuffer> | null => {
     let first: Uint8Array<ArrayBuffer> | null = null;
     let more: Uint8Array<ArrayBuffer>[] | null = null;
     let total = 0;
     while (true) {
-      const s = this.#decoder.step(this.#c);
+      const s = decoder.step(c);
       if (s === NEED) break;
       if (s === DONE) {
-        this.#ended = true;
-        this.#ex.finish(this.#reusable && !this.#decoder.endsAtEof);
+        ended = true;
+        ex.finish(reusable && !decoder.endsAtEof);
         break;
       }
       if (first === null) first = s;
@@ -330,19 +263,60 @@ class BodySource implements H1BodySource, UnderlyingDefaultSource<Uint8Array<Arr
       total += s.length;
     }
     return first === null ? null : more === null ? first.slice() : concatBytes(more, total);
-  }
-
-  #failure(e: unknown): unknown {
-    const aborted = this.#ex.abortReason();
+  };
+  const failure = (e: unknown): unknown => {
+    const aborted = ex.abortReason();
     if (aborted !== undefined) return aborted;
-    this.#ex.finish(false);
-    return e instanceof H1Error
-      ? e
-      : new H1Error(`upstream ${this.#origin}: read failed`, { cause: e });
-  }
-
+    ex.finish(false);
+    return e instanceof H1Error ? e : new H1Error(`upstream ${origin}: read failed`, { cause: e });
+  };
   /** Why a read cannot go on once the exchange ended before the body did. */
-  #stopped(): unknown {
-    return this.#ex.abortReason() ?? new H1Error(`upstream ${this.#origin}: body cancelled`);
-  }
+  const stopped = (): unknown =>
+    ex.abortReason() ?? new H1Error(`upstream ${origin}: body cancelled`);
+  const source: H1BodySource = {
+    async read() {
+      try {
+        while (true) {
+          const bytes = take();
+          if (bytes !== null) return bytes;
+          if (ended) return null;
+          if (ex.done) throw stopped();
+          // Not `await fill(…)`: a held stream then waits in one suspended function, not two.
+          const more = filled(c, await startFill(c, origin));
+          if (ex.done) throw stopped(); // aborted or cancelled during the read
+          if (!more) {
+            if (!decoder.endsAtEof) {
+              throw new H1Error(`upstream ${origin}: connection closed before the body ended`);
+            }
+            ended = true;
+            ex.finish(false);
+          }
+        }
+      } catch (e) {
+        throw failure(e);
+      }
+    },
+    cancel() {
+      ex.finish(false); // never reuse a half-read connection
+    },
+  };
+  const stream = new ReadableStream<Uint8Array<ArrayBuffer>>({
+    start(ctrl) {
+      // Nothing is taken here: bytes that came with the head stay in the buffer for
+      // the first read, whether through this stream or through the source.
+      ex.controller = ctrl;
+    },
+    async pull(ctrl) {
+      // A pull must enqueue, close or error: the stream does not call it again otherwise.
+      try {
+        const bytes = await source.read();
+        if (bytes !== null) ctrl.enqueue(bytes);
+        else ctrl.close();
+      } catch (e) {
+        if (!ex.aborted) ctrl.error(e); // an abort already errored the stream
+      }
+    },
+    cancel: source.cancel,
+  }, { highWaterMark: 0 });
+  return { stream, source };
 }
