@@ -101,98 +101,35 @@ const H1_DEFAULT_IDLE_TIMEOUT_MS = 4000;
 
 const H1_DEFAULT_MAX_HEADER_BYTES = 64 * 1024;
 
-/** Creates the client; it opens connections on demand. */
+// Long as one closure over shared state; each inner function is short.
 export function createH1Client(opts: H1ClientOptions): H1Client {
-  return new Http1Client(opts);
-}
-
-/** The pool, the limits and one exchange per `fetch`. */
-class Http1Client implements H1Client {
-  #pool: H1Pool;
-  #maxHeaderBytes: number;
-  #defaultConnector: H1Connector;
+  const maxIdle = nonNegativeInteger(
+    opts.maxIdlePerOrigin ?? H1_DEFAULT_MAX_IDLE_PER_ORIGIN,
+    "maxIdlePerOrigin",
+  );
+  const maxIdleTotal = nonNegativeInteger(
+    opts.maxIdleTotal ?? H1_DEFAULT_MAX_IDLE_TOTAL,
+    "maxIdleTotal",
+  );
+  const idleTimeoutMs = opts.idleTimeoutMs ?? H1_DEFAULT_IDLE_TIMEOUT_MS;
+  if (typeof idleTimeoutMs !== "number" || !(idleTimeoutMs >= 0) || idleTimeoutMs === Infinity) {
+    throw new RangeError("idleTimeoutMs must be a finite non-negative number");
+  }
+  const maxHeaderBytes = nonNegativeInteger(
+    opts.maxHeaderBytes ?? H1_DEFAULT_MAX_HEADER_BYTES,
+    "maxHeaderBytes",
+  );
+  if (maxHeaderBytes === 0) throw new RangeError("maxHeaderBytes must be positive");
+  const pool = new H1Pool({ maxIdle, maxIdleTotal, idleTimeoutMs }, opts.now);
+  const defaultConnector: H1Connector = { id: "", connect: opts.connect };
   /** Aborted by `close()`: ends connects still in progress. */
-  #closing = new AbortController();
+  const closing = new AbortController();
 
-  constructor(opts: H1ClientOptions) {
-    const maxIdle = nonNegativeInteger(
-      opts.maxIdlePerOrigin ?? H1_DEFAULT_MAX_IDLE_PER_ORIGIN,
-      "maxIdlePerOrigin",
-    );
-    const maxIdleTotal = nonNegativeInteger(
-      opts.maxIdleTotal ?? H1_DEFAULT_MAX_IDLE_TOTAL,
-      "maxIdleTotal",
-    );
-    const idleTimeoutMs = opts.idleTimeoutMs ?? H1_DEFAULT_IDLE_TIMEOUT_MS;
-    if (typeof idleTimeoutMs !== "number" || !(idleTimeoutMs >= 0) || idleTimeoutMs === Infinity) {
-      throw new RangeError("idleTimeoutMs must be a finite non-negative number");
-    }
-    this.#maxHeaderBytes = nonNegativeInteger(
-      opts.maxHeaderBytes ?? H1_DEFAULT_MAX_HEADER_BYTES,
-      "maxHeaderBytes",
-    );
-    if (this.#maxHeaderBytes === 0) throw new RangeError("maxHeaderBytes must be positive");
-    this.#pool = new H1Pool({ maxIdle, maxIdleTotal, idleTimeoutMs }, opts.now);
-    this.#defaultConnector = { id: "", connect: opts.connect };
-  }
-
-  async fetch(url: string, init: H1RequestInit): Promise<Response> {
-    const pool = this.#pool;
-    if (pool.closed) throw new H1Error("h1 client is closed");
-    const req = prepare(url, init);
-    const signal = init.signal;
-    if (signal?.aborted) throw signal.reason;
-    const c = pool.checkout(req.key) ?? await this.#openConn(req, signal);
-    const ex = new Exchange(signal, (reuse) => reuse ? pool.release(c) : pool.close(c));
-    let stage = "write";
-    try {
-      await writeRequest(c, req, init.onWritten);
-      stage = "read";
-      let budget = this.#maxHeaderBytes;
-      let head: Head;
-      while (true) {
-        const bytes = await readHead(c, budget, req.origin);
-        budget -= bytes.length;
-        head = parseHead(latin1(bytes), req.origin);
-        if (head.status >= 200) break;
-        if (head.status === 101) {
-          throw new H1Error(`upstream ${req.origin}: unexpected 101 response`);
-        }
-        if (head.status < 100) break;
-        // Interim 1xx (100 Continue, 103 Early Hints): no body, the final answer follows.
-      }
-      if (ex.done) throw abortedOr(signal, req.origin);
-      if (head.status < 200 || head.status > 599) {
-        throw new H1Error(`upstream ${req.origin}: status ${head.status} out of range`);
-      }
-      return respond(req, head, c, ex, this.#maxHeaderBytes);
-    } catch (e) {
-      ex.finish(false);
-      if (signal?.aborted) throw signal.reason;
-      if (e instanceof H1Error) throw e;
-      throw new H1Error(`upstream ${req.origin}: ${stage} failed`, { cause: e });
-    }
-  }
-
-  close(): void {
-    this.#pool.closeAll();
-    this.#closing.abort(new H1Error("h1 client is closed"));
-  }
-
-  drop(connectorId: string): void {
-    this.#pool.drop(connectorId);
-  }
-
-  stats(): { open: number; idle: number } {
-    return { open: this.#pool.open, idle: this.#pool.idle };
-  }
-
-  async #openConn(req: PreparedRequest, signal: AbortSignal | undefined): Promise<Conn> {
+  async function openConn(req: PreparedRequest, signal: AbortSignal | undefined): Promise<Conn> {
     let socket: H1Socket;
-    const connector = req.connector ?? this.#defaultConnector;
-    const generation = this.#pool.generation(connector.id);
-    const closing = this.#closing.signal;
-    const stop = signal ? AbortSignal.any([signal, closing]) : closing;
+    const connector = req.connector ?? defaultConnector;
+    const generation = pool.generation(connector.id);
+    const stop = signal ? AbortSignal.any([signal, closing.signal]) : closing.signal;
     try {
       socket = await raceAbort(connector.connect(req.target, stop), signal);
     } catch (e) {
@@ -214,88 +151,128 @@ class Http1Client implements H1Client {
       idleSince: 0,
       closed: false,
     };
-    this.#pool.adopt(c);
+    pool.adopt(c);
     return c;
   }
-}
 
-/**
- * Writes the request; bytes that arrived on the connection before its last write was
- * issued answer no request of ours (or a previous one), so the request fails and the
- * connection closes. The check sees what the runtime has read so far: HTTP/1.1 cannot
- * tell a late byte of an earlier answer from an early one of this answer, which is why
- * pools are also partitioned by the caller's `partition` (the API key).
- */
-async function writeRequest(
-  c: Conn,
-  req: PreparedRequest,
-  onWritten: (() => void) | undefined,
-): Promise<void> {
-  if (c.arrived) throw unsolicited(req.origin);
-  await writeAll(c.socket, req.first, onWritten);
-  if (req.rest) {
+  /**
+   * Writes the request; bytes that arrived on the connection before its last write was
+   * issued answer no request of ours (or a previous one), so the request fails and the
+   * connection closes. The check sees what the runtime has read so far: HTTP/1.1 cannot
+   * tell a late byte of an earlier answer from an early one of this answer, which is why
+   * pools are also partitioned by the caller's `partition` (the API key).
+   */
+  async function writeRequest(
+    c: Conn,
+    req: PreparedRequest,
+    onWritten: (() => void) | undefined,
+  ): Promise<void> {
     if (c.arrived) throw unsolicited(req.origin);
-    await writeAll(c.socket, req.rest);
+    await writeAll(c.socket, req.first, onWritten);
+    if (req.rest) {
+      if (c.arrived) throw unsolicited(req.origin);
+      await writeAll(c.socket, req.rest);
+    }
   }
-}
 
-/** The response for a parsed head: no body, the bytes already read, or a body stream. */
-function respond(
-  req: PreparedRequest,
-  head: Head,
-  c: Conn,
-  ex: Exchange,
-  maxHeaderBytes: number,
-): Response {
-  const { status, statusText, headers } = head;
-  let reusable = connectionReusable(head);
-  const init = { status, statusText, headers };
-  if (req.method === "HEAD" || status === 204 || status === 304) {
-    ex.finish(reusable);
-    return new Response(null, init);
+  async function fetch(url: string, init: H1RequestInit): Promise<Response> {
+    if (pool.closed) throw new H1Error("h1 client is closed");
+    const req = prepare(url, init);
+    const signal = init.signal;
+    if (signal?.aborted) throw signal.reason;
+    const c = pool.checkout(req.key) ?? await openConn(req, signal);
+    const ex = new Exchange(signal, (reuse) => reuse ? pool.release(c) : pool.close(c));
+    let stage = "write";
+    try {
+      await writeRequest(c, req, init.onWritten);
+      stage = "read";
+      let budget = maxHeaderBytes;
+      let head: Head;
+      while (true) {
+        const bytes = await readHead(c, budget, req.origin);
+        budget -= bytes.length;
+        head = parseHead(latin1(bytes), req.origin);
+        if (head.status >= 200) break;
+        if (head.status === 101) {
+          throw new H1Error(`upstream ${req.origin}: unexpected 101 response`);
+        }
+        if (head.status < 100) break;
+        // Interim 1xx (100 Continue, 103 Early Hints): no body, the final answer follows.
+      }
+      if (ex.done) throw abortedOr(signal, req.origin);
+      if (head.status < 200 || head.status > 599) {
+        throw new H1Error(`upstream ${req.origin}: status ${head.status} out of range`);
+      }
+      return respond(req, head, c, ex);
+    } catch (e) {
+      ex.finish(false);
+      if (signal?.aborted) throw signal.reason;
+      if (e instanceof H1Error) throw e;
+      throw new H1Error(`upstream ${req.origin}: ${stage} failed`, { cause: e });
+    }
   }
-  const framing = bodyFraming(head, req.origin);
-  if (framing.chunked && headers.has("content-length")) {
-    // Both framings: transfer-encoding wins, and a connection that carried such a
-    // message is not trusted again (request smuggling).
-    headers.delete("content-length");
-    reusable = false;
+
+  function respond(req: PreparedRequest, head: Head, c: Conn, ex: Exchange): Response {
+    const { status, statusText, headers } = head;
+    let reusable = connectionReusable(head);
+    const init = { status, statusText, headers };
+    if (req.method === "HEAD" || status === 204 || status === 304) {
+      ex.finish(reusable);
+      return new Response(null, init);
+    }
+    const framing = bodyFraming(head, req.origin);
+    if (framing.chunked && headers.has("content-length")) {
+      // Both framings: transfer-encoding wins, and a connection that carried such a
+      // message is not trusted again (request smuggling).
+      headers.delete("content-length");
+      reusable = false;
+    }
+    // RFC 9112 §6.1: transfer-encoding in an HTTP/1.0 message is faulty framing; close after.
+    if (framing.chunked && head.minor === 0) reusable = false;
+    if (NULL_BODY_STATUSES.has(status)) {
+      // 205: a body must not be sent; if one is framed anyway, drop the connection rather
+      // than read it.
+      ex.finish(reusable && framing.length === 0);
+      return new Response(null, init);
+    }
+    refuseContentCodings(headers, req.origin);
+    const length = framing.chunked ? null : framing.length;
+    if (length !== null && c.end - c.start >= length) {
+      // The whole body came with the head (the usual small JSON answer): hand it over as
+      // bytes, with no stream machinery, and free the connection at once.
+      const bytes = c.buf.slice(c.start, c.start + length);
+      c.start += length;
+      ex.finish(reusable);
+      return new Response(bytes, init);
+    }
+    if (
+      c.buf.length > H1_SSE_READ_BUFFER_BYTES && c.end - c.start <= H1_SSE_READ_BUFFER_BYTES &&
+      headers.get("content-type")?.toLowerCase().startsWith("text/event-stream")
+    ) {
+      const small = new Uint8Array(H1_SSE_READ_BUFFER_BYTES);
+      small.set(c.buf.subarray(c.start, c.end));
+      c.end -= c.start;
+      c.start = 0;
+      c.buf = small;
+    }
+    const decoder: BodyDecoder = framing.chunked
+      ? new ChunkedBody(maxHeaderBytes, req.origin)
+      : framing.length !== null
+      ? new LengthBody(framing.length)
+      : new EofBody();
+    const { stream, source } = bodyStream(c, ex, decoder, reusable, req.origin);
+    return new H1Response(stream, init, source);
   }
-  // RFC 9112 §6.1: transfer-encoding in an HTTP/1.0 message is faulty framing; close after.
-  if (framing.chunked && head.minor === 0) reusable = false;
-  if (NULL_BODY_STATUSES.has(status)) {
-    // 205: a body must not be sent; if one is framed anyway, drop the connection rather
-    // than read it.
-    ex.finish(reusable && framing.length === 0);
-    return new Response(null, init);
-  }
-  refuseContentCodings(headers, req.origin);
-  const length = framing.chunked ? null : framing.length;
-  if (length !== null && c.end - c.start >= length) {
-    // The whole body came with the head (the usual small JSON answer): hand it over as
-    // bytes, with no stream machinery, and free the connection at once.
-    const bytes = c.buf.slice(c.start, c.start + length);
-    c.start += length;
-    ex.finish(reusable);
-    return new Response(bytes, init);
-  }
-  if (
-    c.buf.length > H1_SSE_READ_BUFFER_BYTES && c.end - c.start <= H1_SSE_READ_BUFFER_BYTES &&
-    headers.get("content-type")?.toLowerCase().startsWith("text/event-stream")
-  ) {
-    const small = new Uint8Array(H1_SSE_READ_BUFFER_BYTES);
-    small.set(c.buf.subarray(c.start, c.end));
-    c.end -= c.start;
-    c.start = 0;
-    c.buf = small;
-  }
-  const decoder: BodyDecoder = framing.chunked
-    ? new ChunkedBody(maxHeaderBytes, req.origin)
-    : framing.length !== null
-    ? new LengthBody(framing.length)
-    : new EofBody();
-  const { stream, source } = bodyStream(c, ex, decoder, reusable, req.origin);
-  return new H1Response(stream, init, source);
+
+  return {
+    fetch,
+    close() {
+      pool.closeAll();
+      closing.abort(new H1Error("h1 client is closed"));
+    },
+    drop: (connectorId) => pool.drop(connectorId),
+    stats: () => ({ open: pool.open, idle: pool.idle }),
+  };
 }
 
 /** Settles with `p`, or rejects with the abort reason first; a socket opened too late is closed. */
