@@ -183,7 +183,6 @@ const KNOWN_TIMERS = new Set([
   "src/http/body.ts",
   "src/http/connections.ts",
   "src/http/deadlines.ts",
-  "src/http/tls_relay.ts",
   "src/receipts/refusals.ts",
   "src/sessions/manager.ts",
   "src/store/group_commit.ts",
