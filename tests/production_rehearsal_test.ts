@@ -204,6 +204,19 @@ Deno.test("production rehearsal: task start, TLS tee listener, dstack-verified u
     };
     const { report } = await fetchReport(urls.base);
     const keyset = asRecord(asRecord(report.attestation).workload_keyset);
+    // `serve.workers` is "auto" (the core count): each worker is an attested replica with its
+    // own keyset, and the kernel spreads connections between them, so a receipt may cite
+    // another worker's keyset than the report fetched above. An auditor then fetches that
+    // keyset's archived report, as here.
+    const reportFor = async (r: Json): Promise<Json> => {
+      const cited = r.workload_keyset_digest;
+      if (cited === asRecord(report.attestation).workload_keyset_digest) return report;
+      const res = await fetch(
+        `${urls.base}/v1/aci/attestation?workload_keyset_digest=${String(cited)}`,
+      );
+      assert.equal(res.status, 200);
+      return asRecord(await res.json());
+    };
     assert.ok(
       JSON.stringify(keyset).includes(gwCert.spkiSha256),
       "the keyset lists the tee listener's TLS key",
@@ -249,7 +262,7 @@ Deno.test("production rehearsal: task start, TLS tee listener, dstack-verified u
       }),
     );
     const strict = verifyReceipt(vr, {
-      report,
+      report: await reportFor(vr),
       requestBody: body,
       responseBody: v.bytes,
       requireVerifiedUpstream: true,
@@ -298,7 +311,10 @@ Deno.test("production rehearsal: task start, TLS tee listener, dstack-verified u
       oe.filter((e) => e.type === "route.served").map((e) => [e.target_route_id, e.attempt]),
       [["plain:demo-chat", 2]],
     );
-    const overChecks = verifyReceipt(or, { report, requireVerifiedUpstream: true });
+    const overChecks = verifyReceipt(or, {
+      report: await reportFor(or),
+      requireVerifiedUpstream: true,
+    });
     assert.equal(
       overChecks.find((c) => c.name === "receipt.upstream_verified")?.ok,
       false,
