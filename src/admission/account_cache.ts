@@ -8,8 +8,8 @@
  * counters can only lag; admission decides from them only far from every
  * limit (see `nearLimit` in admission_decide.ts).
  */
-import type { AccountState } from "../keys/mod.ts";
 import {
+  type AccountState,
   balanceKey,
   creditRefundKey,
   debtKey,

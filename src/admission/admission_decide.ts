@@ -4,8 +4,7 @@
  * batch's requests serially against it — rate limits first, then credits.
  */
 import { decideCredit, foldDebt } from "./credits.ts";
-import type { KeyRecord } from "../keys/mod.ts";
-import { type AccountState, parseState, u64 } from "../keys/mod.ts";
+import { type AccountState, type KeyRecord, parseState, u64 } from "../keys/mod.ts";
 import type { Lease } from "./leases.ts";
 import { decideRate, foldTokens, limitsFor, type Tiers } from "./rate_limit.ts";
 import type { AccountEntries } from "./account_cache.ts";

@@ -14,12 +14,12 @@ import {
   getKey,
   isTier,
   type KeyRecord,
+  keyRecordKey,
   listKeys,
   parseKeyRecord,
   revokeKey,
   type Tier,
 } from "../keys/mod.ts";
-import { keyRecordKey } from "../keys/mod.ts";
 import { limitsFor, type Tiers } from "./rate_limit.ts";
 import { type DayRange, readDailyUsage } from "./usage_daily.ts";
 import { retryTransient } from "../store/mod.ts";

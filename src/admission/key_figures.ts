@@ -21,11 +21,11 @@
  */
 import { foldDebt, type Usage } from "./credits.ts";
 import { HOLD_SIDES, holdKey } from "./holds.ts";
-import type { KeyRecord } from "../keys/mod.ts";
 import {
   balanceKey,
   creditRefundKey,
   debtKey,
+  type KeyRecord,
   parseState,
   reqRefundKey,
   stateKey,

@@ -14,12 +14,13 @@
 
 import { GatewayError } from "../http/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
-import type { KeyRecord, Tier } from "../keys/mod.ts";
 import {
   type AccountState,
+  type KeyRecord,
   parseState,
   reqRefundKey,
   stateKey,
+  type Tier,
   tokOverKey,
   tokRefundKey,
   u64,

@@ -6,7 +6,13 @@
  * (their receipt binds `errorBytes` of the same error), so every error body
  * the gateway sends is made by the same two functions.
  */
-import { asGatewayError, errorCodeOf, errorResponse, type Render } from "../http/mod.ts";
+import {
+  asGatewayError,
+  errorCodeOf,
+  errorResponse,
+  GatewayError,
+  type Render,
+} from "../http/mod.ts";
 import type { LogLine } from "../handlers/mod.ts";
 import type { Exchange } from "./exchange.ts";
 
@@ -15,8 +21,9 @@ export function errorRenderer(log: (line: LogLine) => void): Render<Exchange> {
     const err = asGatewayError(e);
     s.info.errorCode = errorCodeOf(err);
     if (err.kind === "internal") {
-      // A refusal rethrown by the pipeline carries what was first thrown as its cause.
-      const first = e instanceof Error && e.cause !== undefined ? e.cause : e;
+      // A refusal rethrown by the pipeline (its envelope fixed) carries what was first thrown
+      // as its cause; any other error is logged as itself.
+      const first = e instanceof GatewayError && e.envelope !== null ? e.cause : e;
       log({ level: "error", request_id: s.info.requestId, error: String(first) });
     }
     const res = errorResponse(err, s.format);
