@@ -14,7 +14,7 @@
  */
 import { closedLoop, type Target } from "./load.ts";
 import { gatewayModel, startGateway } from "./gateway_setup.ts";
-import { cpuMs, type EarlyStarts, startAll, takeOr } from "./processes.ts";
+import { cpuMs, type EarlyStarts, startAll, takeOr, threadCpuMs } from "./processes.ts";
 import { median, percentile } from "./stats.ts";
 import { atMost, fmt, type Row } from "./report.ts";
 import { type MeasureOptions, runStandalone } from "./standalone.ts";
@@ -85,6 +85,7 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
   const cpuUs = { on: [] as number[], off: [] as number[] };
   const rps = { on: [] as number[], off: [] as number[] };
   const delays: number[] = [];
+  const split = { on: "", off: "" };
   const pairs = Math.max(1, Math.ceil(o.rounds / 2));
   for (let pair = 0; pair < pairs; pair++) {
     const recipe = starter(o, pair);
@@ -110,15 +111,24 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
         for (const which of order) {
           const g = which === "on" ? on : off;
           const cpu0 = cpuMs(g.pid);
+          const threads0 = threadCpuMs(g.pid);
           const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
           const cpu = cpuMs(g.pid) - cpu0;
           rps[which].push(res.ok / res.seconds);
           cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
+          split[which] = [...threadCpuMs(g.pid)]
+            .map(([k, v]) =>
+              [k, ((v - (threads0.get(k) ?? 0)) * 1000) / Math.max(1, res.ok)] as const
+            )
+            .filter(([, v]) => v >= 1)
+            .map(([k, v]) => `${k.trim()} ${fmt(v, 0)}`)
+            .join(", ");
         }
+        // By thread (JS, V8's GC helpers, KV's SQLite writer "sw"): where a difference lies.
         o.log(
           `tlog pair ${pair + 1} round ${r + 1}: gateway CPU with log ${
             fmt(cpuUs.on.at(-1)!, 1)
-          } µs/req, without ${fmt(cpuUs.off.at(-1)!, 1)} µs/req`,
+          } µs/req (${split.on}), without ${fmt(cpuUs.off.at(-1)!, 1)} µs/req (${split.off})`,
         );
       }
       // The inclusion delay under the same load, in a phase of its own: the sampler's polls

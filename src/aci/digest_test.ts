@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { BodyHasher, sha256, sha256Hex, sha256Prefixed } from "./digest.ts";
+import { BodyHasher, sha256, sha256Hex, sha256Parts, sha256Prefixed } from "./digest.ts";
+import { bytesToHex } from "./hex.ts";
 
 const ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
@@ -27,4 +28,19 @@ Deno.test("digest: BodyHasher of nothing is the empty-string hash", () => {
     h.digest(),
     "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
   );
+});
+
+Deno.test("digest: sha256 and sha256Parts give the raw hash; parts hash as one concatenation", () => {
+  assert.equal(bytesToHex(sha256("abc")), ABC);
+  const enc = new TextEncoder();
+  assert.equal(bytesToHex(sha256Parts([enc.encode("a"), enc.encode(""), enc.encode("bc")])), ABC);
+  // Views into a shared slab: later hashes (past a slab's end too) never change earlier ones.
+  const made = Array.from(
+    { length: 300 },
+    (_, i) => [i, sha256Parts([enc.encode(String(i))])] as const,
+  );
+  for (const [i, h] of made) {
+    assert.equal(h.length, 32);
+    assert.equal(bytesToHex(h), sha256Hex(String(i)));
+  }
 });

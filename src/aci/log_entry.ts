@@ -4,6 +4,7 @@
  * in an entry reveals a prompt, a completion, a key or a body.
  */
 import { sha256Prefixed } from "./digest.ts";
+import { bytesToHex } from "./hex.ts";
 import { jcsBytes } from "./jcs.ts";
 
 export type LogEntry =
@@ -11,8 +12,17 @@ export type LogEntry =
   | { kind: "session"; session_id: string }
   | { kind: "keyset"; keyset_digest: string; report_digest: string };
 
+const utf8 = new TextEncoder();
+
 export function receiptEntry(receiptJcs: string): Uint8Array {
-  return jcsBytes({ kind: "receipt", receipt_digest: sha256Prefixed(receiptJcs) });
+  // The JCS of { kind, receipt_digest } spelled out (keys in order, a digest needs no
+  // escapes): made for every receipt, and the unit test holds it to `jcsBytes`.
+  return utf8.encode(`{"kind":"receipt","receipt_digest":"${sha256Prefixed(receiptJcs)}"}`);
+}
+
+/** {@link receiptEntry} from the receipt's raw SHA-256 (the log's compact pending frames). */
+export function receiptEntryOfDigest(digest: Uint8Array): Uint8Array {
+  return utf8.encode(`{"kind":"receipt","receipt_digest":"sha256:${bytesToHex(digest)}"}`);
 }
 
 export function sessionEntry(sessionId: string): Uint8Array {

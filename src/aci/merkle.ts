@@ -5,7 +5,7 @@
  * any source of complete-subtree hashes, and checked with no source at all.
  * Pure: no storage, no clock.
  */
-import { sha256 } from "./digest.ts";
+import { sha256, sha256Parts } from "./digest.ts";
 
 export const HASH_BYTES = 32;
 /** Tile height: each tile holds 2^8 hashes. */
@@ -14,20 +14,20 @@ export const TILE_WIDTH = 256;
 
 // Hashing through aci/digest.ts (node:crypto here, a browser build in the /verify page).
 
-/** SHA-256(0x00 ‖ entry). */
+const LEAF_PREFIX = new Uint8Array([0]);
+const NODE_PREFIX = new Uint8Array([1]);
+
+/**
+ * SHA-256(0x00 ‖ entry). Leaf and node hashes are read-only views into a
+ * shared slab (aci/digest.ts `sha256Parts`): copy one before storing it.
+ */
 export function leafHash(entry: Uint8Array): Uint8Array {
-  const buf = new Uint8Array(1 + entry.length);
-  buf.set(entry, 1);
-  return sha256(buf);
+  return sha256Parts([LEAF_PREFIX, entry]);
 }
 
-/** SHA-256(0x01 ‖ left ‖ right). */
+/** SHA-256(0x01 ‖ left ‖ right), a view like {@link leafHash}'s. */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  const buf = new Uint8Array(1 + left.length + right.length);
-  buf[0] = 1;
-  buf.set(left, 1);
-  buf.set(right, 1 + left.length);
-  return sha256(buf);
+  return sha256Parts([NODE_PREFIX, left, right]);
 }
 
 /** The root of the empty tree: SHA-256 of the empty string. */

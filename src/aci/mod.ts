@@ -6,7 +6,7 @@
 
 export { concatBytes, ownBytes } from "./bytes.ts";
 export { DEV_TEE_TYPE, devQuote, isDevQuote, parseDevQuote } from "./dev_quote.ts";
-export { BodyHasher, sha256Hex, sha256Prefixed } from "./digest.ts";
+export { BodyHasher, sha256Hex, sha256Parts, sha256Prefixed } from "./digest.ts";
 export {
   ed25519RawPublicKey,
   ed25519Sign,
@@ -31,7 +31,7 @@ export {
   legacySigningPublicKey,
   signatureEnvelope,
 } from "./legacy.ts";
-export { keysetEntry, receiptEntry, sessionEntry } from "./log_entry.ts";
+export { keysetEntry, receiptEntry, receiptEntryOfDigest, sessionEntry } from "./log_entry.ts";
 export {
   consistencyProof,
   emptyRoot,

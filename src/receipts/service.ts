@@ -4,7 +4,7 @@
  * group committer with the request's other writes); `get` applies the access
  * rule: a receipt is only served to the key that made the request.
  */
-import { type Receipt, receiptEntry, signReceiptJcs } from "../aci/mod.ts";
+import { type Receipt, signReceiptJcs } from "../aci/mod.ts";
 import { GatewayError } from "../http/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
 import type { ReceiptDraft } from "./recorder.ts";
@@ -64,7 +64,7 @@ export function createReceiptService(
     refusals?: RefusalPolicy & { write: (ops: KvWrite[]) => Promise<void> };
     onError?: (e: unknown) => void;
     /** The transparency log: every stored receipt's digest is queued in the receipt's own commit. */
-    log?: { pendingWrite(entry: Uint8Array, second?: number): KvWrite };
+    log?: { pendingReceipt(receiptJcs: string, second: number): KvWrite };
   },
 ): ReceiptService {
   const defaultExpireIn = opts.retentionDays * 86_400_000;
@@ -116,7 +116,7 @@ export function createReceiptService(
       expireIn,
     }];
     // With its served_at: the receipt's leaf index is found from the receipt alone.
-    if (opts.log) writes.push(opts.log.pendingWrite(receiptEntry(signed.jcs), servedAt));
+    if (opts.log) writes.push(opts.log.pendingReceipt(signed.jcs, servedAt));
     if (draft.chatId !== null) {
       writes.push({
         op: "set",

@@ -195,8 +195,13 @@ export function coalesceSums(ops: KvWrite[]): KvWrite[] {
   return mergeFrames(coalesceOnlySums(ops));
 }
 
-/** Bytes of one merged row of frames (well inside a KV value). */
-const FRAME_ROW_BYTES = 32 * 1024;
+/**
+ * Bytes of one merged row of frames: inside what SQLite stores in the page
+ * itself for Deno KV's WITHOUT ROWID table (~1,000 bytes of key and value on
+ * a 4 KiB page), so writing and later deleting a row never allocates and
+ * frees an overflow page of its own (docs/decisions/transparency-log-cadence.md).
+ */
+const FRAME_ROW_BYTES = 900;
 
 /** Each record as a big-endian u16 length and its bytes, concatenated. */
 export function framed(values: readonly Uint8Array[]): Uint8Array {
@@ -220,26 +225,48 @@ export function framed(values: readonly Uint8Array[]): Uint8Array {
 export function mergeFrames(ops: KvWrite[]): KvWrite[] {
   if (!ops.some((o) => o.op === "frame")) return ops;
   const out: KvWrite[] = [];
-  const open = new Map<string, { key: Deno.KvKey; values: Uint8Array[]; bytes: number }>();
-  const flush = (g: { key: Deno.KvKey; values: Uint8Array[] }) =>
-    out.push({ op: "set", key: g.key, value: framed(g.values) });
+  // Open rows, one per key prefix: a commit has one or two prefixes, so a list scanned by
+  // comparing parts (no text key made per frame).
+  type Row = { key: Deno.KvKey; values: Uint8Array[]; bytes: number };
+  const open: Row[] = [];
+  const flush = (g: Row) => out.push({ op: "set", key: g.key, value: framed(g.values) });
   for (const op of ops) {
     if (op.op !== "frame") {
       out.push(op);
       continue;
     }
-    const prefix = JSON.stringify(op.key.slice(0, -1).map(String));
-    let g = open.get(prefix);
-    if (g && g.bytes + op.value.byteLength + 2 > FRAME_ROW_BYTES) {
-      flush(g);
-      g = undefined;
+    let at = open.findIndex((g) => samePrefix(g.key, op.key));
+    if (at >= 0 && open[at].bytes + op.value.byteLength + 2 > FRAME_ROW_BYTES) {
+      flush(open[at]);
+      open.splice(at, 1);
+      at = -1;
     }
-    if (!g) open.set(prefix, g = { key: op.key, values: [], bytes: 0 });
+    if (at < 0) at = open.push({ key: op.key, values: [], bytes: 0 }) - 1;
+    const g = open[at];
     g.values.push(op.value);
     g.bytes += op.value.byteLength + 2;
   }
-  for (const g of open.values()) flush(g);
+  for (const g of open) flush(g);
   return out;
+}
+
+/** Do two keys agree in all but their last part? (Parts compared as KV orders them.) */
+function samePrefix(a: Deno.KvKey, b: Deno.KvKey): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length - 1; i++) if (!samePart(a[i], b[i])) return false;
+  return true;
+}
+
+function samePart(x: Deno.KvKeyPart, y: Deno.KvKeyPart): boolean {
+  if (x instanceof Uint8Array || y instanceof Uint8Array) {
+    if (!(x instanceof Uint8Array && y instanceof Uint8Array) || x.length !== y.length) {
+      return false;
+    }
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+    return true;
+  }
+  // Same type and value; KV tells -0 from 0 only as a number's bits, which Object.is does too.
+  return Object.is(x, y);
 }
 
 function coalesceOnlySums(ops: KvWrite[]): KvWrite[] {

@@ -59,7 +59,7 @@ Deno.test("mergeFrames: one commit's frames under one prefix share a row at the 
     key: ["q", "p", "a"],
     value: framed([new Uint8Array([1]), new Uint8Array([2]), new Uint8Array([3])]),
   }]);
-  // Rows stay well inside a KV value: a large commit's frames spread over several rows.
+  // Rows stay inside SQLite's in-page payload: a large commit's frames spread over several rows.
   const many = Array.from({ length: 400 }, (_, i) => ({
     op: "frame" as const,
     key: ["q", "p", `k${i}`],
@@ -68,7 +68,7 @@ Deno.test("mergeFrames: one commit's frames under one prefix share a row at the 
   const rows = mergeFrames(many);
   assert.ok(
     rows.length > 1 &&
-      rows.every((r) => r.op === "set" && (r.value as Uint8Array).length <= 32 * 1024),
+      rows.every((r) => r.op === "set" && (r.value as Uint8Array).length <= 900),
   );
   assert.equal(
     rows.reduce((a, r) => a + ((r as { value: Uint8Array }).value.length), 0),

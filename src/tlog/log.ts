@@ -24,6 +24,7 @@ import {
   bundlePrefixLength,
   COSIGNED_KEY,
   encodeQueued,
+  encodeQueuedReceipt,
   findLeafRef,
   type Head,
   HEAD_KEY,
@@ -48,6 +49,11 @@ export interface TransparencyLog {
    * that second's shared rows and found again by `leafIndex(entry, second)`.
    */
   pendingWrite(entry: Uint8Array, second?: number): KvWrite;
+  /**
+   * A receipt's pending write, from its JCS and `served_at` second: the entry
+   * `receiptEntry(receiptJcs)`, queued compactly (tiles.ts `encodeQueuedReceipt`).
+   */
+  pendingReceipt(receiptJcs: string, second: number): KvWrite;
   /** Queues an entry on its own (sessions, keysets), unless the log already holds it. */
   enqueue(entry: Uint8Array): Promise<void>;
   /** Told that pending entries were committed: sequence them now. */
@@ -214,6 +220,11 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       op: "frame",
       key: pendingKey(),
       value: encodeQueued(entry, second),
+    }),
+    pendingReceipt: (receiptJcs, second) => ({
+      op: "frame",
+      key: pendingKey(),
+      value: encodeQueuedReceipt(receiptJcs, second),
     }),
     async enqueue(entry) {
       const known = await kv.get(leafKey(bytesToHex(leafHash(entry))));

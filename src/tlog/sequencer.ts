@@ -126,7 +126,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
         hashes.push(h);
       }
       const writes = next.append(fresh.map((q) => q.entry), hashes);
-      const root = next.root();
+      const root = next.root().slice(); // stored: not a view into the hash slab
       const body = checkpointBody(o.origin, next.size, root);
       const newHead: Head = { size: next.size, root, checkpoint: body + "\n" + o.sign(body) };
       // The head check alone serializes appends: every append changes the head.

@@ -12,6 +12,9 @@ import {
   HASH_BYTES,
   leafHash,
   nodeHash,
+  receiptEntry,
+  receiptEntryOfDigest,
+  sha256Parts,
   type SubtreeReader,
   subtreeReaderOver,
   TILE_HEIGHT,
@@ -99,27 +102,60 @@ export function bundlePrefixLength(bytes: Uint8Array, count: number): number {
 }
 
 /**
- * A pending entry as queued: the entry itself, or — when the entry's second is
- * known (a receipt's `served_at`) — a 0x00 tag, that second as a big-endian
- * u32, and the entry. Entries are JCS objects and start with "{", never 0x00.
+ * A pending entry as queued: the entry itself; or — when the entry's second is
+ * known — a 0x00 tag, that second as a big-endian u32, and the entry; or, for
+ * a receipt (the log's bulk: one per request), a 0x01 tag, its `served_at`
+ * second and the receipt's raw SHA-256, 37 bytes, from which the entry is
+ * spelled out again when sequenced. Small frames keep a commit's pending row
+ * inside its SQLite page (store/kv_writes.ts). Entries are JCS objects and
+ * start with "{", never 0x00 or 0x01.
  */
 export interface Queued {
   entry: Uint8Array;
   second: number | null;
 }
 
+const TAG_SECOND = 0;
+const TAG_RECEIPT = 1;
+const RECEIPT_FRAME_BYTES = 5 + HASH_BYTES;
+
 export function encodeQueued(entry: Uint8Array, second?: number): Uint8Array {
-  if (second === undefined || !(second >= 0 && second < 2 ** 32)) return entry;
+  if (second === undefined || !validSecond(second)) return entry;
   const out = new Uint8Array(5 + entry.length);
-  new DataView(out.buffer).setUint32(1, second);
+  writeSecond(out, TAG_SECOND, second);
   out.set(entry, 5);
   return out;
 }
 
+/** A receipt's compact frame: tag, `served_at` second, the receipt JCS's raw SHA-256. */
+export function encodeQueuedReceipt(receiptJcs: string, second: number): Uint8Array {
+  if (!validSecond(second)) return encodeQueued(receiptEntry(receiptJcs));
+  const out = new Uint8Array(RECEIPT_FRAME_BYTES);
+  writeSecond(out, TAG_RECEIPT, second);
+  out.set(sha256Parts([receiptJcs]), 5);
+  return out;
+}
+
 export function decodeQueued(bytes: Uint8Array): Queued {
-  if (bytes.length < 5 || bytes[0] !== 0) return { entry: bytes, second: null };
-  const second = new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1);
-  return { entry: bytes.subarray(5), second };
+  const tag = bytes[0];
+  if (bytes.length < 5 || (tag !== TAG_SECOND && tag !== TAG_RECEIPT)) {
+    return { entry: bytes, second: null };
+  }
+  // Unsigned: a second past 2^31 must not turn negative.
+  const second = ((bytes[1] << 24) | (bytes[2] << 16) | (bytes[3] << 8) | bytes[4]) >>> 0;
+  if (tag === TAG_SECOND) return { entry: bytes.subarray(5), second };
+  if (bytes.length !== RECEIPT_FRAME_BYTES) throw new Error("malformed receipt frame");
+  return { entry: receiptEntryOfDigest(bytes.subarray(5)), second };
+}
+
+const validSecond = (s: number) => Number.isInteger(s) && s >= 0 && s < 2 ** 32;
+
+function writeSecond(out: Uint8Array, tag: number, second: number): void {
+  out[0] = tag;
+  out[1] = second >>> 24;
+  out[2] = (second >>> 16) & 0xff;
+  out[3] = (second >>> 8) & 0xff;
+  out[4] = second & 0xff;
 }
 
 /** One leaf reference: the leaf index (big-endian u64) and the leaf hash. */
@@ -129,7 +165,9 @@ export function packLeafRefs(refs: readonly { index: number; hash: Uint8Array }[
   const out = new Uint8Array(refs.length * LEAF_REF_BYTES);
   const view = new DataView(out.buffer);
   refs.forEach((r, i) => {
-    view.setBigUint64(i * LEAF_REF_BYTES, BigInt(r.index));
+    // A u64 as two u32 halves: no BigInt per entry (indexes stay below 2^53).
+    view.setUint32(i * LEAF_REF_BYTES, Math.floor(r.index / 2 ** 32));
+    view.setUint32(i * LEAF_REF_BYTES + 4, r.index >>> 0);
     out.set(r.hash, i * LEAF_REF_BYTES + 8);
   });
   return out;
@@ -272,9 +310,11 @@ export class Edge {
       let height = 0;
       for (let n = this.size; n % 2 === 1; n = Math.floor(n / 2)) {
         const right = this.peaks.pop()!;
-        const node = nodeHash(this.peaks.pop()!, right);
+        let node = nodeHash(this.peaks.pop()!, right);
+        // Hashes this high live long (in peaks and upper tiles): their own bytes, not a slab's.
+        if (++height >= TILE_HEIGHT) node = node.slice();
         this.peaks.push(node);
-        if (++height % TILE_HEIGHT === 0) push(height / TILE_HEIGHT, node);
+        if (height % TILE_HEIGHT === 0) push(height / TILE_HEIGHT, node);
       }
       this.bundle.entries.push(entry);
       bundleTouched = true;

@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { emptyRoot, leafHash, nodeHash, TILE_WIDTH, treeHash } from "../aci/merkle.ts";
+import { receiptEntry } from "../aci/log_entry.ts";
 import {
   decodeBundle,
   decodeQueued,
   Edge,
   encodeQueued,
+  encodeQueuedReceipt,
   findLeafRef,
   packLeafRefs,
   subtreeReader,
@@ -100,4 +102,20 @@ Deno.test("queued entries: the second rides along when given, JCS entries pass a
   assert.deepEqual(decodeQueued(encodeQueued(e)), { entry: e, second: null });
   // Out of u32 range: queued without a second (found by its hash-keyed row instead).
   assert.deepEqual(decodeQueued(encodeQueued(e, 2 ** 32)), { entry: e, second: null });
+});
+
+Deno.test("queued receipts: 37 bytes each, the entry spelled out again exactly, past 2^31 too", () => {
+  const jcs = '{"api_version":"aci/1","receipt_id":"r1","note":"\u00e9"}';
+  for (const second of [0, 1_780_000_000, 2 ** 31 + 5, 2 ** 32 - 1]) {
+    const frame = encodeQueuedReceipt(jcs, second);
+    assert.equal(frame.length, 37);
+    assert.deepEqual(decodeQueued(frame), { entry: receiptEntry(jcs), second });
+  }
+  // A second out of range: the entry queued whole, found by its hash-keyed row instead.
+  assert.deepEqual(decodeQueued(encodeQueuedReceipt(jcs, -1)), {
+    entry: receiptEntry(jcs),
+    second: null,
+  });
+  // A truncated compact frame is an error, not a wrong entry.
+  assert.throws(() => decodeQueued(encodeQueuedReceipt(jcs, 7).subarray(0, 20)));
 });

@@ -16,6 +16,13 @@ export function sha256(data: Uint8Array | string): Uint8Array {
   return nobleSha256(utf8(data));
 }
 
+/** Raw SHA-256 of the concatenated parts (see src/aci/digest.ts: there a view into a slab). */
+export function sha256Parts(parts: readonly (Uint8Array | string)[]): Uint8Array {
+  const h = nobleSha256.create();
+  for (const p of parts) h.update(utf8(p));
+  return h.digest();
+}
+
 export function sha256Hex(data: Uint8Array | string): string {
   return bytesToHex(sha256(data));
 }
