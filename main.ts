@@ -110,6 +110,24 @@ const OTEL = (() => {
   }
 })();
 
+/** How long a drained server under OTEL_DENO may take to end on its own before it is ended. */
+const OTEL_EXIT_GRACE_MS = 5_000;
+
+/**
+ * Ends a drained server (or supervisor) with `code`. Under OTEL_DENO, `Deno.exit` while a
+ * telemetry export is in flight can hang the process for good (the main thread parked on a
+ * lock, seen in tests/otel_e2e_test.ts under load; Deno's own reports: denoland/deno#33157 and
+ * #29590), so the code is set and the process ends on its own: a drained gateway holds no
+ * listener, timer or store. Should something still hold it, `Deno.exit` ends it after a grace
+ * period (an unreferenced timer, which holds nothing itself).
+ */
+function endServer(code: number): void {
+  flushLog();
+  if (!OTEL) Deno.exit(code);
+  Deno.exitCode = code;
+  Deno.unrefTimer(setTimeout(() => Deno.exit(code), OTEL_EXIT_GRACE_MS));
+}
+
 /**
  * A line written straight to a stream, past `console`: under OpenTelemetry
  * Deno exports console output as log records, and a secret (the dev key, a
@@ -226,12 +244,10 @@ async function serve(args: string[]): Promise<void> {
       // A worker whose supervisor is gone (its stdin closed, even after a kill -9) drains too.
       if (signal === "SIGTERM") worker?.supervisorGone.then(f);
     },
-    delay: (ms) => new Promise<void>((r) => setTimeout(r, ms)),
+    // Unreferenced: once drained, the grace timer must not hold the process (endServer).
+    delay: (ms) => new Promise<void>((r) => Deno.unrefTimer(setTimeout(r, ms))),
     print: (l) => console.error(l),
-    exit: (code) => {
-      flushLog();
-      Deno.exit(code);
-    },
+    exit: endServer,
     draining: () => gateway.ctx.tlog.waiters.close(),
   });
   await gateway.ready;
@@ -309,10 +325,7 @@ async function superviseWorkers(count: number, config: GatewayConfig): Promise<v
       delay: (ms) => new Promise<void>((r) => setTimeout(r, ms)),
       now: () => performance.now(),
       print: (l) => console.error(l),
-      exit: (code) => {
-        flushLog();
-        Deno.exit(code);
-      },
+      exit: endServer,
     },
   );
   console.error(`host ${host}: starting ${count} workers`);
