@@ -64,6 +64,9 @@ export async function runToEnd(
   return { code: out.code, stdout: lines(out.stdout), stderr: lines(out.stderr) };
 }
 
+/** How long a stopped gateway may take to end: its drain's grace (10 s) and some. */
+const STOP_MS = 30_000;
+
 /**
  * Spawns `cmd args` and resolves once it prints its base listener line and
  * then its keyset digest (main.ts installs its signal handlers right after
@@ -119,7 +122,24 @@ export async function spawnListening(
       } catch {
         // already gone
       }
-      return await child.status;
+      // Bounded: a gateway that does not end after a drain fails the test that stopped it
+      // (with its last lines) instead of stalling the whole suite.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const stuck = new Promise<"stuck">((r) => timer = setTimeout(() => r("stuck"), STOP_MS));
+      const ended = await Promise.race([child.status, stuck]);
+      clearTimeout(timer);
+      if (ended !== "stuck") return ended;
+      try {
+        child.kill("SIGKILL");
+      } catch {
+        // ended meanwhile
+      }
+      await child.status;
+      throw new Error(
+        `gateway did not end within ${STOP_MS / 1000} s of ${signal}:\n${
+          stderr.slice(-10).join("\n")
+        }`,
+      );
     },
   };
 }
