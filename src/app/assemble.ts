@@ -224,6 +224,13 @@ export function assembleGateway(
     log: world.log,
     // One appender per host: worker 0 (the others' entries wait for its sweep).
     append: worker === undefined || worker.index === 0,
+    // Appends carry the receipts queued meanwhile (one commit instead of two). Only used
+    // by appends, which begin after start-up, once `committer` below exists.
+    lane: {
+      exclusive: (f) => committer.exclusive(f),
+      borrow: (mutations, bytes) => committer.borrow(mutations, bytes),
+      fence: holdFenceKey(replicaId),
+    },
   });
   const logEntries = opts.logEntries ?? true;
   const committer = new GroupCommitter(kv, {

@@ -18,7 +18,7 @@ import {
   type TileRef,
 } from "../aci/mod.ts";
 import { framed, type KvWrite, retryTransient } from "../store/mod.ts";
-import { createSequencer, type Sequencer } from "./sequencer.ts";
+import { createSequencer, type Sequencer, type SequencerOptions } from "./sequencer.ts";
 import {
   bundleKey,
   bundlePrefixLength,
@@ -94,6 +94,8 @@ export interface LogOptions {
   log: (line: Record<string, unknown>) => void;
   /** Whether this process appends (one worker per host does; sequencer.ts). */
   append?: boolean;
+  /** The receipts' group commit lane, whose queued writes an append carries (sequencer.ts). */
+  lane?: SequencerOptions["lane"];
   /** Deadlines of waiting requests and their shared head re-read (the gateway's wheel). */
   after?: After;
   /** While requests wait: how often the head is re-read for appends made elsewhere. */
@@ -150,6 +152,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
     origin: o.origin,
     sign: o.sign,
     append: o.append,
+    lane: o.lane,
     onAppend: (head, count) => {
       o.onAppend?.(count);
       witnesses?.submit(head);

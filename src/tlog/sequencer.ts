@@ -12,7 +12,7 @@
  * crash window between them.
  */
 import { bytesToHex, checkpointBody, leafHash } from "../aci/mod.ts";
-import { retryTransient } from "../store/mod.ts";
+import { applyWrites, type BorrowedWrites, retryTransient } from "../store/mod.ts";
 import {
   bundleKey,
   decodeBundle,
@@ -49,7 +49,27 @@ export interface SequencerOptions {
    * one; only `drain` (at shutdown) appends, so nothing waits for a restart.
    */
   append?: boolean;
+  /**
+   * The receipts' group commit lane (store/group_commit.ts): an append takes its
+   * turn in it and carries the receipt writes queued meanwhile, so its commit (and
+   * fsync) is one the receipts would otherwise have made on their own. Carried
+   * writes are checked against `fence` as the committer's own commits are.
+   */
+  lane?: {
+    exclusive<T>(f: () => Promise<T>): Promise<T>;
+    borrow(maxMutations: number, maxBytes: number): BorrowedWrites | null;
+    fence?: Deno.KvKey;
+  };
 }
+
+/**
+ * What an append leaves for carried writes: inside KV's atomic limits (1,000
+ * mutations, 800 KiB, 80 KiB of keys) once the append's own rows are counted,
+ * with keys of up to ~150 bytes. A commit refused anyway (a limit, a lost race,
+ * a fence) is made again without carrying anything.
+ */
+const CARRY_MUTATIONS = 400;
+const CARRY_BYTES = 400_000;
 
 export interface Sequencer {
   /** Sequence what is pending now (coalesced: one run at a time, rerun if kicked meanwhile). */
@@ -78,6 +98,9 @@ export function createSequencer(o: SequencerOptions): Sequencer {
    * making a small append of their own); "empty": nothing was pending.
    */
   const once = async (): Promise<"more" | "done" | "empty"> => {
+    // After a commit that failed carrying writes (a lost race, or this replica fenced),
+    // the retries append alone: the carried writes went back to their own committer.
+    let carry = o.lane !== undefined;
     for (;;) {
       // Pending rows hold the framed entries of one commit each; take rows up to BATCH entries.
       const pending: Deno.KvEntry<Uint8Array>[] = [];
@@ -137,9 +160,13 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       // Leaf indexes: entries with a known second in one row per second (no row per receipt),
       // the others (sessions, keysets: few) in a row each, found by their hash alone.
       const bySecond = new Map<number, { index: number; hash: Uint8Array }[]>();
+      let leafRows = 0;
       fresh.forEach((q, i) => {
         const ref = { index: size + i, hash: writes.leaves[i] };
-        if (q.second === null) return void atomic.set(leafKey(bytesToHex(ref.hash)), ref.index);
+        if (q.second === null) {
+          leafRows++;
+          return void atomic.set(leafKey(bytesToHex(ref.hash)), ref.index);
+        }
         const refs = bySecond.get(q.second);
         if (refs) refs.push(ref);
         else bySecond.set(q.second, [ref]);
@@ -148,7 +175,36 @@ export function createSequencer(o: SequencerOptions): Sequencer {
         atomic.set(leafAtKey(second, refs[0].index), packLeafRefs(refs));
       }
       atomic.set(HEAD_KEY, newHead);
-      const res = await atomic.commit();
+      const own = {
+        mutations: pending.length + writes.tiles.length + writes.bundles.length + bySecond.size +
+          leafRows + 2,
+        bytes: writes.tiles.reduce((a, t) => a + t.bytes.length + 64, 0) +
+          writes.bundles.reduce((a, b) => a + b.bytes.length + 64, 0) +
+          128 * (pending.length + bySecond.size + fresh.length + 2),
+      };
+      const commit = async () => {
+        const lent = carry && o.lane
+          ? o.lane.borrow(CARRY_MUTATIONS - own.mutations, CARRY_BYTES - own.bytes)
+          : null;
+        if (lent) {
+          if (o.lane?.fence) atomic.check({ key: o.lane.fence, versionstamp: null });
+          applyWrites(atomic, lent.ops);
+        }
+        let r: Deno.KvCommitResult | Deno.KvCommitError;
+        try {
+          r = await atomic.commit();
+        } catch (e) {
+          lent?.settle(false);
+          if (lent === null) throw e;
+          carry = false;
+          return null; // made again below, alone
+        }
+        lent?.settle(r.ok);
+        if (!r.ok && lent) carry = false;
+        return r;
+      };
+      const res = o.lane ? await o.lane.exclusive(commit) : await commit();
+      if (res === null) continue;
       if (res.ok) {
         edge = { versionstamp: res.versionstamp, edge: next };
         o.onAppend?.(newHead, fresh.length);
