@@ -5,6 +5,7 @@
  */
 
 import { createHash, type Hash } from "node:crypto";
+import { writeLowerHex } from "./hex_digits.ts";
 
 /** Matches an ACI prefixed digest. */
 export const PREFIXED_DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
@@ -12,7 +13,7 @@ export const PREFIXED_DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 /** Raw SHA-256 of bytes, or of a string's UTF-8 bytes (an array of its own). */
 export function sha256(data: Uint8Array | string): Uint8Array {
   const out = new Uint8Array(32);
-  fromHex32(createHash("sha256").update(data).digest("hex"), out, 0);
+  writeLowerHex(createHash("sha256").update(data).digest("hex"), 0, 32, out, 0);
   return out;
 }
 
@@ -34,23 +35,13 @@ export function sha256Parts(parts: readonly (Uint8Array | string)[]): Uint8Array
   }
   const at = slabAt;
   slabAt += 32;
-  fromHex32(h.digest("hex"), slab, at);
+  writeLowerHex(h.digest("hex"), 0, 32, slab, at);
   return slab.subarray(at, at + 32);
 }
 
 const SLAB_BYTES = 32 * 128;
 let slab = new Uint8Array(SLAB_BYTES);
 let slabAt = 0;
-
-/** Lowercase hex digit → value (a digest's hex is always lowercase). */
-const HEX_VALUE = new Uint8Array(128);
-for (let i = 0; i < 16; i++) HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
-
-function fromHex32(hex: string, out: Uint8Array, at: number): void {
-  for (let i = 0; i < 32; i++) {
-    out[at + i] = (HEX_VALUE[hex.charCodeAt(2 * i)] << 4) | HEX_VALUE[hex.charCodeAt(2 * i + 1)];
-  }
-}
 
 /** Lowercase hex SHA-256 of bytes, or of a string's UTF-8 bytes. */
 export function sha256Hex(data: Uint8Array | string): string {

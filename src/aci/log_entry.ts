@@ -15,14 +15,18 @@ export type LogEntry =
 const utf8 = new TextEncoder();
 
 export function receiptEntry(receiptJcs: string): Uint8Array {
-  // The JCS of { kind, receipt_digest } spelled out (keys in order, a digest needs no
-  // escapes): made for every receipt, and the unit test holds it to `jcsBytes`.
-  return utf8.encode(`{"kind":"receipt","receipt_digest":"${sha256Prefixed(receiptJcs)}"}`);
+  return receiptEntryOf(sha256Prefixed(receiptJcs));
 }
 
 /** {@link receiptEntry} from the receipt's raw SHA-256 (the log's compact pending frames). */
 export function receiptEntryOfDigest(digest: Uint8Array): Uint8Array {
-  return utf8.encode(`{"kind":"receipt","receipt_digest":"sha256:${bytesToHex(digest)}"}`);
+  return receiptEntryOf("sha256:" + bytesToHex(digest));
+}
+
+// The JCS of { kind, receipt_digest } spelled out (keys in order, a digest needs no
+// escapes): made for every receipt, and the unit test holds it to `jcsBytes`.
+function receiptEntryOf(prefixedDigest: string): Uint8Array {
+  return utf8.encode(`{"kind":"receipt","receipt_digest":"${prefixedDigest}"}`);
 }
 
 export function sessionEntry(sessionId: string): Uint8Array {

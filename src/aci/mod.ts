@@ -6,6 +6,7 @@
 
 export { concatBytes, ownBytes } from "./bytes.ts";
 export { DEV_TEE_TYPE, devQuote, isDevQuote, parseDevQuote } from "./dev_quote.ts";
+export { lowerHexValue, writeLowerHex } from "./hex_digits.ts";
 export { BodyHasher, sha256Hex, sha256Parts, sha256Prefixed } from "./digest.ts";
 export {
   ed25519RawPublicKey,

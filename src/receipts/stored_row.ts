@@ -21,6 +21,7 @@
  * stored format: never change format 1's list, add a format instead.
  */
 import { Buffer } from "node:buffer";
+import { lowerHexValue, writeLowerHex } from "../aci/mod.ts";
 
 /** What a stored receipt row holds (the receipt still as its JCS text). */
 export interface ReceiptRow {
@@ -141,17 +142,8 @@ function utf8(bytes: Uint8Array): string {
   }
 }
 
-/** Hex digit values by char code (-1: not lowercase hex). */
-const HEX_VALUE = new Int8Array(128).fill(-1);
-for (let i = 0; i < 16; i++) HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
-
 function isHexDigit(c: number): boolean {
-  return c < 0x80 && HEX_VALUE[c] >= 0;
-}
-
-/** 0..15, or -1 when `c` is not a lowercase hex digit. */
-function hexValue(c: number): number {
-  return c < 0x80 ? HEX_VALUE[c] : -1;
+  return lowerHexValue(c) >= 0;
 }
 
 /** Reused between calls (encoding is synchronous); the result is a copy of its start. */
@@ -188,7 +180,7 @@ function writeHeader(out: Uint8Array, view: DataView, row: ReceiptRow): number {
   }
   if (DIGEST_RE.test(row.owner)) {
     out[9] = OWNER_DIGEST;
-    writeHex(row.owner, 0, 32, out, HEADER_BYTES);
+    writeLowerHex(row.owner, 0, 32, out, HEADER_BYTES);
     return HEADER_BYTES + 32;
   }
   out[9] = OWNER_TEXT;
@@ -197,13 +189,6 @@ function writeHeader(out: Uint8Array, view: DataView, row: ReceiptRow): number {
   out[HEADER_BYTES] = n >> 8;
   out[HEADER_BYTES + 1] = n & 0xff;
   return HEADER_BYTES + 2 + n;
-}
-
-function writeHex(s: string, from: number, bytes: number, out: Uint8Array, at: number): void {
-  for (let i = 0; i < bytes; i++) {
-    const j = from + 2 * i;
-    out[at + i] = (HEX_VALUE[s.charCodeAt(j)] << 4) | HEX_VALUE[s.charCodeAt(j + 1)];
-  }
 }
 
 /**
@@ -241,8 +226,8 @@ function packText(text: string, out: Uint8Array, pos: number): number {
       let j = i;
       pos += 2;
       while (j + 1 < n && j - i < MAX_HEX_RUN) {
-        const hi = hexValue(text.charCodeAt(j));
-        const lo = hexValue(text.charCodeAt(j + 1));
+        const hi = lowerHexValue(text.charCodeAt(j));
+        const lo = lowerHexValue(text.charCodeAt(j + 1));
         if ((hi | lo) < 0) break;
         out[pos++] = (hi << 4) | lo;
         j += 2;

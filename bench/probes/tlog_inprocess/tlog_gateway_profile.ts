@@ -1,14 +1,14 @@
 /**
  * Where the transparency log's cost shows in the gateway's main thread: two
  * gateways under `--cpu-prof` (one with `GATEWAY_TLOG=off`), each driven by
- * 32 connections of small chat requests for the same time, one after the
+ * the bench's closed loop (32 connections) for the same time, one after the
  * other; prints each one's main-thread µs per request, its KV calls, commits,
  * mutations and commit sync time per request (bench/probes/lone/counters_preload.ts),
  * and the functions whose self time per request differs most between them.
  *
  *   deno run -A bench/probes/tlog_inprocess/tlog_gateway_profile.ts [--seconds 8]
  */
-import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { closedLoop, type Target } from "../../load.ts";
 import { gatewayModel, startGateway } from "../../gateway_setup.ts";
 import { pinSelf, ROOT, spawnPinned } from "../../processes.ts";
 import { summarizeProfile } from "../../cpu_profile.ts";
@@ -39,24 +39,13 @@ async function profile(tlog: boolean) {
     const lines = (await Deno.readTextFile(`${dir}/counts.jsonl`)).trim().split("\n");
     return JSON.parse(lines[lines.length - 1]).counts as Record<string, number>;
   };
-  const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
-    headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
-    body: JSON.stringify({
-      model: gatewayModel("chat"),
-      messages: [{ role: "user", content: "hello ".repeat(150) }],
-    }),
-  });
-  const url = new URL(gw.url);
-  const run = async (s: number) => {
-    const conns = await Promise.all(Array.from({ length: 32 }, () => HttpConn.open(url)));
-    let ok = 0;
-    const end = performance.now() + s * 1000;
-    await Promise.all(conns.map(async (c) => {
-      while (performance.now() < end) if ((await c.request(req)).status === 200) ok++;
-    }));
-    for (const c of conns) c.close();
-    return ok;
+  // The bench's own closed loop and request (the rows of bench/tlog_cost.ts).
+  const target: Target = {
+    base: gw.url,
+    headers: { authorization: `Bearer ${gw.key}` },
+    model: gatewayModel,
   };
+  const run = async (s: number) => (await closedLoop(target, { concurrency: 32, seconds: s })).ok;
   await run(2);
   const c0 = await snap();
   const start = performance.now();
