@@ -20,21 +20,23 @@ import {
 import { framed, type KvWrite, retryTransient } from "../store/mod.ts";
 import { createSequencer, type Sequencer, type SequencerOptions } from "./sequencer.ts";
 import {
-  bundleKey,
-  bundlePrefixLength,
   COSIGNED_KEY,
+  decodeQueued,
+  encodeBundle,
   encodeQueued,
   encodeQueuedReceipt,
   findLeafRef,
   type Head,
   HEAD_KEY,
+  kvRows,
   leafAtPrefix,
   leafKey,
   PENDING_PREFIX,
   subtreeReader,
-  tileKey,
   type TileSource,
+  tileSource,
 } from "./tiles.ts";
+import { readBundle } from "./chunks.ts";
 import { createWitnessClient, type WitnessConfig } from "./witnesses.ts";
 import { createLogWaiters, type LogWaiters } from "./waiters.ts";
 import { type After, timerAfter } from "../http/mod.ts";
@@ -113,11 +115,13 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   const { kv } = o;
   // Full tiles never change: cache a few for proofs.
   const fullTiles = new Map<string, Uint8Array>();
+  const rows = kvRows(kv);
+  const stored = tileSource(rows);
   const tile: TileSource = async (level, index) => {
     const k = `${level}/${index}`;
     const hit = fullTiles.get(k);
     if (hit) return hit;
-    const v = (await kv.get<Uint8Array>(tileKey(level, index))).value;
+    const v = await stored(level, index);
     if (v !== null && v.length === TILE_WIDTH * 32) {
       if (fullTiles.size >= 256) fullTiles.delete(fullTiles.keys().next().value!);
       fullTiles.set(k, v);
@@ -243,10 +247,10 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       const cp = (await kv.get<Head>(HEAD_KEY)).value;
       if (cp === null || !tileExistsFor(cp.size, entries ? { ...ref, level: 0 } : ref)) return null;
       if (entries) {
-        const bytes = (await kv.get<Uint8Array>(bundleKey(ref.index))).value;
-        if (bytes === null) return null;
-        const len = bundlePrefixLength(bytes, ref.width);
-        return len < 0 ? null : bytes.slice(0, len);
+        // Stored as queued (a receipt as its compact frame): spelled out as the entries.
+        const b = await readBundle(rows, ref.index);
+        if (b === null || b.records.length < ref.width) return null;
+        return encodeBundle(b.records.slice(0, ref.width).map((r) => decodeQueued(r).entry));
       }
       const bytes = await tile(ref.level, ref.index);
       if (bytes === null || bytes.length < ref.width * 32) return null;

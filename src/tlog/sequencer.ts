@@ -14,19 +14,17 @@
 import { bytesToHex, checkpointBody, leafHash } from "../aci/mod.ts";
 import { applyWrites, type BorrowedWrites, retryTransient } from "../store/mod.ts";
 import {
-  bundleKey,
   decodeBundle,
   decodeQueued,
   Edge,
   type Head,
   HEAD_KEY,
+  kvRows,
   leafAtKey,
   leafKey,
   packLeafRefs,
   PENDING_PREFIX,
   type Queued,
-  tileKey,
-  type TileSource,
 } from "./tiles.ts";
 
 /**
@@ -86,10 +84,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
   let running: Promise<void> | null = null;
   let again = false;
   let closed = false;
-  const tile: TileSource = async (level, index) =>
-    (await kv.get<Uint8Array>(tileKey(level, index))).value;
-  const bundle: TileSource = async (_level, index) =>
-    (await kv.get<Uint8Array>(bundleKey(index))).value;
+  const rows = kvRows(kv);
 
   /**
    * One append of what is pending (up to BATCH entries). "more": the batch was
@@ -105,15 +100,20 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       // Pending rows hold the framed entries of one commit each; take rows up to BATCH entries.
       const pending: Deno.KvEntry<Uint8Array>[] = [];
       const queued: Queued[] = [];
+      // Each entry as queued: what its bundle chunk stores (a receipt's 37-byte frame).
+      const frames: Uint8Array[] = [];
       let full = false;
       for await (const e of kv.list<Uint8Array>({ prefix: PENDING_PREFIX }, { limit: BATCH })) {
-        const rows = decodeBundle(e.value);
-        if (pending.length > 0 && queued.length + rows.length > BATCH) {
+        const framed = decodeBundle(e.value);
+        if (pending.length > 0 && queued.length + framed.length > BATCH) {
           full = true;
           break;
         }
         pending.push(e);
-        for (const r of rows) queued.push(decodeQueued(r));
+        for (const r of framed) {
+          queued.push(decodeQueued(r));
+          frames.push(r);
+        }
       }
       if (pending.length === 0) return "empty";
       if (pending.length === BATCH) full = true;
@@ -126,7 +126,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
         check = { key: HEAD_KEY, versionstamp: edge.versionstamp };
       } else {
         const head = await kv.get<Head>(HEAD_KEY);
-        base = await Edge.load(head.value?.size ?? 0, tile, bundle);
+        base = await Edge.load(head.value?.size ?? 0, rows);
         check = head;
       }
       const size = base.size;
@@ -138,7 +138,8 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       const seen = new Set<string>();
       const fresh: Queued[] = [];
       const hashes: Uint8Array[] = [];
-      for (const q of queued) {
+      const records: Uint8Array[] = [];
+      for (const [i, q] of queued.entries()) {
         const h = leafHash(q.entry);
         if (q.second === null) {
           const hex = bytesToHex(h);
@@ -147,16 +148,17 @@ export function createSequencer(o: SequencerOptions): Sequencer {
         }
         fresh.push(q);
         hashes.push(h);
+        records.push(frames[i]);
       }
-      const writes = next.append(fresh.map((q) => q.entry), hashes);
+      const writes = next.append(fresh.map((q) => q.entry), hashes, records);
       const root = next.root().slice(); // stored: not a view into the hash slab
       const body = checkpointBody(o.origin, next.size, root);
       const newHead: Head = { size: next.size, root, checkpoint: body + "\n" + o.sign(body) };
       // The head check alone serializes appends: every append changes the head.
       const atomic = kv.atomic().check(check);
       for (const p of pending) atomic.delete(p.key);
-      for (const t of writes.tiles) atomic.set(tileKey(t.level, t.index), t.bytes);
-      for (const b of writes.bundles) atomic.set(bundleKey(b.index), b.bytes);
+      for (const w of writes.sets) atomic.set(w.key, w.value);
+      for (const k of writes.deletes) atomic.delete(k);
       // Leaf indexes: entries with a known second in one row per second (no row per receipt),
       // the others (sessions, keysets: few) in a row each, found by their hash alone.
       const bySecond = new Map<number, { index: number; hash: Uint8Array }[]>();
@@ -176,11 +178,10 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       }
       atomic.set(HEAD_KEY, newHead);
       const own = {
-        mutations: pending.length + writes.tiles.length + writes.bundles.length + bySecond.size +
+        mutations: pending.length + writes.sets.length + writes.deletes.length + bySecond.size +
           leafRows + 2,
-        bytes: writes.tiles.reduce((a, t) => a + t.bytes.length + 64, 0) +
-          writes.bundles.reduce((a, b) => a + b.bytes.length + 64, 0) +
-          128 * (pending.length + bySecond.size + fresh.length + 2),
+        bytes: writes.sets.reduce((a, w) => a + w.value.length + 64, 0) +
+          128 * (pending.length + writes.deletes.length + bySecond.size + fresh.length + 2),
       };
       const commit = async () => {
         const lent = carry && o.lane

@@ -1,11 +1,10 @@
 /**
- * The log's tiles in KV and its right edge in memory. Stored: each tile
- * (level, index) as the concatenation of its hashes, grown in place until
- * full, and each entry bundle the same way (u16 length-prefixed entries), so
- * a tile or bundle request is one KV read and a slice. The edge — the
+ * The log's right edge in memory and what an append stores. The edge — the
  * rightmost, partial tile at every level, the last bundle, and the roots of
  * the tree's complete subtrees (its compact range) — is all an append touches
- * and all the root hash needs.
+ * and all the root hash needs. Tiles and bundles are stored as chunk rows
+ * (chunks.ts): an append writes the hashes and entries it added, not the
+ * whole partial tile again.
  */
 import {
   emptyRoot,
@@ -22,12 +21,23 @@ import {
   tilesAtLevel,
 } from "../aci/mod.ts";
 
-export const TLOG = "tlog";
+import {
+  bundleChunkKey,
+  type ChunkStart,
+  encodeBundle,
+  MAX_CHUNKS,
+  readBundle,
+  readTile,
+  type RowSource,
+  tileChunkKey,
+  TLOG,
+} from "./chunks.ts";
+
+export { bundleKey, decodeBundle, encodeBundle, kvRows, tileKey, TLOG } from "./chunks.ts";
+export type { RowSource } from "./chunks.ts";
 export const HEAD_KEY: Deno.KvKey = [TLOG, "head"];
 export const COSIGNED_KEY: Deno.KvKey = [TLOG, "cosigned"];
 export const PENDING_PREFIX: Deno.KvKey = [TLOG, "pending"];
-export const tileKey = (level: number, index: number): Deno.KvKey => [TLOG, "tile", level, index];
-export const bundleKey = (index: number): Deno.KvKey => [TLOG, "bundle", index];
 export const leafKey = (hashHex: string): Deno.KvKey => [TLOG, "leaf", hashHex];
 /**
  * Leaf indexes of the entries of one append that were queued in one second
@@ -62,43 +72,6 @@ export function subtreeReader(tile: TileSource): SubtreeReader {
     if (bytes === null) throw new Error(`log tile ${level}/${index} is missing`);
     return bytes;
   });
-}
-
-/** Encodes entries as a bundle: each as a big-endian u16 length and its bytes. */
-function encodeBundle(entries: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(entries.reduce((a, e) => a + 2 + e.length, 0));
-  let pos = 0;
-  for (const e of entries) {
-    out[pos] = e.length >> 8;
-    out[pos + 1] = e.length & 0xff;
-    out.set(e, pos + 2);
-    pos += 2 + e.length;
-  }
-  return out;
-}
-
-/** The first `count` entries of a bundle (all when omitted); throws on a malformed one. */
-export function decodeBundle(bytes: Uint8Array, count = Infinity): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  let pos = 0;
-  while (pos < bytes.length && out.length < count) {
-    if (pos + 2 > bytes.length) throw new Error("truncated entry bundle");
-    const n = (bytes[pos] << 8) | bytes[pos + 1];
-    if (pos + 2 + n > bytes.length) throw new Error("truncated entry bundle");
-    out.push(bytes.subarray(pos + 2, pos + 2 + n));
-    pos += 2 + n;
-  }
-  return out;
-}
-
-/** The byte length of the first `count` entries of a bundle. */
-export function bundlePrefixLength(bytes: Uint8Array, count: number): number {
-  let pos = 0;
-  for (let i = 0; i < count; i++) {
-    if (pos + 2 > bytes.length) return -1;
-    pos += 2 + ((bytes[pos] << 8) | bytes[pos + 1]);
-  }
-  return pos <= bytes.length ? pos : -1;
 }
 
 /**
@@ -184,31 +157,39 @@ export function findLeafRef(packed: Uint8Array, hash: Uint8Array): number | null
   return null;
 }
 
-/** What one append changes in KV: the tiles and the bundle it wrote (whole values). */
+/** What one append changes in KV: chunk rows written, and rows merged away. */
 export interface EdgeWrites {
-  tiles: { level: number; index: number; bytes: Uint8Array }[];
-  bundles: { index: number; bytes: Uint8Array }[];
+  sets: { key: Deno.KvKey; value: Uint8Array }[];
+  deletes: Deno.KvKey[];
 }
 
+/** A partial tile (bundle) of the edge: what it holds so far, and the rows holding it. */
 interface EdgeTile {
   index: number;
   hashes: Uint8Array[];
+  starts: ChunkStart[];
+}
+interface EdgeBundle {
+  index: number;
+  /** Entries as queued (a receipt's 37-byte frame): what the bundle's rows hold. */
+  records: Uint8Array[];
+  starts: ChunkStart[];
+}
+
+/** The tile source over stored chunk rows (what proofs and the compact range read). */
+export function tileSource(rows: RowSource): TileSource {
+  return async (level, index) => (await readTile(rows, level, index))?.bytes ?? null;
 }
 
 /** The right edge of a tree of `size` leaves: the partial tile at each level and the last bundle. */
 export class Edge {
   size: number;
   levels: EdgeTile[];
-  bundle: { index: number; entries: Uint8Array[] };
+  bundle: EdgeBundle;
   /** Roots of the complete subtrees the tree splits into, largest (leftmost) first. */
   peaks: Uint8Array[];
 
-  constructor(
-    size: number,
-    levels: EdgeTile[],
-    bundle: { index: number; entries: Uint8Array[] },
-    peaks: Uint8Array[],
-  ) {
+  constructor(size: number, levels: EdgeTile[], bundle: EdgeBundle, peaks: Uint8Array[]) {
     this.size = size;
     this.levels = levels;
     this.bundle = bundle;
@@ -216,37 +197,45 @@ export class Edge {
   }
 
   static empty(): Edge {
-    return new Edge(0, [{ index: 0, hashes: [] }], { index: 0, entries: [] }, []);
+    return new Edge(
+      0,
+      [{ index: 0, hashes: [], starts: [] }],
+      { index: 0, records: [], starts: [] },
+      [],
+    );
   }
 
-  /** Loads the edge of a tree of `size` from stored tiles. */
-  static async load(size: number, tile: TileSource, bundle: TileSource): Promise<Edge> {
+  /** Loads the edge of a tree of `size` from stored rows. */
+  static async load(size: number, rows: RowSource): Promise<Edge> {
     const levels: EdgeTile[] = [];
     for (let level = 0; level === 0 || TILE_WIDTH ** level <= size; level++) {
       const { full, partial } = tilesAtLevel(size, level);
       const hashes: Uint8Array[] = [];
+      let starts: ChunkStart[] = [];
       if (partial > 0) {
-        const bytes = await tile(level, full);
-        if (bytes === null || bytes.length < partial * HASH_BYTES) {
+        const t = await readTile(rows, level, full);
+        if (t === null || t.bytes.length < partial * HASH_BYTES) {
           throw new Error(`log tile ${level}/${full} is missing`);
         }
         for (let i = 0; i < partial; i++) {
-          hashes.push(bytes.slice(i * HASH_BYTES, (i + 1) * HASH_BYTES));
+          hashes.push(t.bytes.slice(i * HASH_BYTES, (i + 1) * HASH_BYTES));
         }
+        starts = t.starts;
       }
-      levels.push({ index: full, hashes });
+      levels.push({ index: full, hashes, starts });
     }
     const b = Math.floor(size / TILE_WIDTH);
     const inBundle = size % TILE_WIDTH;
-    let entries: Uint8Array[] = [];
+    const bundle: EdgeBundle = { index: b, records: [], starts: [] };
     if (inBundle > 0) {
-      const bytes = await bundle(0, b);
-      if (bytes === null) throw new Error(`log entry bundle ${b} is missing`);
-      entries = decodeBundle(bytes, inBundle).map((e) => e.slice());
-      if (entries.length !== inBundle) throw new Error(`log entry bundle ${b} is short`);
+      const stored = await readBundle(rows, b);
+      if (stored === null) throw new Error(`log entry bundle ${b} is missing`);
+      if (stored.records.length < inBundle) throw new Error(`log entry bundle ${b} is short`);
+      bundle.records = stored.records.slice(0, inBundle).map((r) => r.slice());
+      bundle.starts = stored.starts;
     }
     // The compact range, once per load: one complete subtree per set bit of the size.
-    const read = subtreeReader(tile);
+    const read = subtreeReader(tileSource(rows));
     const peaks: Uint8Array[] = [];
     let start = 0;
     for (let k = Math.floor(Math.log2(Math.max(1, size))) + 1; k >= 0; k--) {
@@ -256,14 +245,18 @@ export class Edge {
         start += span;
       }
     }
-    return new Edge(size, levels, { index: b, entries }, peaks);
+    return new Edge(size, levels, bundle, peaks);
   }
 
   clone(): Edge {
     return new Edge(
       this.size,
-      this.levels.map((l) => ({ index: l.index, hashes: [...l.hashes] })),
-      { index: this.bundle.index, entries: [...this.bundle.entries] },
+      this.levels.map((l) => ({ index: l.index, hashes: [...l.hashes], starts: [...l.starts] })),
+      {
+        index: this.bundle.index,
+        records: [...this.bundle.records],
+        starts: [...this.bundle.starts],
+      },
       [...this.peaks],
     );
   }
@@ -277,32 +270,34 @@ export class Edge {
   }
 
   /**
-   * Appends entries (mutating this edge), given or computing their leaf hashes;
-   * returns the tiles and bundles to store and the leaf hashes. Two hashes per
-   * entry: its leaf hash and, amortized, one node of the compact range — whose
-   * nodes at heights 8, 16, … are the hashes tiles one level up hold.
+   * Appends entries (mutating this edge), given or computing their leaf hashes,
+   * and stored as `records` (default: the entries; the sequencer passes their
+   * queued frames); returns the rows to write and the leaf hashes. Two hashes
+   * per entry: its leaf hash and, amortized, one node of the compact range —
+   * whose nodes at heights 8, 16, … are the hashes tiles one level up hold.
    */
   append(
     entries: readonly Uint8Array[],
     hashes: readonly Uint8Array[] = entries.map(leafHash),
+    records: readonly Uint8Array[] = entries,
   ): EdgeWrites & { leaves: Uint8Array[] } {
-    const writes: EdgeWrites = { tiles: [], bundles: [] };
-    // Levels whose current (partial) tile changed, written once at the end.
-    const touched = new Set<number>();
+    const writes: EdgeWrites = { sets: [], deletes: [] };
+    // Per level, where this append's chunk of the current tile starts.
+    const from = new Map<number, number>();
     const push = (level: number, hash: Uint8Array) => {
-      if (level === this.levels.length) this.levels.push({ index: 0, hashes: [] });
+      if (level === this.levels.length) this.levels.push({ index: 0, hashes: [], starts: [] });
       const t = this.levels[level];
+      if (!from.has(level)) from.set(level, t.hashes.length);
       t.hashes.push(hash);
-      touched.add(level);
       if (t.hashes.length === TILE_WIDTH) {
-        // A full tile is final: written now (its hash reaches the level above as a peak).
-        writes.tiles.push({ level, index: t.index, bytes: concatHashes(t.hashes) });
-        this.levels[level] = { index: t.index + 1, hashes: [] };
-        touched.delete(level);
+        // A full tile is final: its chunk written now (its hash reaches the level above as a peak).
+        this.#storeTile(level, t, from.get(level)!, writes);
+        this.levels[level] = { index: t.index + 1, hashes: [], starts: [] };
+        from.set(level, 0);
       }
     };
-    let bundleTouched = false;
-    entries.forEach((entry, i) => {
+    let bundleFrom = this.bundle.records.length;
+    entries.forEach((_entry, i) => {
       const h = hashes[i];
       push(0, h);
       // Compact range: the new leaf merges with each complete subtree of its size to its left.
@@ -316,28 +311,55 @@ export class Edge {
         this.peaks.push(node);
         if (height % TILE_HEIGHT === 0) push(height / TILE_HEIGHT, node);
       }
-      this.bundle.entries.push(entry);
-      bundleTouched = true;
-      if (this.bundle.entries.length === TILE_WIDTH) {
-        writes.bundles.push({ index: this.bundle.index, bytes: encodeBundle(this.bundle.entries) });
-        this.bundle = { index: this.bundle.index + 1, entries: [] };
-        bundleTouched = false;
+      this.bundle.records.push(records[i]);
+      if (this.bundle.records.length === TILE_WIDTH) {
+        this.#storeBundle(bundleFrom, writes);
+        this.bundle = { index: this.bundle.index + 1, records: [], starts: [] };
+        bundleFrom = 0;
       }
       this.size++;
     });
-    for (const level of touched) {
+    for (const [level, start] of from) {
       const t = this.levels[level];
-      writes.tiles.push({ level, index: t.index, bytes: concatHashes(t.hashes) });
+      if (t.hashes.length > start) this.#storeTile(level, t, start, writes);
     }
-    if (bundleTouched) {
-      writes.bundles.push({ index: this.bundle.index, bytes: encodeBundle(this.bundle.entries) });
-    }
+    if (this.bundle.records.length > bundleFrom) this.#storeBundle(bundleFrom, writes);
     return { ...writes, leaves: [...hashes] };
+  }
+
+  /** Writes a tile's hashes from `start` as a chunk, or the tile whole when it has rows enough. */
+  #storeTile(level: number, t: EdgeTile, start: number, writes: EdgeWrites): void {
+    if (t.starts.length + 1 <= MAX_CHUNKS) {
+      writes.sets.push({
+        key: tileChunkKey(level, t.index, start),
+        value: concatHashes(t.hashes, start),
+      });
+      t.starts.push(start);
+      return;
+    }
+    for (const s of t.starts) if (s !== 0) writes.deletes.push(tileChunkKey(level, t.index, s));
+    writes.sets.push({ key: tileChunkKey(level, t.index, 0), value: concatHashes(t.hashes, 0) });
+    t.starts = [0];
+  }
+
+  #storeBundle(start: number, writes: EdgeWrites): void {
+    const b = this.bundle;
+    if (b.starts.length + 1 <= MAX_CHUNKS) {
+      writes.sets.push({
+        key: bundleChunkKey(b.index, start),
+        value: encodeBundle(b.records.slice(start)),
+      });
+      b.starts.push(start);
+      return;
+    }
+    for (const s of b.starts) if (s !== 0) writes.deletes.push(bundleChunkKey(b.index, s));
+    writes.sets.push({ key: bundleChunkKey(b.index, 0), value: encodeBundle(b.records) });
+    b.starts = [0];
   }
 }
 
-function concatHashes(hashes: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(hashes.length * HASH_BYTES);
-  hashes.forEach((h, i) => out.set(h, i * HASH_BYTES));
+function concatHashes(hashes: readonly Uint8Array[], from: number): Uint8Array {
+  const out = new Uint8Array((hashes.length - from) * HASH_BYTES);
+  for (let i = from; i < hashes.length; i++) out.set(hashes[i], (i - from) * HASH_BYTES);
   return out;
 }
