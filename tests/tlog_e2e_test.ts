@@ -154,6 +154,15 @@ Deno.test("transparency log: receipts, sessions and keysets are logged and prova
     // The entries: receipts, this replica's keyset (with its archived report's digest); digests only.
     const bundle = new Uint8Array(await (await fetch(`${prefix}/tile/entries/000`)).arrayBuffer());
     const entries = decodeBundle(bundle).map((e) => JSON.parse(new TextDecoder().decode(e)));
+    assert.equal(entries.length, 256);
+    // Served again (from the full-bundle cache) and as a prefix: the same bytes.
+    const again = new Uint8Array(await (await fetch(`${prefix}/tile/entries/000`)).arrayBuffer());
+    assert.deepEqual(again, bundle);
+    const head = new Uint8Array(
+      await (await fetch(`${prefix}/tile/entries/000.p/10`)).arrayBuffer(),
+    );
+    assert.deepEqual(decodeBundle(head), decodeBundle(bundle).slice(0, 10));
+    assert.deepEqual(head, bundle.subarray(0, head.length));
     const kinds = new Set(entries.map((e) => e.kind));
     assert.ok(
       kinds.has("receipt") && kinds.has("keyset") && kinds.has("session"),

@@ -115,6 +115,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   const { kv } = o;
   // Full tiles never change: cache a few for proofs.
   const fullTiles = new Map<string, Uint8Array>();
+  const fullBundles = new Map<number, Uint8Array>();
   const rows = kvRows(kv);
   const stored = tileSource(rows);
   const tile: TileSource = async (level, index) => {
@@ -247,10 +248,19 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       const cp = (await kv.get<Head>(HEAD_KEY)).value;
       if (cp === null || !tileExistsFor(cp.size, entries ? { ...ref, level: 0 } : ref)) return null;
       if (entries) {
+        const full = ref.width === TILE_WIDTH ? fullBundles.get(ref.index) : undefined;
+        if (full) return full;
         // Stored as queued (a receipt as its compact frame): spelled out as the entries.
         const b = await readBundle(rows, ref.index);
         if (b === null || b.records.length < ref.width) return null;
-        return encodeBundle(b.records.slice(0, ref.width).map((r) => decodeQueued(r).entry));
+        const bytes = encodeBundle(b.records.slice(0, ref.width).map((r) => decodeQueued(r).entry));
+        // Full bundles never change, and spelling out 256 entries is work a public
+        // endpoint should do once: keep a few.
+        if (ref.width === TILE_WIDTH) {
+          if (fullBundles.size >= 64) fullBundles.delete(fullBundles.keys().next().value!);
+          fullBundles.set(ref.index, bytes);
+        }
+        return bytes;
       }
       const bytes = await tile(ref.level, ref.index);
       if (bytes === null || bytes.length < ref.width * 32) return null;
