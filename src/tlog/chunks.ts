@@ -113,20 +113,11 @@ export async function readBundle(rows: RowSource, index: number): Promise<Stored
   return { records, starts };
 }
 
-/** Encodes entries as a bundle: each as a big-endian u16 length and its bytes. */
-export function encodeBundle(entries: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(entries.reduce((a, e) => a + 2 + e.length, 0));
-  let pos = 0;
-  for (const e of entries) {
-    out[pos] = e.length >> 8;
-    out[pos + 1] = e.length & 0xff;
-    out.set(e, pos + 2);
-    pos += 2 + e.length;
-  }
-  return out;
-}
-
-/** The first `count` entries of a bundle (all when omitted); throws on a malformed one. */
+/**
+ * The first `count` entries of a bundle (all when omitted); throws on a malformed one. A bundle
+ * (C2SP tlog-tiles) is encoded as store/kv_writes.ts `framed` encodes frames: each entry as a
+ * big-endian u16 length and its bytes.
+ */
 export function decodeBundle(bytes: Uint8Array, count = Infinity): Uint8Array[] {
   const out: Uint8Array[] = [];
   let pos = 0;

@@ -22,7 +22,6 @@ import { createSequencer, type Sequencer, type SequencerOptions } from "./sequen
 import {
   COSIGNED_KEY,
   decodeQueued,
-  encodeBundle,
   encodeQueued,
   encodeQueuedReceipt,
   findLeafRef,
@@ -253,7 +252,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
         // Stored as queued (a receipt as its compact frame): spelled out as the entries.
         const b = await readBundle(rows, ref.index);
         if (b === null || b.records.length < ref.width) return null;
-        const bytes = encodeBundle(b.records.slice(0, ref.width).map((r) => decodeQueued(r).entry));
+        const bytes = framed(b.records.slice(0, ref.width).map((r) => decodeQueued(r).entry));
         // Full bundles never change, and spelling out 256 entries is work a public
         // endpoint should do once: keep a few.
         if (ref.width === TILE_WIDTH) {

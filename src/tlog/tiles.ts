@@ -6,6 +6,7 @@
  * (chunks.ts): an append writes the hashes and entries it added, not the
  * whole partial tile again.
  */
+import { framed } from "../store/mod.ts";
 import {
   emptyRoot,
   HASH_BYTES,
@@ -24,7 +25,6 @@ import {
 import {
   bundleChunkKey,
   type ChunkStart,
-  encodeBundle,
   MAX_CHUNKS,
   readBundle,
   readTile,
@@ -33,7 +33,7 @@ import {
   TLOG,
 } from "./chunks.ts";
 
-export { bundleKey, decodeBundle, encodeBundle, kvRows, tileKey, TLOG } from "./chunks.ts";
+export { bundleKey, decodeBundle, kvRows, tileKey, TLOG } from "./chunks.ts";
 export type { RowSource } from "./chunks.ts";
 export const HEAD_KEY: Deno.KvKey = [TLOG, "head"];
 export const COSIGNED_KEY: Deno.KvKey = [TLOG, "cosigned"];
@@ -347,13 +347,13 @@ export class Edge {
     if (b.starts.length + 1 <= MAX_CHUNKS) {
       writes.sets.push({
         key: bundleChunkKey(b.index, start),
-        value: encodeBundle(b.records.slice(start)),
+        value: framed(b.records.slice(start)),
       });
       b.starts.push(start);
       return;
     }
     for (const s of b.starts) if (s !== 0) writes.deletes.push(bundleChunkKey(b.index, s));
-    writes.sets.push({ key: bundleChunkKey(b.index, 0), value: encodeBundle(b.records) });
+    writes.sets.push({ key: bundleChunkKey(b.index, 0), value: framed(b.records) });
     b.starts = [0];
   }
 }

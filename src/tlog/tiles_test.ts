@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { emptyRoot, leafHash, nodeHash, TILE_WIDTH, treeHash } from "../aci/merkle.ts";
 import { receiptEntry } from "../aci/log_entry.ts";
-import { bundleKey, encodeBundle, MAX_CHUNKS, readBundle, tileKey } from "./chunks.ts";
+import { framed } from "../store/mod.ts";
+import { bundleKey, MAX_CHUNKS, readBundle, tileKey } from "./chunks.ts";
 import {
   decodeQueued,
   Edge,
@@ -130,8 +131,8 @@ Deno.test("edge: tiles and bundles stored whole (before chunks) are read, contin
   await s.kv.set(tileKey(0, 0), concat(leaves.slice(0, 256)));
   await s.kv.set(tileKey(0, 1), concat(leaves.slice(256, 270)));
   await s.kv.set(tileKey(1, 0), mth(leaves.slice(0, 256)));
-  await s.kv.set(bundleKey(0), encodeBundle(entries.slice(0, 256)));
-  await s.kv.set(bundleKey(1), encodeBundle(entries.slice(256, 270)));
+  await s.kv.set(bundleKey(0), framed(entries.slice(0, 256)));
+  await s.kv.set(bundleKey(1), framed(entries.slice(256, 270)));
   let edge = await Edge.load(270, s.rows);
   assert.deepEqual(edge.root(), mth(leaves.slice(0, 270)));
   for (let i = 270; i < 300; i++) {
