@@ -20,6 +20,14 @@ export const gatewayModel = (upstreamModel: string) => `bench/${upstreamModel}`;
 export const LONG_MODEL = "bench/long";
 export const LONG_CONTEXT = 2_097_152;
 
+/**
+ * A coding agent's model (routed to the mock's `chat`): a 200k-token context
+ * like today's frontier models, so a 100k-token conversation's byte ceiling
+ * does not fit and its prompt is counted (bench/agent_turns.ts).
+ */
+export const AGENT_MODEL = "bench/agent";
+export const AGENT_CONTEXT = 200_000;
+
 /** Gateway model id for each mock model on the verified confidential path. */
 export const verifiedModel = (upstreamModel: string) => `verified/${upstreamModel}`;
 
@@ -87,6 +95,13 @@ export async function startGateway(
     models: [
       ...["chat", "delay", "hold"].map((m) => model(m)),
       { ...model("chat", LONG_MODEL), context_length: LONG_CONTEXT },
+      {
+        ...model("chat", AGENT_MODEL),
+        context_length: AGENT_CONTEXT,
+        max_output_length: 32_000,
+        supported_parameters: ["max_tokens", "temperature", "tools", "tool_choice"],
+        supported_features: ["tools"],
+      },
       ...(verified ? ["chat", "delay", "hold"].map((m) => model(m, verifiedModel(m), "tee")) : []),
     ],
   };

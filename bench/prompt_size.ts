@@ -17,7 +17,8 @@
  *   deno run -A bench/prompt_size.ts [--rounds N] [--seconds S] [--sizes 1,32,256,1024]
  */
 import { encodeRequest, HttpConn } from "./http_conn.ts";
-import { LONG_MODEL } from "./gateway_setup.ts";
+import { AGENT_MODEL, LONG_MODEL } from "./gateway_setup.ts";
+import { measureAgentTurns } from "./agent_turns.ts";
 import { cpuMs, ROOT, type Server } from "./processes.ts";
 import { peerTarget } from "./peer.ts";
 import { type FreshTrio, startTrio, stopTrio } from "./peer_fresh.ts";
@@ -43,6 +44,8 @@ export interface PromptSizePlan {
   /** Unrecorded load per path and size before the measured rounds. */
   warmSeconds: number;
   sizesKiB?: number[];
+  /** Measured turns of the coding agent's conversation (bench/agent_turns.ts) per path. */
+  agentTurns: number;
 }
 
 /**
@@ -52,8 +55,8 @@ export interface PromptSizePlan {
  */
 export function promptSizePlan(quick: boolean): PromptSizePlan {
   return quick
-    ? { rounds: 1, seconds: 0.5, warmSeconds: 0.3 }
-    : { rounds: 3, seconds: 3, warmSeconds: 2 };
+    ? { rounds: 1, seconds: 0.5, warmSeconds: 0.3, agentTurns: 4 }
+    : { rounds: 3, seconds: 3, warmSeconds: 2, agentTurns: 24 };
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -144,7 +147,12 @@ export const PROMPT_LIMITS = {
  * than three more start-ups; the rows say so.
  */
 export async function promptSizeRows(
-  o: MeasureOptions & { warmSeconds: number; sizesKiB?: number[]; trio?: FreshTrio },
+  o: MeasureOptions & {
+    warmSeconds: number;
+    sizesKiB?: number[];
+    trio?: FreshTrio;
+    agentTurns: number;
+  },
 ): Promise<Row[]> {
   const sizes = o.sizesKiB ?? PROMPT_KIB;
   const own = o.trio ? undefined : await startTrio(o, PROMPT_LIMITS);
@@ -252,10 +260,57 @@ export async function promptSizeRows(
         },
       );
     }
+    rows.push(...await agentRows(paths, o.agentTurns, shared, o.log));
     return rows;
   } finally {
     if (own) await stopTrio(own);
   }
+}
+
+/**
+ * The coding agent's turn (bench/agent_turns.ts): a ~100k-token conversation, one
+ * turn longer each request, c=1, a 200k context: the prompt is counted, and only
+ * what is new since the key's previous turn is tokenized.
+ */
+async function agentRows(
+  paths: PathRun[],
+  turns: number,
+  shared: string,
+  log: (s: string) => void,
+): Promise<Row[]> {
+  if (turns <= 0) return [];
+  const r = await measureAgentTurns(
+    paths.map((p) => ({
+      name: p.name,
+      pid: p.server?.pid,
+      base: p.base,
+      headers: p.headers,
+      model: p.name === "gateway" ? AGENT_MODEL : p.model,
+    })),
+    turns,
+    CHAT_PATH,
+  );
+  const cpu = (n: string) => r.cpu.get(n) ?? NaN;
+  const added = (n: string) => fmt((r.p50.get(n) ?? NaN) - (r.p50.get("direct") ?? NaN), 3);
+  const ratio = cpu("gateway") / cpu("floor");
+  log(`coding agent: ${[...r.cpu].map(([n, v]) => `${n} ${fmt(v, 0)} µs`).join(", ")}`);
+  return [
+    {
+      metric: `Coding agent: a ~100k-token conversation one turn longer per request (${turns} ` +
+        `turns, bodies ${fmt(r.kib[0], 0)}–${fmt(r.kib[1], 0)} KiB, a 200k-token context, so ` +
+        `the gateway counts it), c=1: server CPU per request (µs) / added p50 (ms)${shared}`,
+      direct: `– / ${fmt(r.p50.get("direct") ?? NaN, 3)} (abs)`,
+      floor: `${fmt(cpu("floor"), 0)} / ${added("floor")}`,
+      gateway: `${fmt(cpu("gateway"), 0)} / ${added("gateway")}`,
+      peer: `${fmt(cpu("peer"), 0)} / ${added("peer")}`,
+    },
+    {
+      metric: "Coding agent: gateway CPU per request ÷ floor's",
+      gateway: `${fmt(ratio)}×`,
+      target: `≤ ${CPU_TARGET}×`,
+      verdict: atMost(ratio, CPU_TARGET, "×"),
+    },
+  ];
 }
 
 if (import.meta.main) {
@@ -265,6 +320,12 @@ if (import.meta.main) {
   await runStandalone(
     "prompt-size",
     plan,
-    (o) => promptSizeRows({ ...o, warmSeconds: numFlag("warm", plan.warmSeconds), sizesKiB }),
+    (o) =>
+      promptSizeRows({
+        ...o,
+        warmSeconds: numFlag("warm", plan.warmSeconds),
+        sizesKiB,
+        agentTurns: numFlag("agent-turns", plan.agentTurns),
+      }),
   );
 }

@@ -13,7 +13,7 @@ import {
 } from "../handlers/mod.ts";
 import type { GatewayConfig, ProviderConfig } from "../config/mod.ts";
 import { Catalog } from "../catalog/mod.ts";
-import { FALLBACK_TOKENIZER, prepareTokenizers } from "../tokens/mod.ts";
+import { FALLBACK_TOKENIZER, prepareTokenizers, TextCounts } from "../tokens/mod.ts";
 import {
   createAdmitter,
   FencedError,
@@ -176,6 +176,7 @@ export function assembleGateway(
     },
     // Read at scrape time, when ctx exists.
     openStreams: () => ctx.streamTicker.size,
+    promptCounting: () => ctx.promptCounts.totals,
     failClosedIn: (name) => manager?.failClosedIn(name) ?? null,
     processMetrics: opts.processMetrics,
     processStats: opts.processStats,
@@ -358,6 +359,8 @@ export function assembleGateway(
       perKey: config.limits.body_bytes_in_flight_per_key,
     }),
     deadlines,
+    // Per process: an entry only saves a recount, so workers need not share them.
+    promptCounts: new TextCounts(world.randomBytes(32)),
     receipts: createReceiptService(kv, {
       identity,
       now,

@@ -15,7 +15,7 @@ import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 export const chatEndpoint: InferenceEndpoint = {
   endpoint: "/v1/chat/completions",
   errorFormat: "openai",
-  plan(body, { catalog, config }) {
+  plan(body, { catalog, config }, reuse) {
     const p = parseChatRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, true);
@@ -26,6 +26,7 @@ export const chatEndpoint: InferenceEndpoint = {
       p.chat.max_tokens ?? p.chat.max_completion_tokens,
       "messages",
       defaultOutputOf(model, config.limits.default_output_reserve),
+      reuse,
     );
     const promptTokens = prompt.reserve;
     const out = outputReserve(

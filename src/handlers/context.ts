@@ -24,6 +24,7 @@ import type { GatewayMetrics, OperatorAuth } from "../operator/mod.ts";
 import type { BodyBudget, DeadlineWheel } from "../http/mod.ts";
 import type { E2eeDeps } from "../e2ee/mod.ts";
 import type { TransparencyLog } from "../tlog/mod.ts";
+import type { TextCounts } from "../tokens/mod.ts";
 
 export type LogLine = Record<string, unknown>;
 
@@ -79,6 +80,8 @@ export interface RequestPathDeps {
   deadlines: DeadlineWheel;
   /** The idle and keep-alive deadlines of every open stream, on one timer. */
   streamTicker: StreamTicker;
+  /** Each key's earlier token counts of long texts (tokens/text_counts.ts). */
+  promptCounts: TextCounts;
 }
 
 /** What the gateway signs and keeps: receipts, their durable commits, the transparency log. */

@@ -56,7 +56,13 @@ export async function countTokens(req: Request, ctx: Deps): Promise<Response> {
   const p = parseMessagesRequest({ ...input, max_tokens: 1 });
   const model = ctx.catalog.chatModel(p.model);
   const contextLength = model.config.context_length;
-  const n = estimateChatTokens(p.chat.messages, model.tokenizer, contextLength, p.chat.tools);
+  const n = estimateChatTokens(
+    p.chat.messages,
+    model.tokenizer,
+    contextLength,
+    p.chat.tools,
+    ctx.promptCounts.scope(key.digest),
+  );
   checkContextLength({
     promptTokens: n,
     requestedOutput: undefined,

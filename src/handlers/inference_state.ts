@@ -23,6 +23,7 @@ import {
 import type { ReceiptRecorder } from "../receipts/mod.ts";
 import type { Admission } from "../admission/mod.ts";
 import type { KeyRecord } from "../keys/mod.ts";
+import type { ScopedCounts } from "../tokens/mod.ts";
 import type { OpenedRequest } from "../e2ee/mod.ts";
 import type { GatewayContext } from "./context.ts";
 import type { InferencePlan } from "./plan.ts";
@@ -32,7 +33,8 @@ import type { RequestInfo } from "./request_info.ts";
 export interface InferenceEndpoint {
   endpoint: string;
   errorFormat: ErrorFormat;
-  plan(body: unknown, deps: PlanDeps): InferencePlan;
+  /** `reuse`: the requesting key's earlier counts of long texts (tokens/text_counts.ts). */
+  plan(body: unknown, deps: PlanDeps, reuse?: ScopedCounts): InferencePlan;
 }
 
 /**

@@ -18,7 +18,7 @@ import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
 export const messagesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/messages",
   errorFormat: "anthropic",
-  plan(body, { catalog, config }) {
+  plan(body, { catalog, config }, reuse) {
     const p = parseMessagesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false, {
@@ -33,6 +33,7 @@ export const messagesEndpoint: InferenceEndpoint = {
       p.chat.max_tokens,
       "messages",
       defaultOutputOf(model, config.limits.default_output_reserve),
+      reuse,
     );
     const promptTokens = prompt.reserve;
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);

@@ -14,7 +14,7 @@
  */
 import type { ChatModel } from "../catalog/mod.ts";
 import { type ChatRequest, chatTokenCeilingOf, estimateChatTokens } from "../formats/mod.ts";
-import { checkContextLength } from "../tokens/mod.ts";
+import { checkContextLength, type ScopedCounts } from "../tokens/mod.ts";
 
 export interface PromptTokens {
   /** Reserved at admission: the exact count, or the ceiling when that decided. */
@@ -37,6 +37,7 @@ export function chatPromptTokens(
   requestedOutput: number | undefined,
   param: string,
   defaultOutput: number,
+  reuse?: ScopedCounts,
 ): PromptTokens {
   const contextLength = model.config.context_length;
   const ceiling = chatTokenCeilingOf(chat.messages, chat.tools);
@@ -46,7 +47,13 @@ export function chatPromptTokens(
       reserve: ceiling,
       bounded: true,
       exact: () =>
-        exact ??= estimateChatTokens(chat.messages, model.tokenizer, contextLength, chat.tools),
+        exact ??= estimateChatTokens(
+          chat.messages,
+          model.tokenizer,
+          contextLength,
+          chat.tools,
+          reuse,
+        ),
     };
   }
   const promptTokens = estimateChatTokens(
@@ -54,6 +61,7 @@ export function chatPromptTokens(
     model.tokenizer,
     contextLength,
     chat.tools,
+    reuse,
   );
   checkContextLength({ promptTokens, requestedOutput, contextLength, modelId, param });
   return { reserve: promptTokens, exact: () => promptTokens, bounded: false };

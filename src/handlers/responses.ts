@@ -19,7 +19,7 @@ import { bytesToHex } from "../aci/mod.ts";
 export const responsesEndpoint: InferenceEndpoint = {
   endpoint: "/v1/responses",
   errorFormat: "openai",
-  plan(body, { catalog, config, now, randomBytes }) {
+  plan(body, { catalog, config, now, randomBytes }, reuse) {
     const p = parseResponsesRequest(body);
     const model = catalog.chatModel(p.model);
     checkChatAgainstModel(p.chat, model, false);
@@ -30,6 +30,7 @@ export const responsesEndpoint: InferenceEndpoint = {
       p.chat.max_tokens,
       "input",
       defaultOutputOf(model, config.limits.default_output_reserve),
+      reuse,
     );
     const promptTokens = prompt.reserve;
     const createdAt = Math.floor(now() / 1000);

@@ -8,7 +8,7 @@ import type { InferencePlan } from "./plan.ts";
 
 export function route(s: InferenceState): InferencePlan {
   const { ctx } = s;
-  const plan = s.ep.plan(s.parsed, ctx);
+  const plan = s.ep.plan(s.parsed, ctx, s.key ? ctx.promptCounts.scope(s.key.digest) : undefined);
   s.plan = plan;
   s.modelId = plan.modelId;
   s.noteModel(plan.modelId);

@@ -36,6 +36,11 @@ export interface MetricsSources {
   confidential: string[];
   verification: (provider: string) => { verified: boolean; sessionId?: string } | null;
   openStreams: () => number;
+  /**
+   * UTF-16 units of long prompt texts tokenized, and reused from the key's earlier
+   * counts (tokens/text_counts.ts); read at scrape time.
+   */
+  promptCounting?: () => { tokenized: number; reused: number };
   /** Seconds until a verified upstream fails closed (policy entry closing, evidence expiring), or null. */
   failClosedIn?: (provider: string) => number | null;
   /** Include prom-client's process metrics (CPU, memory, event-loop lag). */
@@ -286,6 +291,22 @@ export function createMetrics(src: MetricsSources): GatewayMetrics {
       }
     },
   });
+  if (src.promptCounting) {
+    const read = src.promptCounting;
+    new Counter({
+      name: "gateway_prompt_count_chars_total",
+      help: "Characters of long prompt texts counted for the context check: tokenized, or " +
+        "reused from the same key's earlier count of the same text.",
+      labelNames: ["how"] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        const t = read();
+        this.inc({ how: "tokenized" }, t.tokenized);
+        this.inc({ how: "reused" }, t.reused);
+      },
+    });
+  }
   if (src.build) {
     const build = src.build;
     new Gauge({

@@ -26,6 +26,7 @@ import {
 import { Buffer } from "node:buffer";
 import type { TokenizerName } from "./names.ts";
 import { floorExceeds, utf8Length } from "./bounds.ts";
+import { REUSE_MIN_CHARS, type ScopedCounts } from "./text_counts.ts";
 
 export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
 
@@ -118,6 +119,8 @@ export interface CountWork {
   merged: number;
   /** Pieces counted as their bytes once the budget was spent. */
   overBudget: number;
+  /** UTF-16 units of texts whose count was reused (./text_counts.ts), not tokenized. */
+  reused: number;
 }
 
 /** What is left of one request's {@link NOVEL_BUDGET}. */
@@ -135,18 +138,24 @@ export function newBpeBudget(): BpeBudget {
  */
 export class TokenCounter {
   total = 0;
-  readonly work: CountWork = { longestPiece: 0, merged: 0, overBudget: 0 };
+  readonly work: CountWork = { longestPiece: 0, merged: 0, overBudget: 0, reused: 0 };
   readonly #budget: BpeBudget;
   readonly #b: Built;
+  readonly #reuse: ScopedCounts | undefined;
 
-  /** `budget`: shared by the counters of one request that counts several texts apart. */
+  /**
+   * `budget`: shared by the counters of one request that counts several texts apart.
+   * `reuse`: the requesting key's earlier counts of long texts (./text_counts.ts).
+   */
   constructor(
     readonly tokenizer: TokenizerName,
     readonly limit?: number,
     budget: BpeBudget = newBpeBudget(),
+    reuse?: ScopedCounts,
   ) {
     this.#b = encoding(tokenizer);
     this.#budget = budget;
+    this.#reuse = reuse;
   }
 
   /** Past the limit: the total is then `limit + 1` and further texts are not read. */
@@ -164,6 +173,27 @@ export class TokenCounter {
   /** Adds the tokens of `text`. */
   text(text: string): void {
     if (text.length === 0 || this.over) return;
+    const reuse = this.#reuse;
+    if (reuse === undefined || text.length < REUSE_MIN_CHARS) return this.#count(text);
+    const { counts, scope } = reuse;
+    const name = counts.name(scope, this.tokenizer, text);
+    const known = counts.get(name);
+    if (known !== undefined) {
+      counts.totals.reused += text.length;
+      this.work.reused += text.length;
+      this.total += known;
+      return this.#clamp();
+    }
+    const before = this.total;
+    const overBudget = this.work.overBudget;
+    this.#count(text);
+    counts.totals.tokenized += text.length;
+    // Only a whole, exact count is kept: one cut short by the limit or counted
+    // partly as bytes (the budget spent) would be a different figure next time.
+    if (!this.over && this.work.overBudget === overBudget) counts.set(name, this.total - before);
+  }
+
+  #count(text: string): void {
     if (this.limit !== undefined) {
       const left = this.limit - this.total;
       // 3 bytes per UTF-16 unit at most: the ceiling cannot pass `left` unless this does.

@@ -12,3 +12,4 @@ export {
   TokenCounter,
 } from "./count.ts";
 export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
+export { type CountingTotals, ScopedCounts, TextCounts } from "./text_counts.ts";

@@ -7,6 +7,7 @@ import {
   chatTokenCeiling,
   type CountableMessage,
   countChatInto,
+  type ScopedCounts,
   TokenCounter,
   type TokenizerName,
   utf8Length,
@@ -260,9 +261,10 @@ export function estimateChatTokens(
   tokenizer: TokenizerName,
   limit?: number,
   tools?: unknown[],
+  reuse?: ScopedCounts,
 ): number {
   // One counter for the whole request: one limit and one BPE budget (src/tokens/count.ts).
-  const c = new TokenCounter(tokenizer, limit);
+  const c = new TokenCounter(tokenizer, limit, undefined, reuse);
   countChatInto(c, messages as CountableMessage[]);
   // Tool definitions reach the model as text too: counted as their JSON.
   if (tools && tools.length > 0 && !c.over) c.text(JSON.stringify(tools));

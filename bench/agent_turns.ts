@@ -1,0 +1,136 @@
+/**
+ * The coding agent's workload (#27): a conversation of about 100k tokens sent
+ * whole, one turn longer each request, one request at a time, to a model with
+ * a 200k-token context ({@link AGENT_MODEL}). Its byte ceiling (~400 KB) does
+ * not fit the context, so the gateway counts the prompt: what the prompt-size
+ * rows (a 2M-token context, where the ceiling decides) never make it do.
+ *
+ * The conversation: a system prompt of 16 KB and turns of a user line, an
+ * assistant tool call reading a file, and the tool's answer (8 KB of this
+ * repository's source, a different slice per turn): what Claude Code, Cursor
+ * or Aider resend every turn.
+ */
+import { AGENT_MODEL } from "./gateway_setup.ts";
+import { promptText } from "./prompt_size.ts";
+import { encodeRequest, HttpConn } from "./http_conn.ts";
+import { cpuMs } from "./processes.ts";
+import { median } from "./stats.ts";
+
+const SYSTEM_CHARS = 16 * 1024;
+const TOOL_CHARS = 8 * 1024;
+
+const TOOLS = [{
+  type: "function",
+  function: {
+    name: "read_file",
+    description: "Read a file of the repository.",
+    parameters: {
+      type: "object",
+      properties: { path: { type: "string" } },
+      required: ["path"],
+    },
+  },
+}];
+
+/** The messages of turn `n` (0-based): a user line, a tool call, its answer. */
+function turn(n: number, source: string): unknown[] {
+  const at = (SYSTEM_CHARS + n * TOOL_CHARS) % (source.length - TOOL_CHARS);
+  const id = `call_${n}`;
+  return [
+    { role: "user", content: `Step ${n}: read the next file and check its error handling.` },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{
+        id,
+        type: "function",
+        function: { name: "read_file", arguments: JSON.stringify({ path: `src/file_${n}.ts` }) },
+      }],
+    },
+    { role: "tool", tool_call_id: id, content: source.slice(at, at + TOOL_CHARS) },
+  ];
+}
+
+/**
+ * Request bodies of a growing conversation: the first holds about
+ * `startKiB` KiB of text, each next one a turn more. `model` defaults to
+ * {@link AGENT_MODEL}.
+ */
+export function agentBodies(count: number, startKiB = 400, model = AGENT_MODEL): string[] {
+  const source = promptText(4 * 1024 * 1024);
+  const messages: unknown[] = [{ role: "system", content: source.slice(0, SYSTEM_CHARS) }];
+  let chars = SYSTEM_CHARS;
+  let n = 0;
+  while (chars < startKiB * 1024) {
+    messages.push(...turn(n++, source));
+    chars += TOOL_CHARS;
+  }
+  const bodies: string[] = [];
+  for (let i = 0; i < count; i++) {
+    bodies.push(JSON.stringify({ model, messages, tools: TOOLS, max_tokens: 4096 }));
+    messages.push(...turn(n++, source));
+  }
+  return bodies;
+}
+
+/** One path of the agent rows: where it listens, its headers, the model it is sent. */
+export interface AgentPath {
+  name: string;
+  /** The server's pid for its CPU (none for the mock itself). */
+  pid?: number;
+  base: string;
+  headers: Record<string, string>;
+  model: string;
+}
+
+export interface AgentResult {
+  /** Server CPU per request, µs (summed over the turns). */
+  cpu: Map<string, number>;
+  /** Median latency per path, ms. */
+  p50: Map<string, number>;
+  /** The first and last body's size, KiB. */
+  kib: [number, number];
+}
+
+/**
+ * Sends the same growing conversation through every path, one request at a
+ * time, the paths' order rotating each turn; two unmeasured turns first.
+ */
+export async function measureAgentTurns(
+  paths: AgentPath[],
+  turns: number,
+  chatPath: string,
+): Promise<AgentResult> {
+  const bodies = new Map(paths.map((p) => [p.model, agentBodies(turns + 2, 300, p.model)]));
+  const enc = new TextEncoder();
+  const cpu = new Map<string, number>();
+  const lat = new Map<string, number[]>();
+  for (let i = 0; i < turns + 2; i++) {
+    for (let j = 0; j < paths.length; j++) {
+      const p = paths[(i + j) % paths.length];
+      const req = encodeRequest(new URL(chatPath, p.base), {
+        headers: { "content-type": "application/json", ...p.headers },
+        body: bodies.get(p.model)![i],
+      });
+      const c = await HttpConn.open(new URL(p.base));
+      const c0 = p.pid ? cpuMs(p.pid) : 0;
+      const t0 = performance.now();
+      const res = await c.request(req);
+      const ms = performance.now() - t0;
+      c.close();
+      if (res.status !== 200) throw new Error(`${p.name}: coding agent turn ${i}: ${res.status}`);
+      // Work finished just after the answer (the receipt's commit) is the request's too.
+      await new Promise((r) => setTimeout(r, 20));
+      if (i < 2) continue;
+      if (p.pid) cpu.set(p.name, (cpu.get(p.name) ?? 0) + (cpuMs(p.pid) - c0) * 1000 / turns);
+      lat.set(p.name, [...(lat.get(p.name) ?? []), ms]);
+    }
+  }
+  const size = (s: string) => enc.encode(s).length / 1024;
+  const any = bodies.get(paths[0].model)!;
+  return {
+    cpu,
+    p50: new Map([...lat].map(([n, v]) => [n, median(v)])),
+    kib: [size(any[2]), size(any.at(-1)!)],
+  };
+}
