@@ -32,43 +32,74 @@ const TOOLS = [{
   },
 }];
 
+/** Anthropic's Messages format (Claude Code's), or OpenAI's chat. */
+export type AgentFormat = "chat" | "anthropic";
+
 /** The messages of turn `n` (0-based): a user line, a tool call, its answer. */
-function turn(n: number, source: string): unknown[] {
+function turn(n: number, source: string, format: AgentFormat): unknown[] {
   const at = (SYSTEM_CHARS + n * TOOL_CHARS) % (source.length - TOOL_CHARS);
   const id = `call_${n}`;
+  const line = `Step ${n}: read the next file and check its error handling.`;
+  const path = { path: `src/file_${n}.ts` };
+  const content = source.slice(at, at + TOOL_CHARS);
+  if (format === "anthropic") {
+    return [
+      { role: "user", content: [{ type: "text", text: line }] },
+      { role: "assistant", content: [{ type: "tool_use", id, name: "read_file", input: path }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: id, content }] },
+    ];
+  }
   return [
-    { role: "user", content: `Step ${n}: read the next file and check its error handling.` },
+    { role: "user", content: line },
     {
       role: "assistant",
       content: null,
       tool_calls: [{
         id,
         type: "function",
-        function: { name: "read_file", arguments: JSON.stringify({ path: `src/file_${n}.ts` }) },
+        function: { name: "read_file", arguments: JSON.stringify(path) },
       }],
     },
-    { role: "tool", tool_call_id: id, content: source.slice(at, at + TOOL_CHARS) },
+    { role: "tool", tool_call_id: id, content },
   ];
 }
 
 /**
  * Request bodies of a growing conversation: the first holds about
  * `startKiB` KiB of text, each next one a turn more. `model` defaults to
- * {@link AGENT_MODEL}.
+ * {@link AGENT_MODEL}; `format` to chat (`/v1/chat/completions`), else
+ * Anthropic's (`/v1/messages`, the system prompt and tools as Claude Code sends them).
  */
-export function agentBodies(count: number, startKiB = 400, model = AGENT_MODEL): string[] {
+export function agentBodies(
+  count: number,
+  startKiB = 400,
+  model = AGENT_MODEL,
+  format: AgentFormat = "chat",
+): string[] {
   const source = promptText(4 * 1024 * 1024);
-  const messages: unknown[] = [{ role: "system", content: source.slice(0, SYSTEM_CHARS) }];
+  const system = source.slice(0, SYSTEM_CHARS);
+  const messages: unknown[] = format === "chat" ? [{ role: "system", content: system }] : [];
   let chars = SYSTEM_CHARS;
   let n = 0;
   while (chars < startKiB * 1024) {
-    messages.push(...turn(n++, source));
+    messages.push(...turn(n++, source, format));
     chars += TOOL_CHARS;
   }
+  const tools = format === "chat" ? TOOLS : TOOLS.map(({ function: f }) => ({
+    name: f.name,
+    description: f.description,
+    input_schema: f.parameters,
+  }));
   const bodies: string[] = [];
   for (let i = 0; i < count; i++) {
-    bodies.push(JSON.stringify({ model, messages, tools: TOOLS, max_tokens: 4096 }));
-    messages.push(...turn(n++, source));
+    bodies.push(
+      JSON.stringify(
+        format === "chat"
+          ? { model, messages, tools, max_tokens: 4096 }
+          : { model, system: [{ type: "text", text: system }], messages, tools, max_tokens: 4096 },
+      ),
+    );
+    messages.push(...turn(n++, source, format));
   }
   return bodies;
 }

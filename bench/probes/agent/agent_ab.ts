@@ -6,7 +6,10 @@
  * With `--before DIR` (another checkout, e.g. `git worktree add /tmp/old HEAD~1`)
  * the two gateways alternate turn by turn, each sent the same conversation.
  *
- *   deno run -A bench/probes/agent/agent_ab.ts [--before /tmp/old-tree] [--turns 30] [--kib 300]
+ * `--anthropic`: the gateway is sent the conversation as Claude Code sends it
+ * (`/v1/messages`; translated to chat for the mock), the mock the chat form.
+ *
+ *   deno run -A bench/probes/agent/agent_ab.ts [--before /tmp/old-tree] [--turns 30] [--kib 300] [--anthropic]
  */
 import { encodeRequest, HttpConn } from "../../http_conn.ts";
 import { type GatewayUnderTest, startGateway } from "../../gateway_setup.ts";
@@ -44,15 +47,18 @@ gws.push([
   before ? "after" : "gateway",
   await startGateway(`${dir}/b`, mock.url, 0, [], undefined, {}, undefined, limits),
 ]);
-const bodies = agentBodies(turns + 2, kib);
+const anthropic = Deno.args.includes("--anthropic");
+const bodies = agentBodies(turns + 2, kib, undefined, anthropic ? "anthropic" : "chat");
+const direct = agentBodies(turns + 2, kib, "chat");
 const send = async (base: string, key: string | null, body: string) => {
   const c = await HttpConn.open(new URL(base));
-  const req = encodeRequest(new URL("/v1/chat/completions", base), {
+  const path = key && anthropic ? "/v1/messages" : "/v1/chat/completions";
+  const req = encodeRequest(new URL(path, base), {
     headers: {
       "content-type": "application/json",
       ...(key ? { authorization: `Bearer ${key}` } : {}),
     },
-    body: key ? body : body.replace(/"model":"bench\/agent"/, '"model":"chat"'),
+    body,
   });
   const t0 = performance.now();
   const r = await c.request(req);
@@ -66,7 +72,7 @@ const added = new Map<string, number[]>();
 try {
   // Two unmeasured turns warm each path (the tokenizer's tables, the JIT).
   for (let i = 0; i < bodies.length; i++) {
-    const direct = await send(mock.url, null, bodies[i]);
+    const directMs = await send(mock.url, null, direct[i]);
     for (const [name, g] of i % 2 ? [...gws].reverse() : gws) {
       const c0 = cpuMs(g.pid);
       const ms = await send(g.url, g.key, bodies[i]);
@@ -75,7 +81,7 @@ try {
       if (i < 2) continue;
       // Summed over the turns (a process's CPU counts in 10 ms ticks).
       (cpu.get(name) ?? cpu.set(name, []).get(name)!).push(cpuMs(g.pid) - c0);
-      (added.get(name) ?? added.set(name, []).get(name)!).push(ms - direct);
+      (added.get(name) ?? added.set(name, []).get(name)!).push(ms - directMs);
     }
   }
   const load = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
