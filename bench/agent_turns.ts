@@ -11,7 +11,7 @@
  * or Aider resend every turn.
  */
 import { AGENT_MODEL } from "./gateway_setup.ts";
-import { promptText } from "./prompt_size.ts";
+import { promptText } from "./prompt_text.ts";
 import { encodeRequest, HttpConn } from "./http_conn.ts";
 import { cpuMs } from "./processes.ts";
 import { median } from "./stats.ts";

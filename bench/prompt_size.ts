@@ -19,7 +19,8 @@
 import { encodeRequest, HttpConn } from "./http_conn.ts";
 import { AGENT_MODEL, LONG_MODEL } from "./gateway_setup.ts";
 import { measureAgentTurns } from "./agent_turns.ts";
-import { cpuMs, ROOT, type Server } from "./processes.ts";
+import { cpuMs, type Server } from "./processes.ts";
+import { promptText } from "./prompt_text.ts";
 import { peerTarget } from "./peer.ts";
 import { type FreshTrio, startTrio, stopTrio } from "./peer_fresh.ts";
 import { median } from "./stats.ts";
@@ -60,28 +61,6 @@ export function promptSizePlan(quick: boolean): PromptSizePlan {
 }
 
 const CHAT_PATH = "/v1/chat/completions";
-
-let sourceText: string | undefined;
-/** Deterministic prompt text of `chars` characters: the project's own source, repeated. */
-export function promptText(chars: number): string {
-  if (!sourceText) {
-    const files: string[] = [];
-    const walk = (dir: string) => {
-      for (const e of [...Deno.readDirSync(dir)].sort((a, b) => a.name.localeCompare(b.name))) {
-        const p = `${dir}/${e.name}`;
-        if (e.isDirectory) walk(p);
-        else if (e.name.endsWith(".ts") && !e.name.endsWith("_test.ts")) {
-          files.push(Deno.readTextFileSync(p));
-        }
-      }
-    };
-    walk(`${ROOT}src`);
-    sourceText = files.join("\n");
-  }
-  let s = "";
-  while (s.length < chars) s += sourceText;
-  return s.slice(0, chars);
-}
 
 /** A chat body of about `kib` KiB (JSON escapes included). */
 export function promptBody(model: string, kib: number): string {
