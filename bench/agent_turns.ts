@@ -13,7 +13,7 @@
 import { AGENT_MODEL } from "./gateway_setup.ts";
 import { promptText } from "./prompt_text.ts";
 import { encodeRequest, HttpConn } from "./http_conn.ts";
-import { cpuMs } from "./processes.ts";
+import { schedCpuMs } from "./processes.ts";
 import { median } from "./stats.ts";
 
 const SYSTEM_CHARS = 16 * 1024;
@@ -144,7 +144,7 @@ export async function measureAgentTurns(
         body: bodies.get(p.model)![i],
       });
       const c = await HttpConn.open(new URL(p.base));
-      const c0 = p.pid ? cpuMs(p.pid) : 0;
+      const c0 = p.pid ? schedCpuMs(p.pid) : 0;
       const t0 = performance.now();
       const res = await c.request(req);
       const ms = performance.now() - t0;
@@ -153,7 +153,7 @@ export async function measureAgentTurns(
       // Work finished just after the answer (the receipt's commit) is the request's too.
       await new Promise((r) => setTimeout(r, 20));
       if (i < 2) continue;
-      if (p.pid) cpu.set(p.name, (cpu.get(p.name) ?? 0) + (cpuMs(p.pid) - c0) * 1000 / turns);
+      if (p.pid) cpu.set(p.name, (cpu.get(p.name) ?? 0) + (schedCpuMs(p.pid) - c0) * 1000 / turns);
       lat.set(p.name, [...(lat.get(p.name) ?? []), ms]);
     }
   }

@@ -2,7 +2,7 @@
  * The coding agent's turn (bench/agent_turns.ts) through the gateway: a ~100k-
  * token conversation one turn longer each request, c=1, a model of 200k
  * context (its prompt is counted). Prints the gateway's CPU per request (all
- * threads, /proc, summed over the turns) and its added latency over the mock directly (medians).
+ * live threads from their schedstat, summed over the turns) and its added latency over the mock directly (medians).
  * With `--before DIR` (another checkout, e.g. `git worktree add /tmp/old HEAD~1`)
  * the two gateways alternate turn by turn, each sent the same conversation.
  *
@@ -13,7 +13,7 @@
  */
 import { encodeRequest, HttpConn } from "../../http_conn.ts";
 import { type GatewayUnderTest, startGateway } from "../../gateway_setup.ts";
-import { cpuMs, pinSelf, spawnPinned } from "../../processes.ts";
+import { pinSelf, schedCpuMs, spawnPinned } from "../../processes.ts";
 import { median } from "../../stats.ts";
 import { fmt } from "../../report.ts";
 import { numFlag } from "../../standalone.ts";
@@ -74,13 +74,12 @@ try {
   for (let i = 0; i < bodies.length; i++) {
     const directMs = await send(mock.url, null, direct[i]);
     for (const [name, g] of i % 2 ? [...gws].reverse() : gws) {
-      const c0 = cpuMs(g.pid);
+      const c0 = schedCpuMs(g.pid);
       const ms = await send(g.url, g.key, bodies[i]);
       // The CPU a request costs includes work finished just after its answer (the commit).
       await new Promise((r) => setTimeout(r, 30));
       if (i < 2) continue;
-      // Summed over the turns (a process's CPU counts in 10 ms ticks).
-      (cpu.get(name) ?? cpu.set(name, []).get(name)!).push(cpuMs(g.pid) - c0);
+      (cpu.get(name) ?? cpu.set(name, []).get(name)!).push(schedCpuMs(g.pid) - c0);
       (added.get(name) ?? added.set(name, []).get(name)!).push(ms - directMs);
     }
   }
