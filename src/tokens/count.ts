@@ -175,11 +175,11 @@ export class TokenCounter {
     if (text.length === 0 || this.over) return;
     const reuse = this.#reuse;
     if (reuse === undefined || text.length < REUSE_MIN_CHARS) return this.#count(text);
-    const { counts, scope } = reuse;
-    const name = counts.name(scope, this.tokenizer, text);
-    const known = counts.get(name);
+    const name = reuse.name(this.tokenizer, text);
+    const known = reuse.get(name);
+    const totals = reuse.counts.totals;
     if (known !== undefined) {
-      counts.totals.reused += text.length;
+      totals.reused += text.length;
       this.work.reused += text.length;
       this.total += known;
       return this.#clamp();
@@ -187,10 +187,10 @@ export class TokenCounter {
     const before = this.total;
     const overBudget = this.work.overBudget;
     this.#count(text);
-    counts.totals.tokenized += text.length;
+    totals.tokenized += text.length;
     // Only a whole, exact count is kept: one cut short by the limit or counted
     // partly as bytes (the budget spent) would be a different figure next time.
-    if (!this.over && this.work.overBudget === overBudget) counts.set(name, this.total - before);
+    if (!this.over && this.work.overBudget === overBudget) reuse.set(name, this.total - before);
   }
 
   #count(text: string): void {

@@ -29,15 +29,27 @@ export interface CountingTotals {
 
 export class TextCounts {
   readonly #secret: Uint8Array;
-  readonly #counts = new Map<string, number>();
+  /** Per key, its entries; both maps least recently used first. */
+  readonly #keys = new Map<string, Map<string, number>>();
+  #size = 0;
   readonly #max: number;
+  readonly #perKey: number;
   /** Running totals for the metrics (read at scrape time). */
   readonly totals: CountingTotals = { tokenized: 0, reused: 0 };
 
-  constructor(secret: Uint8Array, maxEntries = REUSE_MAX_ENTRIES) {
+  /**
+   * `perKeyMax`: the most entries one key holds (a quarter of the whole by default),
+   * so a key sending many long texts cannot push every other key's counts out.
+   */
+  constructor(
+    secret: Uint8Array,
+    maxEntries = REUSE_MAX_ENTRIES,
+    perKeyMax = Math.ceil(maxEntries / 4),
+  ) {
     if (secret.length < 32) throw new Error("prompt counts secret: at least 32 bytes");
     this.#secret = secret;
     this.#max = maxEntries;
+    this.#perKey = perKeyMax;
   }
 
   /** The counts one key's requests may reuse: its own. */
@@ -47,7 +59,7 @@ export class TextCounts {
 
   /** Entries held (tests). */
   get size(): number {
-    return this.#counts.size;
+    return this.#size;
   }
 
   /** @internal The entry's name: HMAC of the scope, tokenizer and text. */
@@ -59,27 +71,58 @@ export class TextCounts {
   }
 
   /** @internal */
-  get(name: string): number | undefined {
-    const n = this.#counts.get(name);
-    if (n !== undefined) {
-      // Most recently used last: the oldest are dropped first.
-      this.#counts.delete(name);
-      this.#counts.set(name, n);
+  get(scope: string, name: string): number | undefined {
+    const own = this.#keys.get(scope);
+    const n = own?.get(name);
+    if (own !== undefined && n !== undefined) {
+      // Most recently used last, of the key's entries and of the keys.
+      own.delete(name);
+      own.set(name, n);
+      this.#keys.delete(scope);
+      this.#keys.set(scope, own);
     }
     return n;
   }
 
   /** @internal */
-  set(name: string, tokens: number): void {
-    if (this.#counts.size >= this.#max) {
-      const oldest = this.#counts.keys().next();
-      if (!oldest.done) this.#counts.delete(oldest.value);
+  set(scope: string, name: string, tokens: number): void {
+    let own = this.#keys.get(scope);
+    if (own === undefined) own = new Map();
+    else this.#keys.delete(scope);
+    this.#keys.set(scope, own);
+    if (own.size >= this.#perKey) this.#dropOldest(scope, own);
+    else if (this.#size >= this.#max) {
+      // The least recently used key gives up its oldest entry.
+      const [lru, entries] = this.#keys.entries().next().value!;
+      this.#dropOldest(lru, entries);
     }
-    this.#counts.set(name, tokens);
+    own.set(name, tokens);
+    this.#size++;
+  }
+
+  #dropOldest(scope: string, entries: Map<string, number>): void {
+    const oldest = entries.keys().next();
+    if (oldest.done) return;
+    entries.delete(oldest.value);
+    this.#size--;
+    if (entries.size === 0) this.#keys.delete(scope);
   }
 }
 
 /** One key's view of {@link TextCounts}, handed to a {@link TokenCounter}. */
 export class ScopedCounts {
   constructor(readonly counts: TextCounts, readonly scope: string) {}
+
+  /** The entry's name for `text`. */
+  name(tokenizer: TokenizerName, text: string): string {
+    return this.counts.name(this.scope, tokenizer, text);
+  }
+
+  get(name: string): number | undefined {
+    return this.counts.get(this.scope, name);
+  }
+
+  set(name: string, tokens: number): void {
+    this.counts.set(this.scope, name, tokens);
+  }
 }

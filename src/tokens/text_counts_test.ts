@@ -104,7 +104,7 @@ Deno.test("reused counts: a count cut short by the limit or partly by bytes is n
 });
 
 Deno.test("reused counts: bounded, the least recently used dropped first", () => {
-  const counts = new TextCounts(SECRET, 2);
+  const counts = new TextCounts(SECRET, 2, 2);
   const [a, b, c] = [code(1), code(2), code(3)];
   const once = (t: string) => {
     const k = new TokenCounter("o200k_base", undefined, undefined, counts.scope("k"));
@@ -122,4 +122,26 @@ Deno.test("reused counts: bounded, the least recently used dropped first", () =>
   once("short text");
   assert.equal(counts.size, 2);
   assert.throws(() => new TextCounts(new Uint8Array(16)), /at least 32 bytes/);
+});
+
+Deno.test("reused counts: one key sending many long texts cannot push another key's counts out", () => {
+  // 8 entries in all, at most 2 per key.
+  const counts = new TextCounts(SECRET, 8, 2);
+  const put = (scope: string, t: string) => {
+    const k = new TokenCounter("o200k_base", undefined, undefined, counts.scope(scope));
+    k.text(t);
+    return k.work.reused;
+  };
+  put("agent", code(1));
+  put("agent", code(2));
+  // A flood from another key: 50 distinct long texts.
+  for (let i = 0; i < 50; i++) put("flood", code(100 + i, 2100));
+  assert.equal(put("agent", code(1)), code(1).length);
+  assert.equal(put("agent", code(2)), code(2).length);
+  // Many keys: the least recently used key gives up its oldest entry first.
+  for (let i = 0; i < 6; i++) put(`k${i}`, code(200 + i, 2100));
+  assert.equal(counts.size, 8);
+  assert.equal(put("agent", code(2)), code(2).length);
+  assert.equal(put("agent", code(1)), code(1).length);
+  assert.equal(put("flood", code(149, 2100)), 0);
 });
