@@ -35,9 +35,12 @@ const TOOLS = [{
 /** Anthropic's Messages format (Claude Code's), or OpenAI's chat. */
 export type AgentFormat = "chat" | "anthropic";
 
-/** The messages of turn `n` (0-based): a user line, a tool call, its answer. */
-function turn(n: number, source: string, format: AgentFormat): unknown[] {
-  const at = (SYSTEM_CHARS + n * TOOL_CHARS) % (source.length - TOOL_CHARS);
+/**
+ * The messages of turn `n` (0-based): a user line, a tool call, its answer
+ * (the source from `shift` characters further on).
+ */
+function turn(n: number, source: string, format: AgentFormat, shift = 0): unknown[] {
+  const at = (SYSTEM_CHARS + n * TOOL_CHARS + shift) % (source.length - TOOL_CHARS);
   const id = `call_${n}`;
   const line = `Step ${n}: read the next file and check its error handling.`;
   const path = { path: `src/file_${n}.ts` };
@@ -69,12 +72,15 @@ function turn(n: number, source: string, format: AgentFormat): unknown[] {
  * `startKiB` KiB of text, each next one a turn more. `model` defaults to
  * {@link AGENT_MODEL}; `format` to chat (`/v1/chat/completions`), else
  * Anthropic's (`/v1/messages`, the system prompt and tools as Claude Code sends them).
+ * Every `round` starts from the same conversation (which the gateway has then
+ * counted before) and grows it by turns of its own (new texts).
  */
 export function agentBodies(
   count: number,
   startKiB = 400,
   model = AGENT_MODEL,
   format: AgentFormat = "chat",
+  round = 0,
 ): string[] {
   const source = promptText(4 * 1024 * 1024);
   const system = source.slice(0, SYSTEM_CHARS);
@@ -99,7 +105,7 @@ export function agentBodies(
           : { model, system: [{ type: "text", text: system }], messages, tools, max_tokens: 4096 },
       ),
     );
-    messages.push(...turn(n++, source, format));
+    messages.push(...turn(n++, source, format, round * 1_000_003));
   }
   return bodies;
 }
@@ -125,43 +131,70 @@ export interface AgentResult {
 
 /**
  * Sends the same growing conversation through every path, one request at a
- * time, the paths' order rotating each turn; two unmeasured turns first.
+ * time, the paths' order rotating each turn: `rounds` rounds of `turns` turns,
+ * each round growing the same starting conversation by new turns (an agent's
+ * session going on), two unmeasured turns before the first.
  */
 export async function measureAgentTurns(
   paths: AgentPath[],
+  rounds: number,
   turns: number,
   chatPath: string,
 ): Promise<AgentResult> {
-  const bodies = new Map(paths.map((p) => [p.model, agentBodies(turns + 2, 300, p.model)]));
   const enc = new TextEncoder();
   const cpu = new Map<string, number>();
   const lat = new Map<string, number[]>();
-  for (let i = 0; i < turns + 2; i++) {
-    for (let j = 0; j < paths.length; j++) {
-      const p = paths[(i + j) % paths.length];
-      const req = encodeRequest(new URL(chatPath, p.base), {
-        headers: { "content-type": "application/json", ...p.headers },
-        body: bodies.get(p.model)![i],
-      });
-      const c = await HttpConn.open(new URL(p.base));
-      const c0 = p.pid ? schedCpuMs(p.pid) : 0;
-      const t0 = performance.now();
-      const res = await c.request(req);
-      const ms = performance.now() - t0;
-      c.close();
-      if (res.status !== 200) throw new Error(`${p.name}: coding agent turn ${i}: ${res.status}`);
-      // Work finished just after the answer (the receipt's commit) is the request's too.
-      await new Promise((r) => setTimeout(r, 20));
-      if (i < 2) continue;
-      if (p.pid) cpu.set(p.name, (cpu.get(p.name) ?? 0) + (schedCpuMs(p.pid) - c0) * 1000 / turns);
-      lat.set(p.name, [...(lat.get(p.name) ?? []), ms]);
+  const measured = rounds * turns;
+  let first: string | undefined;
+  let last = "";
+  for (let r = 0; r < rounds; r++) {
+    const warm = r === 0 ? 2 : 0;
+    const bodies = new Map(
+      paths.map((p) => [p.model, agentBodies(turns + warm, 300, p.model, "chat", r)]),
+    );
+    const some = bodies.get(paths[0].model)!;
+    first ??= some[warm];
+    last = some.at(-1)!;
+    for (let i = 0; i < turns + warm; i++) {
+      await agentTurn(paths, i, bodies, chatPath, i < warm ? null : { cpu, lat, measured });
     }
   }
   const size = (s: string) => enc.encode(s).length / 1024;
-  const any = bodies.get(paths[0].model)!;
   return {
     cpu,
     p50: new Map([...lat].map(([n, v]) => [n, median(v)])),
-    kib: [size(any[2]), size(any.at(-1)!)],
+    kib: [size(first!), size(last)],
   };
+}
+
+/** One turn through every path (rotating order); recorded unless `into` is null. */
+async function agentTurn(
+  paths: AgentPath[],
+  i: number,
+  bodies: Map<string, string[]>,
+  chatPath: string,
+  into: { cpu: Map<string, number>; lat: Map<string, number[]>; measured: number } | null,
+): Promise<void> {
+  for (let j = 0; j < paths.length; j++) {
+    const p = paths[(i + j) % paths.length];
+    const req = encodeRequest(new URL(chatPath, p.base), {
+      headers: { "content-type": "application/json", ...p.headers },
+      body: bodies.get(p.model)![i],
+    });
+    const c = await HttpConn.open(new URL(p.base));
+    const c0 = p.pid ? schedCpuMs(p.pid) : 0;
+    const t0 = performance.now();
+    const res = await c.request(req);
+    const ms = performance.now() - t0;
+    c.close();
+    if (res.status !== 200) throw new Error(`${p.name}: coding agent turn ${i}: ${res.status}`);
+    // Work finished just after the answer (the receipt's commit) is the request's too.
+    await new Promise((r) => setTimeout(r, 20));
+    if (into === null) continue;
+    if (p.pid) {
+      const us = (schedCpuMs(p.pid) - c0) * 1000 / into.measured;
+      into.cpu.set(p.name, (into.cpu.get(p.name) ?? 0) + us);
+    }
+    into.lat.set(p.name, [...(into.lat.get(p.name) ?? []), ms]);
+  }
 }

@@ -45,7 +45,8 @@ export interface PromptSizePlan {
   /** Unrecorded load per path and size before the measured rounds. */
   warmSeconds: number;
   sizesKiB?: number[];
-  /** Measured turns of the coding agent's conversation (bench/agent_turns.ts) per path. */
+  /** Rounds and measured turns per round of the coding agent's conversation (bench/agent_turns.ts). */
+  agentRounds: number;
   agentTurns: number;
 }
 
@@ -56,8 +57,8 @@ export interface PromptSizePlan {
  */
 export function promptSizePlan(quick: boolean): PromptSizePlan {
   return quick
-    ? { rounds: 1, seconds: 0.5, warmSeconds: 0.3, agentTurns: 4 }
-    : { rounds: 3, seconds: 3, warmSeconds: 2, agentTurns: 24 };
+    ? { rounds: 1, seconds: 0.5, warmSeconds: 0.3, agentRounds: 1, agentTurns: 4 }
+    : { rounds: 3, seconds: 3, warmSeconds: 2, agentRounds: 3, agentTurns: 16 };
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -130,6 +131,7 @@ export async function promptSizeRows(
     warmSeconds: number;
     sizesKiB?: number[];
     trio?: FreshTrio;
+    agentRounds: number;
     agentTurns: number;
   },
 ): Promise<Row[]> {
@@ -239,7 +241,7 @@ export async function promptSizeRows(
         },
       );
     }
-    rows.push(...await agentRows(paths, o.agentTurns, shared, o.log));
+    rows.push(...await agentRows(paths, o.agentRounds, o.agentTurns, shared, o.log));
     return rows;
   } finally {
     if (own) await stopTrio(own);
@@ -253,11 +255,12 @@ export async function promptSizeRows(
  */
 async function agentRows(
   paths: PathRun[],
+  rounds: number,
   turns: number,
   shared: string,
   log: (s: string) => void,
 ): Promise<Row[]> {
-  if (turns <= 0) return [];
+  if (rounds * turns <= 0) return [];
   const r = await measureAgentTurns(
     paths.map((p) => ({
       name: p.name,
@@ -266,6 +269,7 @@ async function agentRows(
       headers: p.headers,
       model: p.name === "gateway" ? AGENT_MODEL : p.model,
     })),
+    rounds,
     turns,
     CHAT_PATH,
   );
@@ -275,8 +279,10 @@ async function agentRows(
   log(`coding agent: ${[...r.cpu].map(([n, v]) => `${n} ${fmt(v, 0)} µs`).join(", ")}`);
   return [
     {
-      metric: `Coding agent: a ~100k-token conversation one turn longer per request (${turns} ` +
-        `turns, bodies ${fmt(r.kib[0], 0)}–${fmt(r.kib[1], 0)} KiB, a 200k-token context, so ` +
+      metric: `Coding agent: a ~100k-token conversation one turn longer per request (${rounds} ` +
+        `round(s) of ${turns} turns from the same start, bodies ${fmt(r.kib[0], 0)}–${
+          fmt(r.kib[1], 0)
+        } KiB, a 200k-token context, so ` +
         `the gateway counts it), c=1: server CPU per request (µs) / added p50 (ms)${shared}`,
       direct: `– / ${fmt(r.p50.get("direct") ?? NaN, 3)} (abs)`,
       floor: `${fmt(cpu("floor"), 0)} / ${added("floor")}`,
@@ -304,6 +310,7 @@ if (import.meta.main) {
         ...o,
         warmSeconds: numFlag("warm", plan.warmSeconds),
         sizesKiB,
+        agentRounds: numFlag("agent-rounds", plan.agentRounds),
         agentTurns: numFlag("agent-turns", plan.agentTurns),
       }),
   );
