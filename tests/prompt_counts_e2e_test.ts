@@ -1,7 +1,8 @@
 /**
  * #27, the coding agent's turn: a conversation whose byte ceiling does not fit
- * the context is counted, and the same key's next turn tokenizes only its new
- * texts (src/tokens/text_counts.ts). Through the real gateway with the openai
+ * the context is counted, and the same key's next turn tokenizes at most its
+ * new texts (src/tokens/text_counts.ts): none when the earlier counts and the
+ * new texts' bytes fit the context. Through the real gateway with the openai
  * and Anthropic SDKs; what was tokenized and what reused is read from the
  * operator's metrics, and the figures are compared with counts made afresh.
  */
@@ -40,7 +41,7 @@ function source(seed: number, chars: number): string {
 }
 
 const SYSTEM = source(0, 24_000);
-const FILES = [source(1, 20_000), source(2, 20_000), source(3, 8_000)];
+const FILES = [source(1, 20_000), source(2, 20_000), source(3, 24_000), source(4, 4_000)];
 
 /** Turn `n` of an agent's conversation: the system prompt and `n` tool answers. */
 function conversation(n: number): OpenAI.Chat.ChatCompletionMessageParam[] {
@@ -83,17 +84,24 @@ Deno.test("coding agent turns: counted once per key, the next turn tokenizes onl
     assert.equal(first.tokenized - start.tokenized, chars(2));
     assert.equal(first.reused, start.reused);
 
-    // The next turn: only the new tool answer is tokenized.
+    // The next turn: its earlier texts' counts and the new answer's 24k bytes do not fit
+    // the 32k context, so the new answer is tokenized (only it).
     await ask(a, 3);
     const second = await counted(gw);
     assert.equal(second.tokenized - first.tokenized, FILES[2].length);
     assert.equal(second.reused - first.reused, chars(2));
 
+    // The turn after: the earlier counts and the new answer's 4k bytes fit: nothing tokenized.
+    await ask(a, 4);
+    const third = await counted(gw);
+    assert.equal(third.tokenized, second.tokenized);
+    assert.equal(third.reused - second.reused, chars(3));
+
     // Another key sending the same conversation reuses nothing of the first key's.
-    await ask(b, 3);
+    await ask(b, 4);
     const other = await counted(gw);
-    assert.equal(other.tokenized - second.tokenized, chars(3));
-    assert.equal(other.reused, second.reused);
+    assert.equal(other.tokenized - third.tokenized, chars(4));
+    assert.equal(other.reused, third.reused);
 
     // A figure reused is the figure counted afresh: count_tokens (Anthropic SDK) from
     // key a (its texts all counted before) and from a new key agree.

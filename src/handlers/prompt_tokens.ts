@@ -9,12 +9,15 @@
  * with the exact count, so the prompt is not tokenized: admission reserves the
  * ceiling (tokens/min and credits are settled to the upstream's usage
  * afterwards), and the exact count is made only if something asks for it (a
- * usage the upstream never reported). Otherwise it is counted as before, with
- * the model's tokenizer, stopping past its context.
+ * usage the upstream never reported). Next, the same with the key's earlier
+ * counts of the long texts it sent before in place of their bytes
+ * (docs/decisions/prompt-counts-reused.md): a coding agent's next turn fits
+ * without tokenizing its new text. Otherwise it is counted, with the model's
+ * tokenizer (reusing those counts), stopping past its context.
  */
 import type { ChatModel } from "../catalog/mod.ts";
 import { type ChatRequest, chatTokenCeilingOf, estimateChatTokens } from "../formats/mod.ts";
-import { checkContextLength, type ScopedCounts } from "../tokens/mod.ts";
+import { byteLength, checkContextLength, type ScopedCounts } from "../tokens/mod.ts";
 
 export interface PromptTokens {
   /** Reserved at admission: the exact count, or the ceiling when that decided. */
@@ -40,11 +43,11 @@ export function chatPromptTokens(
   reuse?: ScopedCounts,
 ): PromptTokens {
   const contextLength = model.config.context_length;
-  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools);
-  if (ceiling + (requestedOutput ?? defaultOutput) <= contextLength) {
+  const room = contextLength - (requestedOutput ?? defaultOutput);
+  const bounded = (reserve: number): PromptTokens => {
     let exact: number | undefined;
     return {
-      reserve: ceiling,
+      reserve,
       bounded: true,
       exact: () =>
         exact ??= estimateChatTokens(
@@ -55,6 +58,23 @@ export function chatPromptTokens(
           reuse,
         ),
     };
+  };
+  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools);
+  if (ceiling <= room) return bounded(ceiling);
+  if (reuse) {
+    // The key's earlier counts where it sent a text before, bytes for the rest
+    // (docs/decisions/prompt-counts-reused.md): an agent's new turn is not tokenized.
+    let reused = 0;
+    const mixed = chatTokenCeilingOf(chat.messages, chat.tools, (text) => {
+      const known = reuse.peek(model.tokenizer, text);
+      if (known === undefined) return byteLength(text);
+      reused += text.length;
+      return known;
+    });
+    if (mixed <= room) {
+      reuse.counts.totals.reused += reused;
+      return bounded(mixed);
+    }
   }
   const promptTokens = estimateChatTokens(
     chat.messages,

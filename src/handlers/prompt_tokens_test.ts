@@ -5,6 +5,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import { GatewayError } from "../http/errors.ts";
 import { estimateChatTokens } from "../formats/chat/request.ts";
 import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
+import { TextCounts } from "../tokens/text_counts.ts";
 
 const model = (contextLength: number): ChatModel => ({
   id: "t/m",
@@ -41,4 +42,43 @@ Deno.test("near the context the prompt is counted and checked as before (#27)", 
     () => chatPromptTokens(chat(code), model(exact + 5), "t/m", 10, "messages", 1024),
     (e: unknown) => e instanceof GatewayError && /maximum context length/.test(e.message),
   );
+});
+
+Deno.test("a key's next turn: its earlier counts and the new text's bytes decide, nothing tokenized (#27)", () => {
+  const counts = new TextCounts(new Uint8Array(32).fill(3));
+  const old = code;
+  const fresh = "const y = await load(path); // a new tool answer\n".repeat(60);
+  const turn = (texts: string[]) =>
+    ({
+      model: "t/m",
+      messages: texts.map((content) => ({ role: "user", content })),
+    }) as ChatRequest;
+  const exactOld = estimateChatTokens(turn([old]).messages, "o200k_base");
+  // Room for the old text counted and the new one at its bytes; not for both at bytes.
+  const m = model(exactOld + fresh.length + 1024 + 50);
+  const first = chatPromptTokens(
+    turn([old]),
+    m,
+    "t/m",
+    undefined,
+    "messages",
+    1024,
+    counts.scope("k"),
+  );
+  assert.equal(first.bounded, false);
+  assert.equal(counts.totals.tokenized, old.length);
+
+  const next = turn([old, fresh]);
+  const before = { ...counts.totals };
+  const p = chatPromptTokens(next, m, "t/m", undefined, "messages", 1024, counts.scope("k"));
+  assert.equal(p.bounded, true);
+  assert.equal(counts.totals.tokenized, before.tokenized, "nothing tokenized");
+  assert.equal(counts.totals.reused - before.reused, old.length);
+  const exact = estimateChatTokens(next.messages, "o200k_base");
+  assert.ok(p.reserve >= exact, `reserve ${p.reserve} below the count ${exact}`);
+  assert.equal(p.exact(), exact);
+  // Another key knows nothing: its bytes do not fit, so it counts.
+  const other = chatPromptTokens(next, m, "t/m", undefined, "messages", 1024, counts.scope("k2"));
+  assert.equal(other.bounded, false);
+  assert.equal(other.reserve, exact);
 });

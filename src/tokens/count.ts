@@ -314,10 +314,14 @@ export function countChatInto(
  * framing and images as counted there. Never below the count. The bytes are
  * measured natively (`Buffer.byteLength`, no copy): a JS loop over every
  * character was a large share of a long prompt's CPU once nothing else read
- * it character by character.
+ * it character by character. `measure`: a text's bound (its UTF-8 bytes by
+ * default; a caller may give a text's exact count where it knows it).
  */
-export function chatTokenCeiling(messages: readonly CountableMessage[]): number {
-  const utf8Length = (s: string) => Buffer.byteLength(s, "utf8");
+export function chatTokenCeiling(
+  messages: readonly CountableMessage[],
+  measure: (text: string) => number = byteLength,
+): number {
+  const utf8Length = measure;
   let n = REPLY_PRIMING_TOKENS;
   for (const m of messages) {
     n += TOKENS_PER_MESSAGE;
@@ -334,6 +338,11 @@ export function chatTokenCeiling(messages: readonly CountableMessage[]): number 
     }
   }
   return n;
+}
+
+/** A text's UTF-8 bytes, measured natively (no copy): the ceiling on its tokens. */
+export function byteLength(text: string): number {
+  return Buffer.byteLength(text, "utf8");
 }
 
 /** {@link countChatInto} on a fresh counter; stops early past `limit` (returning `limit + 1`). */

@@ -3,6 +3,7 @@
 export { utf8Length } from "./bounds.ts";
 export { checkContextLength } from "./context.ts";
 export {
+  byteLength,
   chatTokenCeiling,
   type CountableMessage,
   countChatInto,

@@ -109,13 +109,33 @@ export class TextCounts {
   }
 }
 
-/** One key's view of {@link TextCounts}, handed to a {@link TokenCounter}. */
+/**
+ * One key's view of {@link TextCounts} for one request, handed to a
+ * {@link TokenCounter}: it names each text once however often the request
+ * looks it up (the ceiling, then perhaps the count).
+ */
 export class ScopedCounts {
+  /** Names made for this request's texts, by text (V8 hashes a string once), for one tokenizer. */
+  readonly #names = new Map<string, string>();
+  #tokenizer: TokenizerName | undefined;
+
   constructor(readonly counts: TextCounts, readonly scope: string) {}
 
   /** The entry's name for `text`. */
   name(tokenizer: TokenizerName, text: string): string {
-    return this.counts.name(this.scope, tokenizer, text);
+    this.#tokenizer ??= tokenizer;
+    if (tokenizer !== this.#tokenizer) return this.counts.name(this.scope, tokenizer, text);
+    let name = this.#names.get(text);
+    if (name === undefined) {
+      name = this.counts.name(this.scope, tokenizer, text);
+      this.#names.set(text, name);
+    }
+    return name;
+  }
+
+  /** The count of a long text this key had counted before, if kept; nothing is tokenized. */
+  peek(tokenizer: TokenizerName, text: string): number | undefined {
+    return text.length < REUSE_MIN_CHARS ? undefined : this.get(this.name(tokenizer, text));
   }
 
   get(name: string): number | undefined {

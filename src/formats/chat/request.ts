@@ -4,13 +4,13 @@
  * the upstream body, and the streaming pass-through translator. Pure.
  */
 import {
+  byteLength,
   chatTokenCeiling,
   type CountableMessage,
   countChatInto,
   type ScopedCounts,
   TokenCounter,
   type TokenizerName,
-  utf8Length,
 } from "../../tokens/mod.ts";
 import { z } from "zod";
 import { badParam } from "../../http/mod.ts";
@@ -271,10 +271,17 @@ export function estimateChatTokens(
   return c.total;
 }
 
-/** A ceiling on {@link estimateChatTokens} (UTF-8 bytes; src/tokens/count.ts `chatTokenCeiling`). */
-export function chatTokenCeilingOf(messages: ChatMessage[], tools?: unknown[]): number {
-  const n = chatTokenCeiling(messages as CountableMessage[]);
-  return tools && tools.length > 0 ? n + utf8Length(JSON.stringify(tools)) : n;
+/**
+ * A ceiling on {@link estimateChatTokens} (UTF-8 bytes; src/tokens/count.ts
+ * `chatTokenCeiling`); `measure` bounds each text (default: its UTF-8 bytes).
+ */
+export function chatTokenCeilingOf(
+  messages: ChatMessage[],
+  tools?: unknown[],
+  measure: (text: string) => number = byteLength,
+): number {
+  const n = chatTokenCeiling(messages as CountableMessage[], measure);
+  return tools && tools.length > 0 ? n + measure(JSON.stringify(tools)) : n;
 }
 
 /** Rewrite the upstream's model name to the id the client asked for. */
