@@ -125,7 +125,7 @@ export interface AgentResult {
   cpu: Map<string, number>;
   /** Median latency per path, ms. */
   p50: Map<string, number>;
-  /** The first and last body's size, KiB. */
+  /** The smallest and largest measured body, KiB. */
   kib: [number, number];
 }
 
@@ -133,37 +133,37 @@ export interface AgentResult {
  * Sends the same growing conversation through every path, one request at a
  * time, the paths' order rotating each turn: `rounds` rounds of `turns` turns,
  * each round growing the same starting conversation by new turns (an agent's
- * session going on), two unmeasured turns before the first.
+ * session going on), after `warmTurns` unmeasured ones (the first turn counts
+ * the whole conversation; later ones warm the code a turn runs).
  */
 export async function measureAgentTurns(
   paths: AgentPath[],
   rounds: number,
   turns: number,
   chatPath: string,
+  warmTurns = 2,
 ): Promise<AgentResult> {
   const enc = new TextEncoder();
   const cpu = new Map<string, number>();
   const lat = new Map<string, number[]>();
   const measured = rounds * turns;
-  let first: string | undefined;
-  let last = "";
+  const sizes: number[] = [];
   for (let r = 0; r < rounds; r++) {
-    const warm = r === 0 ? 2 : 0;
+    const warm = r === 0 ? warmTurns : 0;
     const bodies = new Map(
       paths.map((p) => [p.model, agentBodies(turns + warm, 300, p.model, "chat", r)]),
     );
-    const some = bodies.get(paths[0].model)!;
-    first ??= some[warm];
-    last = some.at(-1)!;
+    for (const b of bodies.get(paths[0].model)!.slice(warm)) {
+      sizes.push(enc.encode(b).length / 1024);
+    }
     for (let i = 0; i < turns + warm; i++) {
       await agentTurn(paths, i, bodies, chatPath, i < warm ? null : { cpu, lat, measured });
     }
   }
-  const size = (s: string) => enc.encode(s).length / 1024;
   return {
     cpu,
     p50: new Map([...lat].map(([n, v]) => [n, median(v)])),
-    kib: [size(first!), size(last)],
+    kib: [Math.min(...sizes), Math.max(...sizes)],
   };
 }
 

@@ -88,7 +88,14 @@ export function benchPlan(
       tlog: { rounds, seconds, warmSeconds: 0.25 },
       workers: { rounds, seconds, warmSeconds: 0.25 },
       // No per-size warm-up: the shared servers come warm from the fresh-peer row.
-      promptSizes: { rounds: 1, seconds: 0.2, warmSeconds: 0, agentRounds: 1, agentTurns: 4 },
+      promptSizes: {
+        rounds: 1,
+        seconds: 0.2,
+        warmSeconds: 0,
+        agentRounds: 1,
+        agentTurns: 4,
+        agentWarmTurns: 2,
+      },
       shareServers: true,
     };
   }

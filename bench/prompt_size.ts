@@ -48,6 +48,8 @@ export interface PromptSizePlan {
   /** Rounds and measured turns per round of the coding agent's conversation (bench/agent_turns.ts). */
   agentRounds: number;
   agentTurns: number;
+  /** Unmeasured turns first (bench/agent_turns.ts). */
+  agentWarmTurns: number;
 }
 
 /**
@@ -57,8 +59,15 @@ export interface PromptSizePlan {
  */
 export function promptSizePlan(quick: boolean): PromptSizePlan {
   return quick
-    ? { rounds: 1, seconds: 0.5, warmSeconds: 0.3, agentRounds: 1, agentTurns: 4 }
-    : { rounds: 3, seconds: 3, warmSeconds: 2, agentRounds: 3, agentTurns: 16 };
+    ? {
+      rounds: 1,
+      seconds: 0.5,
+      warmSeconds: 0.3,
+      agentRounds: 1,
+      agentTurns: 4,
+      agentWarmTurns: 2,
+    }
+    : { rounds: 3, seconds: 3, warmSeconds: 2, agentRounds: 3, agentTurns: 16, agentWarmTurns: 16 };
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -133,6 +142,7 @@ export async function promptSizeRows(
     trio?: FreshTrio;
     agentRounds: number;
     agentTurns: number;
+    agentWarmTurns: number;
   },
 ): Promise<Row[]> {
   const sizes = o.sizesKiB ?? PROMPT_KIB;
@@ -241,7 +251,9 @@ export async function promptSizeRows(
         },
       );
     }
-    rows.push(...await agentRows(paths, o.agentRounds, o.agentTurns, shared, o.log));
+    rows.push(
+      ...await agentRows(paths, o.agentRounds, o.agentTurns, o.agentWarmTurns, shared, o.log),
+    );
     return rows;
   } finally {
     if (own) await stopTrio(own);
@@ -257,6 +269,7 @@ async function agentRows(
   paths: PathRun[],
   rounds: number,
   turns: number,
+  warmTurns: number,
   shared: string,
   log: (s: string) => void,
 ): Promise<Row[]> {
@@ -272,6 +285,7 @@ async function agentRows(
     rounds,
     turns,
     CHAT_PATH,
+    warmTurns,
   );
   const cpu = (n: string) => r.cpu.get(n) ?? NaN;
   const added = (n: string) => fmt((r.p50.get(n) ?? NaN) - (r.p50.get("direct") ?? NaN), 3);
@@ -280,9 +294,9 @@ async function agentRows(
   return [
     {
       metric: `Coding agent: a ~100k-token conversation one turn longer per request (${rounds} ` +
-        `round(s) of ${turns} turns from the same start, bodies ${fmt(r.kib[0], 0)}–${
-          fmt(r.kib[1], 0)
-        } KiB, a 200k-token context, so ` +
+        `round(s) of ${turns} turns from the same start after ${warmTurns} unmeasured, bodies ${
+          fmt(r.kib[0], 0)
+        }–${fmt(r.kib[1], 0)} KiB, a 200k-token context, so ` +
         `the gateway counts it), c=1: server CPU per request (µs) / added p50 (ms)${shared}`,
       direct: `– / ${fmt(r.p50.get("direct") ?? NaN, 3)} (abs)`,
       floor: `${fmt(cpu("floor"), 0)} / ${added("floor")}`,
@@ -312,6 +326,7 @@ if (import.meta.main) {
         sizesKiB,
         agentRounds: numFlag("agent-rounds", plan.agentRounds),
         agentTurns: numFlag("agent-turns", plan.agentTurns),
+        agentWarmTurns: numFlag("agent-warm", plan.agentWarmTurns),
       }),
   );
 }
