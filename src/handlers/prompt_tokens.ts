@@ -61,9 +61,10 @@ export function chatPromptTokens(
   };
   const ceiling = chatTokenCeilingOf(chat.messages, chat.tools);
   if (ceiling <= room) return bounded(ceiling);
-  if (reuse) {
+  if (reuse?.any) {
     // The key's earlier counts where it sent a text before, bytes for the rest
     // (docs/decisions/prompt-counts-reused.md): an agent's new turn is not tokenized.
+    // A key with nothing kept skips this: naming its texts would find nothing.
     let reused = 0;
     const mixed = chatTokenCeilingOf(chat.messages, chat.tools, (text) => {
       const known = reuse.peek(model.tokenizer, text);

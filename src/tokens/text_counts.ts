@@ -62,6 +62,11 @@ export class TextCounts {
     return this.#size;
   }
 
+  /** Whether the key has any count kept (if not, nothing of its request needs naming). */
+  holds(scope: string): boolean {
+    return this.#keys.has(scope);
+  }
+
   /** @internal The entry's name: HMAC of the scope, tokenizer and text. */
   name(scope: string, tokenizer: TokenizerName, text: string): string {
     return createHmac("sha256", this.#secret)
@@ -131,6 +136,11 @@ export class ScopedCounts {
       this.#names.set(text, name);
     }
     return name;
+  }
+
+  /** Whether this key has any count kept. */
+  get any(): boolean {
+    return this.counts.holds(this.scope);
   }
 
   /** The count of a long text this key had counted before, if kept; nothing is tokenized. */

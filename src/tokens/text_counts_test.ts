@@ -145,3 +145,12 @@ Deno.test("reused counts: one key sending many long texts cannot push another ke
   assert.equal(put("agent", code(1)), code(1).length);
   assert.equal(put("flood", code(149, 2100)), 0);
 });
+
+Deno.test("reused counts: a key with nothing kept is told so (its texts need no naming)", () => {
+  const counts = new TextCounts(SECRET);
+  assert.equal(counts.scope("new").any, false);
+  const k = new TokenCounter("o200k_base", undefined, undefined, counts.scope("new"));
+  k.text(code(7));
+  assert.equal(counts.scope("new").any, true);
+  assert.equal(counts.scope("other").any, false);
+});
