@@ -327,35 +327,47 @@ export class Edge {
     return { ...writes, leaves: [...hashes] };
   }
 
-  /** Writes a tile's hashes from `start` as a chunk, or the tile whole when it has rows enough. */
   #storeTile(level: number, t: EdgeTile, start: number, writes: EdgeWrites): void {
-    if (t.starts.length + 1 <= MAX_CHUNKS) {
-      writes.sets.push({
-        key: tileChunkKey(level, t.index, start),
-        value: concatHashes(t.hashes, start),
-      });
-      t.starts.push(start);
-      return;
-    }
-    for (const s of t.starts) if (s !== 0) writes.deletes.push(tileChunkKey(level, t.index, s));
-    writes.sets.push({ key: tileChunkKey(level, t.index, 0), value: concatHashes(t.hashes, 0) });
-    t.starts = [0];
+    t.starts = storeChunk(
+      t.starts,
+      start,
+      (s) => tileChunkKey(level, t.index, s),
+      (s) => concatHashes(t.hashes, s),
+      writes,
+    );
   }
 
   #storeBundle(start: number, writes: EdgeWrites): void {
     const b = this.bundle;
-    if (b.starts.length + 1 <= MAX_CHUNKS) {
-      writes.sets.push({
-        key: bundleChunkKey(b.index, start),
-        value: framed(b.records.slice(start)),
-      });
-      b.starts.push(start);
-      return;
-    }
-    for (const s of b.starts) if (s !== 0) writes.deletes.push(bundleChunkKey(b.index, s));
-    writes.sets.push({ key: bundleChunkKey(b.index, 0), value: framed(b.records) });
-    b.starts = [0];
+    b.starts = storeChunk(
+      b.starts,
+      start,
+      (s) => bundleChunkKey(b.index, s),
+      (s) => framed(b.records.slice(s)),
+      writes,
+    );
   }
+}
+
+/**
+ * Writes a tile's (bundle's) content from `start` as a chunk row, or, once it
+ * has {@link MAX_CHUNKS} rows, the whole of it at position 0 with its other
+ * rows deleted; returns the rows' starts after.
+ */
+function storeChunk(
+  starts: ChunkStart[],
+  start: number,
+  keyAt: (start: ChunkStart) => Deno.KvKey,
+  from: (start: number) => Uint8Array,
+  writes: EdgeWrites,
+): ChunkStart[] {
+  if (starts.length < MAX_CHUNKS) {
+    writes.sets.push({ key: keyAt(start), value: from(start) });
+    return [...starts, start];
+  }
+  for (const s of starts) if (s !== 0) writes.deletes.push(keyAt(s));
+  writes.sets.push({ key: keyAt(0), value: from(0) });
+  return [0];
 }
 
 function concatHashes(hashes: readonly Uint8Array[], from: number): Uint8Array {

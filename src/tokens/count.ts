@@ -321,20 +321,19 @@ export function chatTokenCeiling(
   messages: readonly CountableMessage[],
   measure: (text: string) => number = byteLength,
 ): number {
-  const utf8Length = measure;
   let n = REPLY_PRIMING_TOKENS;
   for (const m of messages) {
     n += TOKENS_PER_MESSAGE;
-    if (m.name) n += 1 + utf8Length(m.name);
+    if (m.name) n += 1 + measure(m.name);
     const c = m.content;
-    if (typeof c === "string") n += utf8Length(c);
+    if (typeof c === "string") n += measure(c);
     else if (Array.isArray(c)) {
       for (const p of c as readonly CountablePart[]) {
-        n += p.type === "text" && typeof p.text === "string" ? utf8Length(p.text) : IMAGE_TOKENS;
+        n += p.type === "text" && typeof p.text === "string" ? measure(p.text) : IMAGE_TOKENS;
       }
     }
     for (const t of m.tool_calls ?? []) {
-      n += utf8Length(t.function.name) + utf8Length(t.function.arguments);
+      n += measure(t.function.name) + measure(t.function.arguments);
     }
   }
   return n;

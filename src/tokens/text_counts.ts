@@ -120,8 +120,11 @@ export class TextCounts {
  * looks it up (the ceiling, then perhaps the count).
  */
 export class ScopedCounts {
-  /** Names made for this request's texts, by text (V8 hashes a string once), for one tokenizer. */
-  readonly #names = new Map<string, string>();
+  /**
+   * Names made for this request's texts, by text (V8 hashes a string once), for one
+   * tokenizer; made on the first name (most requests never name a text).
+   */
+  #names: Map<string, string> | undefined;
   #tokenizer: TokenizerName | undefined;
 
   constructor(readonly counts: TextCounts, readonly scope: string) {}
@@ -130,10 +133,11 @@ export class ScopedCounts {
   name(tokenizer: TokenizerName, text: string): string {
     this.#tokenizer ??= tokenizer;
     if (tokenizer !== this.#tokenizer) return this.counts.name(this.scope, tokenizer, text);
-    let name = this.#names.get(text);
+    const names = this.#names ??= new Map();
+    let name = names.get(text);
     if (name === undefined) {
       name = this.counts.name(this.scope, tokenizer, text);
-      this.#names.set(text, name);
+      names.set(text, name);
     }
     return name;
   }
