@@ -10,7 +10,7 @@ import {
 } from "../formats/mod.ts";
 import { basePlan, costOf } from "./plan.ts";
 import { outputReserve } from "./output_reserve.ts";
-import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
+import { chatPromptTokens, defaultOutputOf, parsedTextBytes } from "./prompt_tokens.ts";
 
 export const chatEndpoint: InferenceEndpoint = {
   endpoint: "/v1/chat/completions",
@@ -27,6 +27,7 @@ export const chatEndpoint: InferenceEndpoint = {
       "messages",
       defaultOutputOf(model, config.limits.default_output_reserve),
       reuse,
+      parsedTextBytes(body),
     );
     const promptTokens = prompt.reserve;
     const out = outputReserve(

@@ -17,7 +17,13 @@
  */
 import type { ChatModel } from "../catalog/mod.ts";
 import { type ChatRequest, chatTokenCeilingOf, estimateChatTokens } from "../formats/mod.ts";
-import { byteLength, checkContextLength, type ScopedCounts } from "../tokens/mod.ts";
+import {
+  byteLength,
+  checkContextLength,
+  type ScopedCounts,
+  type TextMeasure,
+} from "../tokens/mod.ts";
+import { textBytes } from "../http/mod.ts";
 
 export interface PromptTokens {
   /** Reserved at admission: the exact count, or the ceiling when that decided. */
@@ -41,6 +47,7 @@ export function chatPromptTokens(
   param: string,
   defaultOutput: number,
   reuse?: ScopedCounts,
+  known?: KnownBytes,
 ): PromptTokens {
   const contextLength = model.config.context_length;
   const room = contextLength - (requestedOutput ?? defaultOutput);
@@ -59,18 +66,21 @@ export function chatPromptTokens(
         ),
     };
   };
-  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools);
+  const bytes: TextMeasure = known
+    ? (text, message, part) => known(text, message, part) ?? byteLength(text)
+    : byteLength;
+  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools, bytes);
   if (ceiling <= room) return bounded(ceiling);
   if (reuse?.any) {
     // The key's earlier counts where it sent a text before, bytes for the rest
     // (docs/decisions/prompt-counts-reused.md): an agent's new turn is not tokenized.
     // A key with nothing kept skips this: naming its texts would find nothing.
     let reused = 0;
-    const mixed = chatTokenCeilingOf(chat.messages, chat.tools, (text) => {
-      const known = reuse.peek(model.tokenizer, text);
-      if (known === undefined) return byteLength(text);
+    const mixed = chatTokenCeilingOf(chat.messages, chat.tools, (text, message, part) => {
+      const kept = reuse.peek(model.tokenizer, text);
+      if (kept === undefined) return bytes(text, message, part);
       reused += text.length;
-      return known;
+      return kept;
     });
     if (mixed <= room) {
       reuse.counts.totals.reused += reused;
@@ -86,6 +96,31 @@ export function chatPromptTokens(
   );
   checkContextLength({ promptTokens, requestedOutput, contextLength, modelId, param });
   return { reserve: promptTokens, exact: () => promptTokens, bounded: false };
+}
+
+/** A request's long texts' UTF-8 lengths its parse noted, by where they sit (undefined: not known). */
+export type KnownBytes = (text: string, message?: number, part?: number) => number | undefined;
+
+/**
+ * What the parse in pieces (http/json_pieces.ts) noted of a chat body's long
+ * texts, found by their place in its `messages`: the byte ceiling then never
+ * copies a long text into one flat string (the validated request holds the
+ * same strings in the same places; each is checked to be the same string).
+ */
+export function parsedTextBytes(body: unknown): KnownBytes | undefined {
+  const messages = body !== null && typeof body === "object"
+    ? (body as { messages?: unknown }).messages
+    : undefined;
+  if (!Array.isArray(messages)) return undefined;
+  return (text, message, part) => {
+    if (message === undefined) return undefined;
+    const m: unknown = messages[message];
+    if (part === undefined) return textBytes(m, "content", text);
+    const content = m !== null && typeof m === "object"
+      ? (m as { content?: unknown }).content
+      : undefined;
+    return Array.isArray(content) ? textBytes(content[part], "text", text) : undefined;
+  };
 }
 
 /** The output reserved when a request names no maximum, before the context's room. */

@@ -3,8 +3,14 @@ import type { ChatModel } from "../catalog/catalog.ts";
 import type { ChatRequest } from "../formats/chat/types.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import { GatewayError } from "../http/errors.ts";
-import { estimateChatTokens } from "../formats/chat/request.ts";
-import { chatPromptTokens, defaultOutputOf } from "./prompt_tokens.ts";
+import {
+  chatTokenCeilingOf,
+  estimateChatTokens,
+  parseChatRequest,
+} from "../formats/chat/request.ts";
+import { chatPromptTokens, defaultOutputOf, parsedTextBytes } from "./prompt_tokens.ts";
+import { parseJsonDocument } from "../http/body.ts";
+import { Buffer } from "node:buffer";
 import { TextCounts } from "../tokens/text_counts.ts";
 
 const model = (contextLength: number): ChatModel => ({
@@ -81,4 +87,44 @@ Deno.test("a key's next turn: its earlier counts and the new text's bytes decide
   const other = chatPromptTokens(next, m, "t/m", undefined, "messages", 1024, counts.scope("k2"));
   assert.equal(other.bounded, false);
   assert.equal(other.reserve, exact);
+});
+
+Deno.test("a long body's texts are measured from what its parse noted, to the same ceiling (#27)", () => {
+  const long = code.repeat(4) + "é → 😀\n";
+  const parts = [{ type: "text", text: long }, { type: "text", text: "short" }];
+  const raw = parseJsonDocument(
+    new TextEncoder().encode(JSON.stringify({
+      model: "t/m",
+      messages: [{ role: "system", content: "be brief" }, { role: "user", content: long }, {
+        role: "user",
+        content: parts,
+      }],
+    })),
+  ).value;
+  const request = parseChatRequest(raw).chat;
+  const known = parsedTextBytes(raw)!;
+  const msgs = request.messages as { content: string | { text: string }[] }[];
+  // The validated request holds the parse's own strings, and their lengths were noted.
+  assert.equal(known(msgs[1].content as string, 1), Buffer.byteLength(long));
+  assert.equal(
+    known((msgs[2].content as { text: string }[])[0].text, 2, 0),
+    Buffer.byteLength(long),
+  );
+  assert.equal(known("be brief", 0), undefined);
+  assert.equal(known(long, 0), undefined); // not the string at that place
+  const m = model(10_000_000);
+  const withKnown = chatPromptTokens(
+    request,
+    m,
+    "t/m",
+    undefined,
+    "messages",
+    1024,
+    undefined,
+    known,
+  );
+  const plain = chatPromptTokens(request, m, "t/m", undefined, "messages", 1024);
+  assert.equal(withKnown.bounded, true);
+  assert.equal(withKnown.reserve, plain.reserve);
+  assert.equal(withKnown.reserve, chatTokenCeilingOf(request.messages, undefined));
 });

@@ -8,6 +8,15 @@ import { GatewayError } from "./errors.ts";
 import { concatBytes } from "../aci/mod.ts";
 import { type After, timerAfter } from "./deadlines.ts";
 import { Buffer, isUtf8 } from "node:buffer";
+import {
+  decoder,
+  duplicateKey,
+  surrogateEscape,
+  tooDeep,
+  unpairedSurrogate,
+  wellFormed,
+} from "./json_strict.ts";
+import { parseInPieces, PIECES_MIN_BYTES } from "./json_pieces.ts";
 
 /** Bounds on reading one body beyond its size: a deadline and reserved memory. */
 export interface BodyIntake {
@@ -164,13 +173,6 @@ export function requireJsonContentType(req: Request): void {
   }
 }
 
-// ignoreBOM keeps a leading BOM in the text, so JSON.parse refuses it like any other
-// stray byte: the hashed bytes and the parsed value must describe the same document.
-// Not `fatal`: the bytes are validated first by `isUtf8` (the same strict UTF-8 as the
-// fatal decoder, which the unit tests check), and the replacing decoder's single pass is
-// faster than the fatal one on a long prompt (docs/decisions/prompt-bytes.md).
-const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
-
 /**
  * A request body parsed once: its bytes, its value, and where each member
  * of a top-level object sits in the bytes (found by the structure scan, in the
@@ -199,6 +201,11 @@ export function parseJsonBody(bytes: Uint8Array, maxDepth = 64): unknown {
 /** {@link parseJsonBody}, also giving the top-level members' byte ranges. */
 export function parseJsonDocument(bytes: Uint8Array, maxDepth = 64): JsonDocument {
   if (!isUtf8(bytes)) throw new GatewayError("invalid_request", "request body is not valid UTF-8");
+  if (bytes.byteLength >= PIECES_MIN_BYTES) {
+    // A large body's one text would be a fresh large object (docs/decisions/prompt-pieces.md).
+    const pieces = parseInPieces(bytes, maxDepth);
+    if (pieces !== null) return { bytes, value: pieces.value, members: pieces.members };
+  }
   const text = decoder.decode(bytes);
   const members = checkStructure(text, maxDepth);
   let value: unknown;
@@ -213,31 +220,9 @@ export function parseJsonDocument(bytes: Uint8Array, maxDepth = 64): JsonDocumen
   // Only a `\uD8xx`-style escape can produce an unpaired surrogate (the fatal
   // decoder refuses them as raw bytes), so most bodies skip the walk.
   if (surrogateEscape(text) && !wellFormed(value)) {
-    throw new GatewayError(
-      "invalid_request",
-      "request body contains an unpaired UTF-16 surrogate escape (not I-JSON)",
-    );
+    throw unpairedSurrogate();
   }
   return { bytes, value, members: byteRanges(text, bytes, members) };
-}
-
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/g;
-
-/**
- * Does the text hold a `\uD800`–`\uDFFF` escape? Found by one native regex scan
- * (cheaper than a JS cursor over a prompt of code's many backslashes); a match
- * whose backslash is itself escaped (`\\uD83D` in a prompt quoting source code)
- * is not one, and does not cost the walk over the value. Linear: the backslash
- * runs counted back from each match are disjoint.
- */
-function surrogateEscape(text: string): boolean {
-  SURROGATE_ESCAPE.lastIndex = 0;
-  for (let m; (m = SURROGATE_ESCAPE.exec(text)) !== null;) {
-    let k = m.index - 1;
-    while (k >= 0 && text.charCodeAt(k) === 0x5c) k--;
-    if ((m.index - 1 - k) % 2 === 0) return true;
-  }
-  return false;
 }
 
 /**
@@ -267,20 +252,6 @@ function byteRanges(
 }
 
 /**
- * Unpaired surrogates cannot be encoded as UTF-8: forwarding, hashing or
- * signing such a string would silently turn it into U+FFFD or fail, so the
- * value read would not be the value sent on. Depth is already bounded.
- */
-function wellFormed(v: unknown): boolean {
-  if (typeof v === "string") return v.isWellFormed();
-  if (Array.isArray(v)) return v.every(wellFormed);
-  if (v !== null && typeof v === "object") {
-    for (const [k, x] of Object.entries(v)) if (!k.isWellFormed() || !wellFormed(x)) return false;
-  }
-  return true;
-}
-
-/**
  * One linear scan over the text for nesting depth and duplicate keys, which
  * also notes the top-level object's members (text offsets, see
  * {@link JsonDocument}; null when the text is not an object). Invalid JSON is
@@ -306,10 +277,7 @@ function checkStructure(text: string, maxDepth: number): Map<string, [number, nu
           return null;
         }
         if (top.has(key)) {
-          throw new GatewayError(
-            "invalid_request",
-            `duplicate key "${truncate(key)}" in JSON object`,
-          );
+          throw duplicateKey(key);
         }
         top.add(key);
         if (stack.length === 1) memberKey = key;
@@ -319,7 +287,7 @@ function checkStructure(text: string, maxDepth: number): Map<string, [number, nu
     } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
       stack.push(c === 0x7b ? new Set() : null);
       if (stack.length > maxDepth) {
-        throw new GatewayError("invalid_request", `JSON nesting deeper than ${maxDepth} levels`);
+        throw tooDeep(maxDepth);
       }
       expectKey = c === 0x7b;
       if (stack.length === 1 && c === 0x7b && members === null) {
@@ -359,8 +327,4 @@ function stringEnd(text: string, open: number): number {
     if ((j - 1 - k) % 2 === 0) return j;
     j++;
   }
-}
-
-function truncate(s: string): string {
-  return s.length > 40 ? s.slice(0, 40) + "…" : s;
 }

@@ -35,6 +35,7 @@ export {
   GatewayError,
 } from "./errors.ts";
 export { jsonResponse } from "./json.ts";
+export { textBytes } from "./json_pieces.ts";
 export { freezeJson, spliceJson } from "./json_splice.ts";
 export type { Params } from "./params.ts";
 export { metadataOf, traceIdOf } from "./request_headers.ts";

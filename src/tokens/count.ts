@@ -315,21 +315,26 @@ export function countChatInto(
  * measured natively (`Buffer.byteLength`, no copy): a JS loop over every
  * character was a large share of a long prompt's CPU once nothing else read
  * it character by character. `measure`: a text's bound (its UTF-8 bytes by
- * default; a caller may give a text's exact count where it knows it).
+ * default; a caller may give a text's exact count where it knows it), told
+ * where a message's text sits (message index, and part index in a list of
+ * parts), so that it can find what it knows of the text without reading it.
  */
 export function chatTokenCeiling(
   messages: readonly CountableMessage[],
-  measure: (text: string) => number = byteLength,
+  measure: TextMeasure = byteLength,
 ): number {
   let n = REPLY_PRIMING_TOKENS;
-  for (const m of messages) {
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
     n += TOKENS_PER_MESSAGE;
     if (m.name) n += 1 + measure(m.name);
     const c = m.content;
-    if (typeof c === "string") n += measure(c);
+    if (typeof c === "string") n += measure(c, i);
     else if (Array.isArray(c)) {
-      for (const p of c as readonly CountablePart[]) {
-        n += p.type === "text" && typeof p.text === "string" ? measure(p.text) : IMAGE_TOKENS;
+      const parts = c as readonly CountablePart[];
+      for (let j = 0; j < parts.length; j++) {
+        const p = parts[j];
+        n += p.type === "text" && typeof p.text === "string" ? measure(p.text, i, j) : IMAGE_TOKENS;
       }
     }
     for (const t of m.tool_calls ?? []) {
@@ -338,6 +343,9 @@ export function chatTokenCeiling(
   }
   return n;
 }
+
+/** A text's bound in tokens; `message` and `part` say where a message's content text sits. */
+export type TextMeasure = (text: string, message?: number, part?: number) => number;
 
 /** A text's UTF-8 bytes, measured natively (no copy): the ceiling on its tokens. */
 export function byteLength(text: string): number {

@@ -11,6 +11,7 @@ export {
   newBpeBudget,
   prepareTokenizers,
   TokenCounter,
+  type TextMeasure,
 } from "./count.ts";
 export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
 export { type CountingTotals, ScopedCounts, TextCounts } from "./text_counts.ts";

@@ -9,6 +9,7 @@ import {
   type CountableMessage,
   countChatInto,
   type ScopedCounts,
+  type TextMeasure,
   TokenCounter,
   type TokenizerName,
 } from "../../tokens/mod.ts";
@@ -278,7 +279,7 @@ export function estimateChatTokens(
 export function chatTokenCeilingOf(
   messages: ChatMessage[],
   tools?: unknown[],
-  measure: (text: string) => number = byteLength,
+  measure: TextMeasure = byteLength,
 ): number {
   const n = chatTokenCeiling(messages as CountableMessage[], measure);
   return tools && tools.length > 0 ? n + measure(JSON.stringify(tools)) : n;
