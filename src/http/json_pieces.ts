@@ -22,7 +22,7 @@
  * the whole text, which refuses the body with its usual error.
  */
 import { Buffer } from "node:buffer";
-import { decoder, duplicateKey, surrogateEscape, tooDeep, wellFormed } from "./json_strict.ts";
+import { decoder, duplicateKey, surrogateEscapeIn, tooDeep, wellFormed } from "./json_strict.ts";
 
 /** Bodies from this size are parsed in pieces (a two-byte text of half of it is a large object). */
 export const PIECES_MIN_BYTES = 64 * 1024;
@@ -91,7 +91,6 @@ export function parseInPieces(
   leaves(top);
   glue.push(bytes.subarray(cursor));
   const skeletonText = decoder.decode(concat(glue));
-  let surrogates = surrogateEscape(skeletonText);
   let value: unknown;
   try {
     value = JSON.parse(skeletonText);
@@ -110,7 +109,6 @@ export function parseInPieces(
         }
         if (holder[at] !== 0) throw new Mismatch();
         const leaf = parseLeaf(bytes, box.starts[k], box.ends[k], splitMin);
-        if (leaf.surrogates) surrogates = true;
         if (leaf.utf8 !== undefined) noteBytes(holder, at, leaf.utf8);
         if (at === "__proto__") {
           // An own member, as JSON.parse makes it; assigning would set the prototype.
@@ -128,7 +126,8 @@ export function parseInPieces(
     if (e instanceof SyntaxError || e instanceof Mismatch) return null;
     throw e;
   }
-  if (surrogates && !wellFormed(value)) return null;
+  // Only a `\uD8xx`-style escape can make an unpaired surrogate (as in body.ts).
+  if (surrogateEscapeIn(bytes) && !wellFormed(value)) return null;
   return { value, members };
 }
 
@@ -267,17 +266,15 @@ function parseLeaf(
   start: number,
   end: number,
   splitMin: number,
-): { value: unknown; surrogates: boolean; utf8?: number } {
+): { value: unknown; utf8?: number } {
   let s = start;
   let e = end;
   while (s < e && isSpace(bytes[s])) s++;
   while (e > s && isSpace(bytes[e - 1])) e--;
   if (e - s < splitMin || bytes[s] !== 0x22 || bytes[e - 1] !== 0x22 || e - s < 2) {
-    const text = decoder.decode(bytes.subarray(start, end));
-    return { value: JSON.parse(text), surrogates: surrogateEscape(text) };
+    return { value: JSON.parse(decoder.decode(bytes.subarray(start, end))) };
   }
   let value = "";
-  let surrogates = false;
   let utf8 = 0;
   let high = false;
   const inner = e - 1;
@@ -286,7 +283,6 @@ function parseLeaf(
     const text = '"' + decoder.decode(bytes.subarray(at, cut)) + '"';
     const part: unknown = JSON.parse(text);
     if (typeof part !== "string") throw new Mismatch();
-    if (surrogateEscape(text)) surrogates = true;
     utf8 += Buffer.byteLength(part, "utf8");
     // A pair cut between its escapes counts 3 + 3 bytes apart, 4 joined.
     const low = part.length > 0 && (part.charCodeAt(0) & 0xfc00) === 0xdc00;
@@ -295,7 +291,7 @@ function parseLeaf(
     value += part;
     at = cut;
   }
-  return { value, surrogates, utf8 };
+  return { value, utf8 };
 }
 
 /**

@@ -23,7 +23,7 @@ export function spliceJson(doc: JsonDocument, out: unknown): Uint8Array<ArrayBuf
   const members = doc.members;
   const source = doc.value;
   if (members === null || !isPlainObject(out) || !isPlainObject(source)) return serialize(out);
-  const pieces: (Uint8Array | string)[] = [];
+  const pieces: (Uint8Array | string[])[] = [];
   let copied = 0;
   let serialized = 0;
   for (const key of Object.keys(out)) {
@@ -36,10 +36,10 @@ export function spliceJson(doc: JsonDocument, out: unknown): Uint8Array<ArrayBuf
       copied++;
     } else {
       // Throws as JSON.stringify(out) would (a cycle, a BigInt): the caller's error either way.
-      const text: string | undefined = JSON.stringify(v);
-      if (text === undefined) continue; // a toJSON giving undefined: left out, as there
+      const text = [JSON.stringify(key) + ":"];
+      if (!jsonFragments(v, key, text, FRAGMENT_DEPTH)) continue; // a toJSON giving undefined: left out
       serialized++;
-      pieces.push(JSON.stringify(key) + ":" + text);
+      pieces.push(text);
     }
   }
   // Every member as the client sent it (in whatever order the validator left them, which
@@ -79,9 +79,29 @@ export function freezeJson(v: unknown): void {
   else for (const k in v) freezeJson((v as Record<string, unknown>)[k]);
 }
 
-/** `{` pieces joined by `,` `}`: byte pieces copied, string pieces encoded each. */
-function join(pieces: (Uint8Array | string)[]): Uint8Array<ArrayBuffer> {
-  const encoded = pieces.map((p) => typeof p === "string" ? encoder.encode(p) : p);
+/**
+ * `{` pieces joined by `,` `}`: byte pieces copied, text pieces encoded a run
+ * of fragments at a time (each run well under V8's large-object size).
+ */
+function join(pieces: (Uint8Array | string[])[]): Uint8Array<ArrayBuffer> {
+  const encoded: Uint8Array[] = [];
+  for (const p of pieces) {
+    if (p instanceof Uint8Array) {
+      encoded.push(p);
+      continue;
+    }
+    const runs: Uint8Array[] = [];
+    let run = "";
+    for (const f of p) {
+      if (run.length > 0 && run.length + f.length > RUN_CHARS) {
+        runs.push(encoder.encode(run));
+        run = "";
+      }
+      run += f;
+    }
+    runs.push(encoder.encode(run));
+    encoded.push(runs.length === 1 ? runs[0] : concatRuns(runs));
+  }
   let total = 2 + Math.max(0, encoded.length - 1);
   for (const p of encoded) total += p.byteLength;
   const buf = new Uint8Array(total);
@@ -94,6 +114,76 @@ function join(pieces: (Uint8Array | string)[]): Uint8Array<ArrayBuffer> {
   });
   buf[at] = 0x7d; // }
   return buf;
+}
+
+/** Text runs encoded at most this long (UTF-16 units): a two-byte run stays a regular heap object. */
+const RUN_CHARS = 16 * 1024;
+
+function concatRuns(runs: Uint8Array[]): Uint8Array {
+  let total = 0;
+  for (const r of runs) total += r.byteLength;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const r of runs) {
+    out.set(r, at);
+    at += r.byteLength;
+  }
+  return out;
+}
+
+/** Containers down to this depth are serialized a value at a time (a body's messages and their parts). */
+const FRAGMENT_DEPTH = 4;
+
+/**
+ * Appends the text JSON.stringify gives `v` as the member `key` of a value
+ * it serializes, as fragments whose concatenation is exactly that text; false
+ * (nothing appended) where it gives none. Plain arrays and objects down to `depth` are taken apart, so a
+ * long translated conversation never becomes one large string (what V8 maps
+ * fresh pages for: docs/decisions/prompt-pieces.md); anything else (a
+ * `toJSON`, a class instance, a value deeper down) is JSON.stringify's own.
+ */
+export function jsonFragments(v: unknown, key: string, out: string[], depth: number): boolean {
+  if (depth > 0 && v !== null && typeof v === "object" && takenApart(v)) {
+    if (Array.isArray(v)) {
+      out.push("[");
+      for (let i = 0; i < v.length; i++) {
+        if (i > 0) out.push(",");
+        if (!jsonFragments(v[i], String(i), out, depth - 1)) out.push("null");
+      }
+      out.push("]");
+      return true;
+    }
+    out.push("{");
+    let first = true;
+    for (const k of Object.keys(v)) {
+      const mark = out.length;
+      out.push((first ? "" : ",") + JSON.stringify(k) + ":");
+      if (jsonFragments((v as Record<string, unknown>)[k], k, out, depth - 1)) first = false;
+      else out.length = mark;
+    }
+    out.push("}");
+    return true;
+  }
+  let text: string | undefined;
+  if (
+    v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function"
+  ) {
+    // toJSON is called with the member's key: serialized as the one member of a holder.
+    const held = JSON.stringify({ [key]: v });
+    text = held === "{}" ? undefined : held.slice(JSON.stringify(key).length + 2, -1);
+  } else text = JSON.stringify(v);
+  if (text === undefined) return false;
+  out.push(text);
+  return true;
+}
+
+/** A plain array or object without a `toJSON`: JSON.stringify lists its members as they are. */
+function takenApart(v: object): boolean {
+  const proto = Object.getPrototypeOf(v);
+  const plain = Array.isArray(v)
+    ? proto === Array.prototype
+    : proto === Object.prototype || proto === null;
+  return plain && typeof (v as { toJSON?: unknown }).toJSON !== "function";
 }
 
 /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { parseJsonBody, parseJsonDocument } from "./body.ts";
-import { freezeJson, jsonEqual, spliceJson } from "./json_splice.ts";
+import { freezeJson, jsonEqual, jsonFragments, spliceJson } from "./json_splice.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { fatal: true });
@@ -311,4 +311,55 @@ Deno.test("freezeJson: a write to the parsed value throws instead of forwarding 
   assert.throws(() => {
     v.messages.push({ content: "c" });
   }, TypeError);
+});
+
+Deno.test("jsonFragments: the fragments join to exactly JSON.stringify's text", () => {
+  const r = rng(31);
+  class Point {
+    constructor(public x: number) {}
+  }
+  const odd = [
+    undefined,
+    () => 1,
+    Symbol("s"),
+    new Date(0),
+    new Point(1),
+    { toJSON: () => undefined },
+    { toJSON: (k: string) => `key:${k}` },
+    Object.create(null),
+    Object.assign(Object.create(null), { a: 1 }),
+    [undefined, () => 1],
+    -0,
+    NaN,
+    "→\u2028\uD83D",
+  ];
+  const pick = () => odd[Math.floor(r() * odd.length)];
+  const mixed = (depth: number): unknown => {
+    const x = r();
+    if (depth > 4 || x < 0.3) return r() < 0.5 ? pick() : randomValue(r, 2);
+    if (x < 0.6) return Array.from({ length: Math.floor(r() * 4) }, () => mixed(depth + 1));
+    const o: Record<string, unknown> = {};
+    for (let i = Math.floor(r() * 4); i > 0; i--) o[randomString(r, 3)] = mixed(depth + 1);
+    return o;
+  };
+  for (let i = 0; i < 3000; i++) {
+    const v = mixed(0);
+    for (const depth of [0, 1, 2, 4, 9]) {
+      // As the member "k" of an object JSON.stringify serializes.
+      const out: string[] = [];
+      const held = JSON.stringify({ k: v });
+      const text = held === "{}" ? undefined : held.slice('{"k":'.length, -1);
+      assert.equal(jsonFragments(v, "k", out, depth), text !== undefined);
+      assert.equal(text === undefined ? undefined : out.join(""), text);
+    }
+  }
+  // A long conversation is spliced from many small fragments, to the same value.
+  const messages = Array.from({ length: 200 }, (_, i) => ({
+    role: i % 2 ? "user" : "assistant",
+    content: [{ type: "text", text: `turn ${i} → ` + "x".repeat(3000) }],
+  }));
+  const body = enc.encode(JSON.stringify({ model: "a", messages: [] }));
+  const doc = parseJsonDocument(body);
+  const spliced = spliceJson(doc, { model: "a", messages });
+  assert.deepStrictEqual(sent(spliced), { model: "a", messages });
 });

@@ -10,8 +10,8 @@ export {
   countText,
   newBpeBudget,
   prepareTokenizers,
-  TokenCounter,
   type TextMeasure,
+  TokenCounter,
 } from "./count.ts";
 export { FALLBACK_TOKENIZER, type TokenizerName, TOKENIZERS } from "./names.ts";
 export { type CountingTotals, ScopedCounts, TextCounts } from "./text_counts.ts";

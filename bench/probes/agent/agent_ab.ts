@@ -68,6 +68,10 @@ const send = async (base: string, key: string | null, body: string) => {
   return ms;
 };
 const cpu = new Map<string, number[]>();
+const faults = new Map<string, number[]>();
+/** Minor page faults of `pid` so far (field 10 of /proc/<pid>/stat). */
+const minorFaults = (pid: number) =>
+  Number(Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ")[7]);
 const added = new Map<string, number[]>();
 try {
   // Two unmeasured turns warm each path (the tokenizer's tables, the JIT).
@@ -75,11 +79,13 @@ try {
     const directMs = await send(mock.url, null, direct[i]);
     for (const [name, g] of i % 2 ? [...gws].reverse() : gws) {
       const c0 = schedCpuMs(g.pid);
+      const f0 = minorFaults(g.pid);
       const ms = await send(g.url, g.key, bodies[i]);
       // The CPU a request costs includes work finished just after its answer (the commit).
       await new Promise((r) => setTimeout(r, 30));
       if (i < 2) continue;
       (cpu.get(name) ?? cpu.set(name, []).get(name)!).push(schedCpuMs(g.pid) - c0);
+      (faults.get(name) ?? faults.set(name, []).get(name)!).push(minorFaults(g.pid) - f0);
       (added.get(name) ?? added.set(name, []).get(name)!).push(ms - directMs);
     }
   }
@@ -92,7 +98,9 @@ try {
       [...cpu.keys()].map((n) =>
         `${n} ${
           fmt(cpu.get(n)!.reduce((a, b) => a + b, 0) * 1000 / turns, 0)
-        } µs CPU/request, added p50 ${fmt(median(added.get(n)!), 2)} ms`
+        } µs CPU/request, added p50 ${fmt(median(added.get(n)!), 2)} ms, ${
+          fmt(median(faults.get(n)!), 0)
+        } page faults/request (median)`
       ).join("; "),
   );
 } finally {
