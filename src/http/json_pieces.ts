@@ -22,7 +22,7 @@
  * the whole text, which refuses the body with its usual error.
  */
 import { Buffer } from "node:buffer";
-import { decoder, duplicateKey, surrogateEscapeIn, tooDeep, wellFormed } from "./json_strict.ts";
+import { decoder, duplicateKey, surrogateEscape, tooDeep, wellFormed } from "./json_strict.ts";
 
 /** Bodies from this size are parsed in pieces (a two-byte text of half of it is a large object). */
 export const PIECES_MIN_BYTES = 64 * 1024;
@@ -91,6 +91,7 @@ export function parseInPieces(
   leaves(top);
   glue.push(bytes.subarray(cursor));
   const skeletonText = decoder.decode(concat(glue));
+  let surrogates = maySurrogate(skeletonText);
   let value: unknown;
   try {
     value = JSON.parse(skeletonText);
@@ -109,6 +110,7 @@ export function parseInPieces(
         }
         if (holder[at] !== 0) throw new Mismatch();
         const leaf = parseLeaf(bytes, box.starts[k], box.ends[k], splitMin);
+        if (leaf.surrogates) surrogates = true;
         if (leaf.utf8 !== undefined) noteBytes(holder, at, leaf.utf8);
         if (at === "__proto__") {
           // An own member, as JSON.parse makes it; assigning would set the prototype.
@@ -127,11 +129,16 @@ export function parseInPieces(
     throw e;
   }
   // Only a `\uD8xx`-style escape can make an unpaired surrogate (as in body.ts).
-  if (surrogateEscapeIn(bytes) && !wellFormed(value)) return null;
+  if (surrogates && !wellFormed(value)) return null;
   return { value, members };
 }
 
 const ZERO = new Uint8Array([0x30]);
+
+/** {@link surrogateEscape}, after a native search for `\u` (rare in most texts) rules most pieces out. */
+function maySurrogate(text: string): boolean {
+  return text.includes("\\u") && surrogateEscape(text);
+}
 
 /** UTF-8 lengths of the long strings parsed as ropes, by the object or array holding them. */
 const TEXT_BYTES = new WeakMap<object, Map<string | number, number>>();
@@ -266,15 +273,17 @@ function parseLeaf(
   start: number,
   end: number,
   splitMin: number,
-): { value: unknown; utf8?: number } {
+): { value: unknown; surrogates: boolean; utf8?: number } {
   let s = start;
   let e = end;
   while (s < e && isSpace(bytes[s])) s++;
   while (e > s && isSpace(bytes[e - 1])) e--;
   if (e - s < splitMin || bytes[s] !== 0x22 || bytes[e - 1] !== 0x22 || e - s < 2) {
-    return { value: JSON.parse(decoder.decode(bytes.subarray(start, end))) };
+    const text = decoder.decode(bytes.subarray(start, end));
+    return { value: JSON.parse(text), surrogates: maySurrogate(text) };
   }
   let value = "";
+  let surrogates = false;
   let utf8 = 0;
   let high = false;
   const inner = e - 1;
@@ -283,6 +292,7 @@ function parseLeaf(
     const text = '"' + decoder.decode(bytes.subarray(at, cut)) + '"';
     const part: unknown = JSON.parse(text);
     if (typeof part !== "string") throw new Mismatch();
+    if (maySurrogate(text)) surrogates = true;
     utf8 += Buffer.byteLength(part, "utf8");
     // A pair cut between its escapes counts 3 + 3 bytes apart, 4 joined.
     const low = part.length > 0 && (part.charCodeAt(0) & 0xfc00) === 0xdc00;
@@ -291,7 +301,7 @@ function parseLeaf(
     value += part;
     at = cut;
   }
-  return { value, utf8 };
+  return { value, surrogates, utf8 };
 }
 
 /**

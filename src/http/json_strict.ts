@@ -48,28 +48,6 @@ export function surrogateEscape(text: string): boolean {
 }
 
 /**
- * {@link surrogateEscape} on the body's bytes (the escape and the backslashes
- * before it are ASCII, so the bytes hold it exactly where the text does): one
- * loop over the whole body instead of a regex per piece. Linear: each
- * backslash run is walked once.
- */
-export function surrogateEscapeIn(bytes: Uint8Array): boolean {
-  const n = bytes.length;
-  for (let i = 0; i < n; i++) {
-    if (bytes[i] !== 0x5c) continue;
-    let j = i + 1;
-    while (j < n && bytes[j] === 0x5c) j++;
-    // An odd run escapes the byte after it: `\u` + d or D + 8, 9, a–f or A–F.
-    if ((j - i) % 2 === 1 && bytes[j] === 0x75 && (bytes[j + 1] | 0x20) === 0x64) {
-      const h = bytes[j + 2] | 0x20;
-      if (h === 0x38 || h === 0x39 || (h >= 0x61 && h <= 0x66)) return true;
-    }
-    i = j - 1;
-  }
-  return false;
-}
-
-/**
  * Unpaired surrogates cannot be encoded as UTF-8: forwarding, hashing or
  * signing such a string would silently turn it into U+FFFD or fail, so the
  * value read would not be the value sent on. Depth is already bounded.
