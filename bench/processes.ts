@@ -110,15 +110,49 @@ export interface Server {
 
 /**
  * Runs `deno <args>` (or `opts.program <args>`) on core `cpu`; resolves with the URL its
- * stderr announces.
+ * stderr announces. A process that has printed nothing at all after {@link SILENT_MS} is
+ * killed and started again (twice at most, each said on stderr): on the bench VM a Deno
+ * process started beside others sometimes sleeps before its runtime is up (3 threads, in
+ * `hrtimer_nanosleep`) for over a minute (2026-11-29, `--quick` runs; cause not found).
  */
 export async function spawnPinned(
   cpu: number | string,
   denoArgs: string[],
   ready: RegExp,
-  /** `stdoutTo`: a file receiving the process's stdout (e.g. V8's `--trace-gc` lines); else discarded. */
-  opts: { program?: string; cwd?: string; env?: Record<string, string>; stdoutTo?: string } = {},
+  /**
+   * `stdoutTo`: a file receiving the process's stdout (e.g. V8's `--trace-gc` lines); else
+   * discarded. `silentMs`: {@link SILENT_MS} (tests shorten it).
+   */
+  opts: SpawnOptions = {},
 ): Promise<Server> {
+  const silentMs = opts.silentMs ?? SILENT_MS;
+  for (let attempt = 1;; attempt++) {
+    const started = await spawnOnce(cpu, denoArgs, ready, opts, attempt < 3 ? silentMs : null);
+    if (started !== "silent") return started;
+    console.error(
+      `[bench] ${denoArgs.join(" ").slice(0, 120)}: nothing printed in ${silentMs} ms; restarted`,
+    );
+  }
+}
+
+export interface SpawnOptions {
+  program?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  stdoutTo?: string;
+  silentMs?: number;
+}
+
+/** A start that printed nothing in this long is given up (when a retry is allowed). */
+const SILENT_MS = 20_000;
+
+async function spawnOnce(
+  cpu: number | string,
+  denoArgs: string[],
+  ready: RegExp,
+  opts: SpawnOptions,
+  silentMs: number | null,
+): Promise<Server | "silent"> {
   // Only a single core is widened: a list (workers, bench/workers.ts) spawns children later.
   const wide = startWide && typeof cpu === "number";
   const startCpus = wide ? `0-${machineCores() - 1}` : String(cpu);
@@ -136,12 +170,40 @@ export async function spawnPinned(
     child.stdout.pipeTo(file.writable).catch(() => {});
   }
   const stderr: string[] = [];
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start:\n${stderr.join("\n")}`)), 60_000);
+  let heard = false;
+  const url = await new Promise<string | "silent">((resolve, reject) => {
+    const silent = silentMs !== null
+      ? setTimeout(() => {
+        if (heard) return;
+        clearTimeout(timer);
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // already gone
+        }
+        resolve("silent");
+      }, silentMs)
+      : undefined;
+    const timer = setTimeout(
+      () =>
+        reject(
+          new Error(
+            `no start within 60 s: ${denoArgs.join(" ")} (pid ${child.pid}, ${
+              processState(child.pid)
+            }):\n${stderr.join("\n")}`,
+          ),
+        ),
+      60_000,
+    );
+    const done = () => {
+      clearTimeout(timer);
+      clearTimeout(silent);
+    };
     (async () => {
       const dec = new TextDecoder();
       let buf = "";
       for await (const chunk of child.stderr) {
+        heard = true;
         buf += dec.decode(chunk, { stream: true });
         let i;
         while ((i = buf.indexOf("\n")) >= 0) {
@@ -150,17 +212,21 @@ export async function spawnPinned(
           if (stderr.length < 200) stderr.push(line);
           const m = line.match(ready);
           if (m) {
-            clearTimeout(timer);
+            done();
             resolve(m[1]);
           }
         }
       }
     })().catch(() => {});
     child.status.then((s) => {
-      clearTimeout(timer);
+      done();
       reject(new Error(`exited early (${s.code}):\n${stderr.join("\n")}`));
     });
   });
+  if (url === "silent") {
+    await child.status;
+    return "silent";
+  }
   if (wide) await pinPid(child.pid, cpu);
   return {
     url,
@@ -183,6 +249,18 @@ export async function spawnPinned(
       clearTimeout(killer);
     },
   };
+}
+
+/** A process's scheduler state and what it waits in (/proc), for a start-up that hangs. */
+function processState(pid: number): string {
+  try {
+    const state = Deno.readTextFileSync(`/proc/${pid}/status`).match(/State:\s+(.+)/)?.[1];
+    const wchan = Deno.readTextFileSync(`/proc/${pid}/wchan`);
+    const threads = [...Deno.readDirSync(`/proc/${pid}/task`)].length;
+    return `state ${state}, wchan ${wchan || "-"}, ${threads} threads`;
+  } catch {
+    return "gone";
+  }
 }
 
 /** Resident set size of a process, bytes (`VmRSS` in /proc/<pid>/status). */
