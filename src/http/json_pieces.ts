@@ -28,6 +28,10 @@ import { decoder, duplicateKey, surrogateEscape, tooDeep, wellFormed } from "./j
 export const PIECES_MIN_BYTES = 64 * 1024;
 /** A container this large is split into its values; a string this large into chunks. */
 export const SPLIT_MIN = 32 * 1024;
+/** Pieces at least this large on average, or the body is parsed whole. */
+const MIN_PIECE_BYTES = 256;
+/** Values recorded by the scan at least this large on average, or it stops (the body is parsed whole). */
+const MIN_VALUE_BYTES = 64;
 /** Containers deeper than this are pieces whole (depth 1 is the body). */
 const SPLIT_DEPTH = 6;
 
@@ -36,6 +40,8 @@ interface Box {
   object: boolean;
   open: number;
   close: number;
+  /** Its index among its parent's values. */
+  slot: number;
   /** An object's keys, decoded, one per value. */
   keys: string[];
   /** Each value's span, [start, end): from after `:` `[` `,` to the next `,` or the closing bracket. */
@@ -68,12 +74,24 @@ export function parseInPieces(
   bytes: Uint8Array,
   maxDepth: number,
   splitMin = SPLIT_MIN,
+  /** Below these average sizes of pieces and of recorded values the body is parsed whole (tests: 0). */
+  minBytes: { piece: number; value: number } = { piece: MIN_PIECE_BYTES, value: MIN_VALUE_BYTES },
 ): Pieces | null {
-  const scanned = scan(bytes, maxDepth);
+  const scanned = scan(bytes, maxDepth, splitMin, minBytes.value);
   if (scanned === null) return null;
   const { top, members } = scanned;
   const split = (b: Box | undefined): b is Box =>
     b !== undefined && (b === top || b.close - b.open >= splitMin);
+  // Each piece costs a decode and a parse call: a body of many tiny values is parsed whole.
+  const count = (box: Box): number => {
+    let n = 0;
+    for (let k = 0; k < box.starts.length; k++) {
+      const child = box.boxes[k];
+      n += split(child) ? count(child) : 1;
+    }
+    return n;
+  };
+  if (count(top) > bytes.byteLength / minBytes.piece) return null;
   // The skeleton: the bytes with each leaf's span replaced by `0`.
   const glue: Uint8Array[] = [];
   let cursor = 0;
@@ -172,6 +190,8 @@ export function textBytes(holder: unknown, at: string | number, text: string): n
 function scan(
   bytes: Uint8Array,
   maxDepth: number,
+  splitMin: number,
+  minValueBytes: number,
 ): { top: Box; members: Map<string, [number, number]> } | null {
   const n = bytes.length;
   let i = 0;
@@ -183,6 +203,9 @@ function scan(
   let expectKey = false;
   let memberStart = 0;
   let memberKey: string | null = null;
+  // Values recorded so far: a body of many tiny values is parsed whole (each piece costs a call).
+  let values = 0;
+  const maxValues = n / minValueBytes;
   for (; i < n; i++) {
     const c = bytes[i];
     if (c === 0x22 /* " */) {
@@ -208,11 +231,13 @@ function scan(
           object,
           open: i,
           close: -1,
+          slot: parent === undefined ? -1 : parent.box!.starts.length - 1,
           keys: [],
           starts: object ? [] : [i + 1],
           ends: [],
           boxes: [],
         };
+        if (!object && ++values > maxValues) return null;
         if (parent === undefined) {
           top = box;
           memberStart = i + 1;
@@ -227,7 +252,7 @@ function scan(
       expectKey = object;
     } else if (c === 0x3a /* : */) {
       const box = stack[stack.length - 1]?.box;
-      if (box?.object) box.starts.push(i + 1);
+      if (box?.object && box.starts.push(i + 1) && ++values > maxValues) return null;
     } else if (c === 0x2c /* , */ || c === 0x7d /* } */ || c === 0x5d /* ] */) {
       const f = stack[stack.length - 1];
       if (stack.length === 1 && memberKey !== null) {
@@ -239,9 +264,17 @@ function scan(
       if (box && box.ends.length < box.starts.length) box.ends.push(i);
       if (c === 0x2c) {
         expectKey = f?.keys != null;
-        if (box && !box.object) box.starts.push(i + 1);
+        if (box && !box.object && box.starts.push(i + 1) && ++values > maxValues) return null;
       } else {
-        if (box) box.close = i;
+        if (box) {
+          box.close = i;
+          // Too small to split: a piece of its parent's, so not kept (a body of many small
+          // containers must not hold a record of each).
+          if (box !== top && i - box.open < splitMin) {
+            const parent = stack[stack.length - 2]?.box;
+            if (parent && parent.boxes[box.slot] === box) parent.boxes[box.slot] = undefined;
+          }
+        }
         stack.pop();
         expectKey = false;
       }

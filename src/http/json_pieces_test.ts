@@ -5,6 +5,8 @@ import { parseJsonDocument } from "./body.ts";
 import { GatewayError } from "./errors.ts";
 
 const enc = new TextEncoder();
+/** Tiny documents split anyway (the defaults parse a body of tiny values whole). */
+const ANY = { piece: 0, value: 0 };
 
 // Documents below PIECES_MIN_BYTES take the whole-text parse in parseJsonDocument: the reference.
 const whole = (bytes: Uint8Array) => {
@@ -28,7 +30,7 @@ function agrees(bytes: Uint8Array, splitMin: number, label: string): "pieces" | 
   const ref = verdict(bytes);
   let got: ReturnType<typeof parseInPieces>;
   try {
-    got = parseInPieces(bytes, 64, splitMin);
+    got = parseInPieces(bytes, 64, splitMin, ANY);
   } catch (e) {
     assert.ok(e instanceof GatewayError, `${label}: ${e}`);
     assert.equal(e.message, ref.error, label);
@@ -169,10 +171,10 @@ Deno.test("in pieces: named edge cases", () => {
   const pair = enc.encode(`{"a":"${"x".repeat(9)}\\uD83D\\uDE00${"y".repeat(9)}"}`);
   for (let m = 1; m < 30; m++) assert.equal(agrees(pair, m, "pair"), "pieces");
   assert.throws(() => whole(enc.encode(`{"a":"\\uD83D"}`)), /unpaired/);
-  assert.equal(parseInPieces(enc.encode(`{"a":"\\uD83D x"}`), 64, 2), null);
+  assert.equal(parseInPieces(enc.encode(`{"a":"\\uD83D x"}`), 64, 2, ANY), null);
   // Depth: the same refusal as the whole text.
   const deep = `{"a":${"[".repeat(70)}${"]".repeat(70)}}`;
-  assert.throws(() => parseInPieces(enc.encode(deep), 64, 8), /nesting deeper than 64/);
+  assert.throws(() => parseInPieces(enc.encode(deep), 64, 8, ANY), /nesting deeper than 64/);
 });
 
 Deno.test("in pieces: a long string is a rope of chunks equal to the whole string", () => {
@@ -199,7 +201,7 @@ Deno.test("in pieces: a rope's UTF-8 length is noted exactly, and found only for
     const json = JSON.stringify({ messages: [{ role: "user", content: t }, "tail"] })
       .replaceAll("😀", "\\uD83D\\uDE00");
     for (const splitMin of [SPLIT_MIN, 1000, 1001, 1003]) {
-      const got = parseInPieces(enc.encode(json), 64, splitMin);
+      const got = parseInPieces(enc.encode(json), 64, splitMin, ANY);
       assert.ok(got !== null);
       const m = (got.value as { messages: [{ content: string }] }).messages[0];
       assert.equal(m.content, t);
@@ -208,4 +210,19 @@ Deno.test("in pieces: a rope's UTF-8 length is noted exactly, and found only for
       assert.equal(textBytes(m, "role", "user"), undefined);
     }
   }
+});
+
+Deno.test("in pieces: a body of many tiny values is declined early and parsed whole", () => {
+  const values = `{"a":[${"1,".repeat(100_000)}1],"b":[${"{},".repeat(40_000)}{}]}`;
+  const bytes = enc.encode(values);
+  assert.equal(parseInPieces(bytes, 64), null);
+  assert.deepEqual(parseJsonDocument(bytes).value, JSON.parse(values));
+  // A conversation of a few hundred messages is not: each piece is a message.
+  const turns = JSON.stringify({
+    messages: Array.from(
+      { length: 300 },
+      (_, i) => ({ role: "user", content: `${i} `.repeat(300) }),
+    ),
+  });
+  assert.ok(parseInPieces(enc.encode(turns), 64) !== null);
 });
