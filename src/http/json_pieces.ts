@@ -22,6 +22,7 @@
  * the whole text, which refuses the body with its usual error.
  */
 import { Buffer } from "node:buffer";
+import { concatBytes } from "../aci/mod.ts";
 import { decoder, duplicateKey, surrogateEscape, tooDeep, wellFormed } from "./json_strict.ts";
 
 /** Bodies from this size are parsed in pieces (a two-byte text of half of it is a large object). */
@@ -79,15 +80,14 @@ export function parseInPieces(
 ): Pieces | null {
   const scanned = scan(bytes, maxDepth, splitMin, minBytes.value);
   if (scanned === null) return null;
+  // Every container the scan kept (under the body) is large enough to split.
   const { top, members } = scanned;
-  const split = (b: Box | undefined): b is Box =>
-    b !== undefined && (b === top || b.close - b.open >= splitMin);
   // Each piece costs a decode and a parse call: a body of many tiny values is parsed whole.
   const count = (box: Box): number => {
     let n = 0;
     for (let k = 0; k < box.starts.length; k++) {
       const child = box.boxes[k];
-      n += split(child) ? count(child) : 1;
+      n += child ? count(child) : 1;
     }
     return n;
   };
@@ -98,7 +98,7 @@ export function parseInPieces(
   const leaves = (box: Box): void => {
     for (let k = 0; k < box.starts.length; k++) {
       const child = box.boxes[k];
-      if (split(child)) {
+      if (child) {
         leaves(child);
         continue;
       }
@@ -108,7 +108,7 @@ export function parseInPieces(
   };
   leaves(top);
   glue.push(bytes.subarray(cursor));
-  const skeletonText = decoder.decode(concat(glue));
+  const skeletonText = decoder.decode(concatBytes(glue));
   let surrogates = maySurrogate(skeletonText);
   let value: unknown;
   try {
@@ -122,7 +122,7 @@ export function parseInPieces(
       for (let k = 0; k < box.starts.length; k++) {
         const at = box.object ? box.keys[k] : k;
         const child = box.boxes[k];
-        if (split(child)) {
+        if (child) {
           fill(child, holder[at]);
           continue;
         }
@@ -184,7 +184,8 @@ export function textBytes(holder: unknown, at: string | number, text: string): n
 /**
  * One pass over the bytes (strings skipped with the native `indexOf`): depth
  * and duplicate keys checked everywhere, containers recorded down to
- * {@link SPLIT_DEPTH}, top-level members' ranges noted. Right on valid JSON;
+ * {@link SPLIT_DEPTH} and kept when they reach `splitMin` bytes (those are
+ * split), top-level members' ranges noted. Right on valid JSON;
  * on anything else, what it records fails to line up or parse later.
  */
 function scan(
@@ -227,11 +228,12 @@ function scan(
       const parent = stack[stack.length - 1];
       let box: Box | undefined;
       if (parent === undefined ? top === undefined : parent.box && stack.length < SPLIT_DEPTH) {
+        const slot = parent === undefined ? -1 : parent.box!.starts.length - 1;
         box = {
           object,
           open: i,
           close: -1,
-          slot: parent === undefined ? -1 : parent.box!.starts.length - 1,
+          slot,
           keys: [],
           starts: object ? [] : [i + 1],
           ends: [],
@@ -242,9 +244,8 @@ function scan(
           top = box;
           memberStart = i + 1;
         } else {
-          const at = parent.box!.starts.length - 1;
-          if (at < 0) return null;
-          parent.box!.boxes[at] = box;
+          if (slot < 0) return null;
+          parent.box!.boxes[slot] = box;
         }
       }
       stack.push({ keys: object ? new Set() : null, box });
@@ -370,23 +371,15 @@ function stringEnd(bytes: Uint8Array, open: number): number {
   for (;;) {
     j = bytes.indexOf(0x22, j);
     if (j < 0) return bytes.length;
-    let k = j - 1;
-    while (k > open && bytes[k] === 0x5c) k--;
-    if ((j - 1 - k) % 2 === 0) return j;
+    if (!escapes(bytes, open + 1, j)) return j;
     j++;
   }
 }
 
 /** The key whose quotes are at `open` and `close`, decoded; null when it is not a valid string. */
 function keyAt(bytes: Uint8Array, open: number, close: number): string | null {
-  let escaped = false;
-  for (let k = open + 1; k < close; k++) {
-    if (bytes[k] === 0x5c) {
-      escaped = true;
-      break;
-    }
-  }
-  if (!escaped) return decoder.decode(bytes.subarray(open + 1, close));
+  const inner = bytes.subarray(open + 1, close);
+  if (!inner.includes(0x5c)) return decoder.decode(inner);
   try {
     return JSON.parse(decoder.decode(bytes.subarray(open, close + 1)));
   } catch {
@@ -401,16 +394,4 @@ function isSpace(c: number): boolean {
 function blank(bytes: Uint8Array, start: number, end: number): boolean {
   for (let k = start; k < end; k++) if (!isSpace(bytes[k])) return false;
   return true;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const p of parts) total += p.byteLength;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }

@@ -15,6 +15,7 @@
  * member changed, the client's bytes themselves are sent (and hashed once).
  */
 import type { JsonDocument } from "./body.ts";
+import { concatBytes } from "../aci/mod.ts";
 
 const encoder = new TextEncoder();
 
@@ -84,52 +85,33 @@ export function freezeJson(v: unknown): void {
  * of fragments at a time (each run well under V8's large-object size).
  */
 function join(pieces: (Uint8Array | string[])[]): Uint8Array<ArrayBuffer> {
-  const encoded: Uint8Array[] = [];
-  for (const p of pieces) {
+  const parts: Uint8Array[] = [OPEN];
+  pieces.forEach((p, i) => {
+    if (i > 0) parts.push(COMMA);
     if (p instanceof Uint8Array) {
-      encoded.push(p);
-      continue;
+      parts.push(p);
+      return;
     }
-    const runs: Uint8Array[] = [];
     let run = "";
     for (const f of p) {
       if (run.length > 0 && run.length + f.length > RUN_CHARS) {
-        runs.push(encoder.encode(run));
+        parts.push(encoder.encode(run));
         run = "";
       }
       run += f;
     }
-    runs.push(encoder.encode(run));
-    encoded.push(runs.length === 1 ? runs[0] : concatRuns(runs));
-  }
-  let total = 2 + Math.max(0, encoded.length - 1);
-  for (const p of encoded) total += p.byteLength;
-  const buf = new Uint8Array(total);
-  buf[0] = 0x7b; // {
-  let at = 1;
-  encoded.forEach((p, i) => {
-    if (i > 0) buf[at++] = 0x2c; // ,
-    buf.set(p, at);
-    at += p.byteLength;
+    parts.push(encoder.encode(run));
   });
-  buf[at] = 0x7d; // }
-  return buf;
+  parts.push(CLOSE);
+  return concatBytes(parts);
 }
+
+const OPEN = Uint8Array.of(0x7b); // {
+const COMMA = Uint8Array.of(0x2c); // ,
+const CLOSE = Uint8Array.of(0x7d); // }
 
 /** Text runs encoded at most this long (UTF-16 units): a two-byte run stays a regular heap object. */
 const RUN_CHARS = 16 * 1024;
-
-function concatRuns(runs: Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const r of runs) total += r.byteLength;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const r of runs) {
-    out.set(r, at);
-    at += r.byteLength;
-  }
-  return out;
-}
 
 /** Containers down to this depth are serialized a value at a time (a body's messages and their parts). */
 const FRAGMENT_DEPTH = 4;
