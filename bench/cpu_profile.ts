@@ -139,3 +139,49 @@ export function summarizeProfile(
     areas: top(areas, busy, n),
   };
 }
+
+/**
+ * Where a function's self time was spent: for each sample whose leaf is named
+ * `fn`, the nearest project frame (`src/`) above it, or the leaf's own
+ * caller when no project frame is on the stack; heaviest first.
+ */
+export function callersOf(
+  json: unknown,
+  root: string,
+  fn: string,
+  window?: { fromEndMs: number; toEndMs: number },
+): Share[] {
+  const p = parseProfile(json);
+  const stamps: number[] = [];
+  let at = 0;
+  for (const dt of p.timeDeltas) stamps.push(at += dt);
+  const from = window ? at - window.fromEndMs * 1000 : -Infinity;
+  const to = window ? at - window.toEndMs * 1000 : Infinity;
+  const byId = new Map<number, ProfileNode>();
+  const parent = new Map<number, number>();
+  for (const node of p.nodes) {
+    byId.set(node.id, node);
+    for (const c of node.children ?? []) parent.set(c, node.id);
+  }
+  const by = new Map<string, number>();
+  let total = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    if (stamps[i] < from || stamps[i] > to) continue;
+    const leaf = byId.get(p.samples[i]);
+    if (!leaf || leaf.callFrame.functionName !== fn) continue;
+    const dt = p.timeDeltas[i] ?? 0;
+    total += dt;
+    let name = "(no caller)";
+    const up = parent.get(leaf.id);
+    if (up !== undefined) name = label(byId.get(up)!.callFrame, root);
+    for (let id = parent.get(leaf.id); id !== undefined; id = parent.get(id)) {
+      const f = byId.get(id)!.callFrame;
+      if (f.url.startsWith(`file://${root}src/`)) {
+        name = label(f, root);
+        break;
+      }
+    }
+    by.set(name, (by.get(name) ?? 0) + dt);
+  }
+  return top(by, Math.max(1, total), 20);
+}

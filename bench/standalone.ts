@@ -15,6 +15,17 @@ export function numFlag(name: string, def: number): number {
   return v;
 }
 
+/** A text flag (`--name value`, or `--name=value` for a value that starts with `--`), or `def`. */
+export function strFlag(name: string, def: string): string {
+  const eq = Deno.args.find((a) => a.startsWith(`--${name}=`));
+  if (eq !== undefined) return eq.slice(name.length + 3);
+  const i = Deno.args.indexOf(`--${name}`);
+  if (i < 0) return def;
+  const v = Deno.args[i + 1];
+  if (v === undefined || v.startsWith("--")) throw new Error(`--${name} needs a value`);
+  return v;
+}
+
 /** What a measurement gets: as `task bench` passes it. */
 export interface MeasureOptions {
   dir: string;

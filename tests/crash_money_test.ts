@@ -73,6 +73,11 @@ Deno.test("kill -9 under load: the held credits come back, balance + spent = giv
 
     const crashed = await ledger();
     const missing = given - crashed.balance - crashed.spent;
+    // Its usage deltas not yet applied wait in its pending row, which every reader adds.
+    const pendingRows = async () =>
+      (await Array.fromAsync(kv.list({ prefix: ["usage_pending"] }))).map((e) => String(e.key[1]));
+    const deadRows = await pendingRows();
+    assert.equal(deadRows.length, 1, "the killed replica left its pending usage row");
     assert.ok(missing > 0n, "the crash left credits held (leases, requests in flight)");
 
     // Another process on the store refunds the dead replica's open holds.
@@ -93,6 +98,9 @@ Deno.test("kill -9 under load: the held credits come back, balance + spent = giv
     const left = [];
     for await (const e of kv.list({ prefix: ["hold_instances"] })) left.push(e.key[1]);
     assert.equal(left.length, 1, "only the live replica's ledger remains");
+    // The dead replica's usage deltas were applied to the counters, once: its row is gone.
+    assert.ok(!(await pendingRows()).includes(deadRows[0]), "the dead replica's row was folded");
+    assert.equal((await ledger()).requests >= crashed.requests, true);
   } finally {
     await a.stop();
     kv.close();

@@ -13,7 +13,7 @@
  */
 
 import { GatewayError } from "../http/mod.ts";
-import { type KvWrite, retryTransient } from "../store/mod.ts";
+import { keyText, type KvWrite, readWithDeferred, retryTransient } from "../store/mod.ts";
 import {
   type AccountState,
   balanceKey,
@@ -24,6 +24,7 @@ import {
   stateKey,
   u64,
   USAGE_FIELDS,
+  USAGE_PENDING_PREFIX,
   type UsageField,
   usageKey,
 } from "../keys/mod.ts";
@@ -141,15 +142,17 @@ export function creditSettlementWrites(
   } else if (cost > reserved) {
     writes.push({ op: "sum", key: debtKey(keyId), value: cost - reserved });
   }
+  // Deferred: recorded in this replica's pending row, applied to the totals now and then
+  // (store/deferred_sums.ts); readers add the rows (getUsage, key_figures.ts).
   writes.push(
-    { op: "sum", key: usageKey(keyId, "requests"), value: 1n },
-    { op: "sum", key: usageKey(keyId, "prompt_tokens"), value: BigInt(actual.promptTokens) },
+    { op: "defer", key: usageKey(keyId, "requests"), value: 1n },
+    { op: "defer", key: usageKey(keyId, "prompt_tokens"), value: BigInt(actual.promptTokens) },
     {
-      op: "sum",
+      op: "defer",
       key: usageKey(keyId, "completion_tokens"),
       value: BigInt(actual.completionTokens),
     },
-    { op: "sum", key: usageKey(keyId, "spent_nano"), value: cost },
+    { op: "defer", key: usageKey(keyId, "spent_nano"), value: cost },
   );
   return writes;
 }
@@ -171,15 +174,18 @@ export async function getBalance(kv: Deno.Kv, keyId: string): Promise<bigint> {
 
 export type Usage = Record<UsageField, bigint>;
 
-/** Usage totals recorded at settlement. */
+/** Usage totals recorded at settlement: the counters and the replicas' pending deltas. */
 export async function getUsage(kv: Deno.Kv, keyId: string): Promise<Usage> {
-  const [r, p, c, s] = await kv.getMany(USAGE_FIELDS.map((f) => usageKey(keyId, f)));
-  return {
-    requests: u64(r.value),
-    prompt_tokens: u64(p.value),
-    completion_tokens: u64(c.value),
-    spent_nano: u64(s.value),
-  };
+  const keys = USAGE_FIELDS.map((f) => usageKey(keyId, f));
+  const { shared, deferred } = await readWithDeferred(
+    kv,
+    USAGE_PENDING_PREFIX,
+    () => kv.getMany(keys),
+  );
+  const [r, p, c, s] = shared.map((e, i) =>
+    u64(e.value) + (deferred.get(keyText(keys[i]))?.[1] ?? 0n)
+  );
+  return { requests: r, prompt_tokens: p, completion_tokens: c, spent_nano: s };
 }
 
 /**

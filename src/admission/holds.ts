@@ -21,7 +21,8 @@
  *
  * When a process is gone (no live replica announcement), any other process
  * on the store refunds its open holds to the keys (the usual credit refund
- * counter, folded in at the next admission) and deletes them. Requests that
+ * counter, folded in at the next admission) and deletes them, and applies the
+ * usage deltas left in its pending row (store/deferred_sums.ts). Requests that
  * were in flight at the crash are refunded whole: their answer never got a
  * durable receipt.
  *
@@ -34,9 +35,9 @@
  * requests get no receipt and are refused, and the key is credited its holds
  * once. The balance never exceeds the credits given minus those spent.
  */
-import { type KvWrite, retryTransient } from "../store/mod.ts";
+import { foldDeferred, type KvWrite, retryTransient } from "../store/mod.ts";
 import { GatewayError } from "../http/mod.ts";
-import { creditRefundKey, u64 } from "../keys/mod.ts";
+import { creditRefundKey, u64, USAGE_PENDING_PREFIX, usagePendingKey } from "../keys/mod.ts";
 
 /** Credits (nano) reserved/closed; lease slices' requests and tokens reserved/closed. */
 export type HoldSide =
@@ -134,16 +135,30 @@ export async function recoverHolds(
   const out: Recovery = { instances: 0, refundedNano: 0n };
   const instances: Deno.KvEntry<unknown>[] = [];
   for await (const e of kv.list({ prefix: ["hold_instances"] })) instances.push(e);
-  if (instances.length === 0) return out;
+  // Replicas whose usage deltas still wait in their pending row (some hold nothing).
+  const pendingRows: string[] = [];
+  for await (const e of kv.list({ prefix: USAGE_PENDING_PREFIX })) {
+    if (typeof e.key[1] === "string") pendingRows.push(e.key[1]);
+  }
+  if (instances.length === 0 && pendingRows.length === 0) return out;
   const live = await opts.live();
+  const dead = (id: unknown): id is string =>
+    typeof id === "string" && id !== opts.self && !live.has(id);
+  // Fenced first: from here on the instance cannot commit to its ledger or its pending
+  // row, so what is read below is final, and refunded or applied once.
+  const fence = (id: string) =>
+    retryTransient(() => kv.atomic().set(holdFenceKey(id), id, { expireIn: FENCE_MS }).commit());
+  const held = new Set(instances.map((e) => e.key[1]));
+  for (const id of pendingRows) {
+    if (!dead(id) || held.has(id)) continue;
+    await fence(id);
+    await retryTransient(() => foldDeferred(kv, usagePendingKey(id)));
+  }
   for (const inst of instances) {
     const id = inst.key[1];
-    if (typeof id !== "string" || id === opts.self || live.has(id)) continue;
-    // Fenced first: from here on the instance cannot commit to its ledger, so what is
-    // read below is final and refunded once.
-    await retryTransient(() =>
-      kv.atomic().set(holdFenceKey(id), inst.key[1], { expireIn: FENCE_MS }).commit()
-    );
+    if (!dead(id)) continue;
+    await fence(id);
+    await retryTransient(() => foldDeferred(kv, usagePendingKey(id)));
     const keys = new Set<string>();
     for await (const h of kv.list({ prefix: ["hold", id] })) {
       if (typeof h.key[2] === "string") keys.add(h.key[2]);

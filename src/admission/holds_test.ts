@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { GroupCommitter } from "../store/group_commit.ts";
 import { createAdmitter } from "./admission.ts";
-import { getBalance } from "./credits.ts";
+import { getBalance, getUsage } from "./credits.ts";
 import { createKey } from "../keys/keys.ts";
-import { holdInstanceKey, holdKey, recoverHolds } from "./holds.ts";
+import { holdFenceKey, holdInstanceKey, holdKey, recoverHolds } from "./holds.ts";
+import { usageKey, usagePendingKey } from "../keys/mod.ts";
 import { DEFAULT_TIERS } from "./rate_limit.ts";
 
 const T0 = 1_700_000_010_000;
@@ -43,5 +44,28 @@ Deno.test("holds: unsettled reservations of a gone instance are refunded once; a
   // A later round finds nothing more to refund.
   assert.equal((await recoverHolds(kv, { self: "x", live: liveIds })).refundedNano, 0n);
   await gc.close();
+  kv.close();
+});
+
+Deno.test("holds: a gone instance's pending usage row is applied once after fencing; a live one's is left", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const row = (id: string, n: bigint) =>
+    kv.set(usagePendingKey(id), { epoch: 0, entries: [[usageKey("k1", "requests"), n]] });
+  // "gone" held nothing (an unlimited key): it has a pending row and no ledger.
+  await row("gone", 3n);
+  await row("live", 5n);
+  const liveIds = () => Promise.resolve(new Set(["live"]));
+  await Promise.all([
+    recoverHolds(kv, { self: "x", live: liveIds }),
+    recoverHolds(kv, { self: "y", live: liveIds }),
+  ]);
+  const requests = (await kv.get(usageKey("k1", "requests"))).value;
+  assert.deepEqual(requests, new Deno.KvU64(3n));
+  assert.equal((await kv.get(usagePendingKey("gone"))).value, null);
+  assert.notEqual((await kv.get(usagePendingKey("live"))).value, null);
+  // Fenced: the gone instance's committer can write its row no more.
+  assert.notEqual((await kv.get(holdFenceKey("gone"))).value, null);
+  // Readers count the live row on top of the counter.
+  assert.equal((await getUsage(kv, "k1")).requests, 8n);
   kv.close();
 });

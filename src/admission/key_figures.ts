@@ -33,8 +33,10 @@ import {
   tokRefundKey,
   u64,
   USAGE_FIELDS,
+  USAGE_PENDING_PREFIX,
   usageKey,
 } from "../keys/mod.ts";
+import { deferredConsistent, deferredTotals, keyText, readDeferred } from "../store/mod.ts";
 import { foldTokens, limitsFor, rateHeaders, type TierLimits, type Tiers } from "./rate_limit.ts";
 
 export interface KeyFigures {
@@ -157,24 +159,39 @@ async function readSnapshot(
   keyId: string,
 ): Promise<{ account: unknown[]; holds: HoldCounters[] }> {
   let last: { account: unknown[]; holds: HoldCounters[] } | undefined;
+  const accountKeys = ACCOUNT_KEYS(keyId);
+  const n = accountKeys.length;
   for (let i = 0; i < SNAPSHOT_TRIES; i++) {
-    const instances = await listInstances(kv);
+    // Usage deltas not yet applied (store/deferred_sums.ts): read around the counters.
+    const [pendingBefore, instances] = await Promise.all([
+      readDeferred(kv, USAGE_PENDING_PREFIX),
+      listInstances(kv),
+    ]);
     const keys = [
-      ...ACCOUNT_KEYS(keyId),
+      ...accountKeys,
       ...instances.flatMap((e) => HOLD_SIDES.map((side) => holdKey(String(e.key[1]), keyId, side))),
     ];
     const first = await readAll(kv, keys);
-    const [again, second] = await Promise.all([listInstances(kv), readAll(kv, keys)]);
-    const n = ACCOUNT_KEYS(keyId).length;
+    const [again, second, pending] = await Promise.all([
+      listInstances(kv),
+      readAll(kv, keys),
+      readDeferred(kv, USAGE_PENDING_PREFIX),
+    ]);
     const holds: HoldCounters[] = [];
     for (let j = n; j < first.length; j += HOLD_SIDES.length) {
       holds.push(first.slice(j, j + HOLD_SIDES.length).map((e) => u64(e.value)));
     }
-    last = { account: first.slice(0, n).map((e) => e.value), holds };
+    const deltas = deferredTotals(pending);
+    const account = first.slice(0, n).map((e, j) => {
+      const d = deltas.get(keyText(accountKeys[j]));
+      return d === undefined ? e.value : new Deno.KvU64(u64(e.value) + d[1]);
+    });
+    last = { account, holds };
     if (
       stamps(first) === stamps(second) &&
       stamps(instances) === stamps(again) &&
-      instances.map((e) => String(e.key[1])).join() === again.map((e) => String(e.key[1])).join()
+      instances.map((e) => String(e.key[1])).join() === again.map((e) => String(e.key[1])).join() &&
+      deferredConsistent(pendingBefore, pending)
     ) {
       return last;
     }

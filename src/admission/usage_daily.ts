@@ -1,12 +1,14 @@
 /**
  * Usage per key, per UTC day and per model, for `GET /v1/usage` and the
- * admin API. Settlement adds blind `sum`s (riding the receipt's commit, like
- * the usage totals) to `["usage_day", key_id, "YYYY-MM-DD", model, field]`
- * (`Deno.KvU64`). Entries are kept as long as the key's totals: four small
- * counters per key, model and day.
+ * admin API. Settlement adds deferred sums (riding the receipt's commit, like
+ * the usage totals; store/deferred_sums.ts) to
+ * `["usage_day", key_id, "YYYY-MM-DD", model, field]` (`Deno.KvU64`): they wait
+ * in the replica's pending row and are applied now and then, and readers add
+ * the rows. Entries are kept as long as the key's totals: four small counters
+ * per key, model and day.
  */
-import type { KvWrite } from "../store/mod.ts";
-import { u64, USAGE_FIELDS, type UsageField } from "../keys/mod.ts";
+import { type KvWrite, readWithDeferred } from "../store/mod.ts";
+import { u64, USAGE_FIELDS, USAGE_PENDING_PREFIX, type UsageField } from "../keys/mod.ts";
 
 export const dailyUsageKey = (
   keyId: string,
@@ -40,10 +42,10 @@ export function dailyUsageWrites(
   const day = dayOf(nowMs);
   const k = (f: UsageField) => dailyUsageKey(keyId, day, model, f);
   return [
-    { op: "sum", key: k("requests"), value: 1n },
-    { op: "sum", key: k("prompt_tokens"), value: BigInt(u.promptTokens) },
-    { op: "sum", key: k("completion_tokens"), value: BigInt(u.completionTokens) },
-    { op: "sum", key: k("spent_nano"), value: u.costNano },
+    { op: "defer", key: k("requests"), value: 1n },
+    { op: "defer", key: k("prompt_tokens"), value: BigInt(u.promptTokens) },
+    { op: "defer", key: k("completion_tokens"), value: BigInt(u.completionTokens) },
+    { op: "defer", key: k("spent_nano"), value: u.costNano },
   ];
 }
 
@@ -85,21 +87,30 @@ export function dayRange(from: string | null, to: string | null, nowMs: number):
   return { from: dayOf(fromMs), to: dayOf(toMs) };
 }
 
-/** Rows of one key's usage in a day range, by day then model. */
+/** Rows of one key's usage in a day range, by day then model: the counters and the pending deltas. */
 export async function readDailyUsage(
   kv: Deno.Kv,
   keyId: string,
   range: DayRange,
 ): Promise<DailyUsageRow[]> {
   const end = dayOf(Date.parse(`${range.to}T00:00:00Z`) + DAY_MS);
-  const rows = new Map<string, DailyUsageRow>();
-  const iter = kv.list({
-    start: ["usage_day", keyId, range.from],
-    end: ["usage_day", keyId, end],
+  const { shared, deferred } = await readWithDeferred(kv, USAGE_PENDING_PREFIX, async () => {
+    const entries: [Deno.KvKey, bigint][] = [];
+    const iter = kv.list({
+      start: ["usage_day", keyId, range.from],
+      end: ["usage_day", keyId, end],
+    });
+    for await (const e of iter) entries.push([e.key, u64(e.value)]);
+    return entries;
   });
-  for await (const e of iter) {
-    const [, , date, model, field] = e.key as [string, string, string, string, string];
-    if (!(USAGE_FIELDS as readonly string[]).includes(field)) continue;
+  const rows = new Map<string, DailyUsageRow>();
+  const add = (key: Deno.KvKey, value: bigint) => {
+    const [head, k, date, model, field] = key;
+    if (
+      key.length !== 5 || head !== "usage_day" || k !== keyId || typeof date !== "string" ||
+      typeof model !== "string" || date < range.from || date >= end ||
+      !(USAGE_FIELDS as readonly unknown[]).includes(field)
+    ) return;
     const id = `${date}\u0000${model}`;
     let row = rows.get(id);
     if (!row) {
@@ -113,7 +124,12 @@ export async function readDailyUsage(
       };
       rows.set(id, row);
     }
-    row[field as UsageField] = u64(e.value);
-  }
-  return [...rows.values()];
+    row[field as UsageField] += value;
+  };
+  for (const [key, v] of shared) add(key, v);
+  for (const [key, v] of deferred.values()) add(key, v);
+  // By day then model, as the counters are listed.
+  return [...rows.values()].sort((a, b) =>
+    a.date < b.date ? -1 : a.date > b.date ? 1 : a.model < b.model ? -1 : a.model > b.model ? 1 : 0
+  );
 }

@@ -21,9 +21,9 @@ import {
   keyAdmin,
   PreAdmission,
 } from "../admission/mod.ts";
-import { createAuthenticator } from "../keys/mod.ts";
+import { createAuthenticator, usagePendingKey } from "../keys/mod.ts";
 import { BodyBudget, DeadlineWheel } from "../http/mod.ts";
-import { GroupCommitter } from "../store/mod.ts";
+import { DeferredSums, GroupCommitter } from "../store/mod.ts";
 import {
   createIdentity,
   createOwnCollateral,
@@ -63,6 +63,11 @@ import { createTransparencyLog } from "../tlog/mod.ts";
 import { createOtelExport } from "./otel.ts";
 import { createLiveConfig, hostWideOnly, type LiveConfig } from "./live_config.ts";
 import type { Context } from "@opentelemetry/api";
+
+/** Usage deltas wait at most this long in a replica's pending row before they are applied. */
+const USAGE_FLUSH_MS = 1000;
+/** Distinct usage counters a pending row holds before the next commit applies them. */
+const USAGE_PENDING_ENTRIES = 64;
 
 export interface OutsideWorld {
   kv: Deno.Kv;
@@ -235,6 +240,14 @@ export function assembleGateway(
   });
   const logEntries = opts.logEntries ?? true;
   const committer = new GroupCommitter(kv, {
+    // Usage totals and per-day usage: one row per commit instead of eight sums
+    // (docs/decisions/deferred-usage-sums.md).
+    deferred: new DeferredSums({
+      row: usagePendingKey(replicaId),
+      flushMs: USAGE_FLUSH_MS,
+      maxEntries: USAGE_PENDING_ENTRIES,
+      now,
+    }),
     onDurable: () => tlog.kick(),
     random: world.random,
     // #25 item 12: once another replica recovered this one's holds, nothing more commits.

@@ -46,6 +46,16 @@ export const usageKey = (keyId: string, field: UsageField): Deno.KvKey => [
   field,
 ];
 
+/**
+ * `["usage_pending", instance]`: a replica's usage deltas (totals and per day)
+ * not yet applied to the counters (store/deferred_sums.ts). Every reader of
+ * usage adds these rows.
+ */
+export const USAGE_PENDING_PREFIX: Deno.KvKey = ["usage_pending"];
+export const usagePendingKey = (
+  instance: string,
+): Deno.KvKey => [...USAGE_PENDING_PREFIX, instance];
+
 /** Per-key admission state, read and replaced under a versionstamp check. */
 export interface AccountState {
   /** Epoch ms the bucket levels below were last brought to. */

@@ -17,8 +17,10 @@ export {
   tokRefundKey,
   u64,
   USAGE_FIELDS,
+  USAGE_PENDING_PREFIX,
   type UsageField,
   usageKey,
+  usagePendingKey,
 } from "./kv_layout.ts";
 export {
   authenticate,

@@ -19,6 +19,7 @@
  */
 
 import { retryTransient } from "./transient.ts";
+import type { DeferredPlan, DeferredSums } from "./deferred_sums.ts";
 import {
   applyWrites,
   coalesceSums,
@@ -53,6 +54,13 @@ export interface GroupCommitterOptions {
    * once it exists every commit fails with `fenced()`'s error, never retried.
    */
   fence?: { key: Deno.KvKey; error: () => Error };
+  /**
+   * This replica's deferred sums (store/deferred_sums.ts): `defer` ops go into
+   * its pending row, applied with a later commit, or by an idle flush once
+   * they are `flushMs` old; `close` applies them and deletes the row. Without
+   * it a `defer` is a plain `sum`.
+   */
+  deferred?: DeferredSums;
 }
 
 const BATCH_TOTAL_BYTES = 600_000;
@@ -85,6 +93,9 @@ export class GroupCommitter {
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #maxAttempts: number;
   readonly #fence: GroupCommitterOptions["fence"];
+  readonly #deferred: DeferredSums | undefined;
+  /** The idle flush of the deferred sums, armed while deltas wait in the row. */
+  #idleFlush: ReturnType<typeof setTimeout> | null = null;
   #queue: Pending[] = [];
   #running = false;
   /** Writers handed to another commit (`borrow`) and not yet settled. */
@@ -118,6 +129,7 @@ export class GroupCommitter {
     this.#sleep = opts.sleep ?? defaultSleep;
     this.#maxAttempts = attempts;
     this.#fence = opts.fence;
+    this.#deferred = opts.deferred;
   }
 
   /**
@@ -176,7 +188,8 @@ export class GroupCommitter {
     this.#borrowed += taken.length;
     let settled = false;
     return {
-      ops: coalesceSums(taken.flatMap((p) => p.ops.map((o) => o.op))),
+      // Another commit knows nothing of the pending row: its deferred sums are applied now.
+      ops: coalesceSums(taken.flatMap((p) => p.ops.map((o) => asSum(o.op)))),
       settle: (ok) => {
         if (settled) return;
         settled = true;
@@ -243,10 +256,22 @@ export class GroupCommitter {
     for (const w of waiters) w();
   }
 
-  /** Flushes, then refuses new writes. */
+  /** Flushes, then refuses new writes; applies the deferred sums and deletes their row. */
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#idleFlush !== null) clearTimeout(this.#idleFlush);
+    this.#idleFlush = null;
     await this.flush();
+    const d = this.#deferred;
+    if (d === undefined) return;
+    const plan = d.closing();
+    if (plan.writes.length === 0) return;
+    try {
+      await this.exclusive(() => this.#commitOps(plan.writes, plan));
+    } catch (e) {
+      // Left in the row: whoever recovers this replica applies it (admission/holds.ts).
+      this.#onError(e);
+    }
   }
 
   async #drain(): Promise<void> {
@@ -344,7 +369,41 @@ export class GroupCommitter {
   }
 
   async #commitWithRetry(sized: Sized[]): Promise<void> {
-    const ops = coalesceSums(sized.map((s) => s.op));
+    let ops = coalesceSums(sized.map((s) => s.op));
+    let plan: DeferredPlan | undefined;
+    const d = this.#deferred;
+    if (d !== undefined) {
+      const defers = ops.filter((o) => o.op === "defer");
+      if (defers.length > 0 || d.due) {
+        if (defers.length > 0) ops = ops.filter((o) => o.op !== "defer");
+        plan = d.plan(defers, KV_LIMITS.mutations - ops.length);
+        ops.push(...plan.writes);
+      }
+    }
+    await this.#commitOps(ops, plan);
+  }
+
+  /** Applies the deferred sums when they waited `flushMs` with no commit to carry them. */
+  #armIdleFlush(): void {
+    const d = this.#deferred;
+    if (d === undefined || !d.pending || this.#idleFlush !== null || this.#closed) return;
+    const timer = setTimeout(() => {
+      this.#idleFlush = null;
+      if (!d.pending || this.#closed) return;
+      if (!d.due) return this.#armIdleFlush();
+      this.exclusive(async () => {
+        const plan = d.plan([], KV_LIMITS.mutations, true);
+        if (plan.writes.length > 0) await this.#commitOps(plan.writes, plan);
+      }).catch((e) => this.#onError(e)).finally(() => this.#armIdleFlush());
+    }, d.flushMs);
+    this.#idleFlush = timer;
+    // An idle process may exit meanwhile: the deltas are durable in the row.
+    Deno.unrefTimer(timer);
+  }
+
+  /** One atomic commit of `ops` (fence-checked, retried); `plan` is told once it is durable. */
+  async #commitOps(ops: KvWrite[], plan?: DeferredPlan): Promise<void> {
+    if (ops.length === 0) return;
     await retryTransient(async () => {
       const atomic = this.#kv.atomic();
       if (this.#fence) atomic.check({ key: this.#fence.key, versionstamp: null });
@@ -359,9 +418,15 @@ export class GroupCommitter {
       sleep: this.#sleep,
       onRetry: this.#onRetry,
     });
+    plan?.done();
     this.#onCommit?.(ops.length);
     this.#onDurable?.();
+    this.#armIdleFlush();
   }
+}
+
+function asSum(op: KvWrite): KvWrite {
+  return op.op === "defer" ? { op: "sum", key: op.key, value: op.value } : op;
 }
 
 /** Writers lent to another commit by {@link GroupCommitter.borrow}. */

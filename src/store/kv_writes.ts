@@ -15,6 +15,16 @@ export type KvWrite =
     /** May be negative: encoded as a wrapping u64 add (see group_commit.ts's module doc). */
     value: bigint;
   }
+  | {
+    /**
+     * A sum that may be applied later: a committer with deferred sums
+     * (store/deferred_sums.ts) records it in the replica's pending row and
+     * applies it with others; anywhere else it is a plain `sum`.
+     */
+    op: "defer";
+    key: Deno.KvKey;
+    value: bigint;
+  }
   | { op: "delete"; key: Deno.KvKey }
   | {
     /**
@@ -126,7 +136,7 @@ export function sizeOp(op: KvWrite): Sized {
   } else if (op.op === "frame") {
     if (op.value.byteLength > 0xffff) throw new RangeError("KV frame too large");
     vb = op.value.byteLength + 2;
-  } else if (op.op === "sum") {
+  } else if (op.op === "sum" || op.op === "defer") {
     if (op.value >= U64_MOD || op.value <= -U64_MOD) {
       throw new RangeError("sum value out of u64 range");
     }
@@ -140,7 +150,7 @@ export function applyWrites(atomic: Deno.AtomicOperation, ops: KvWrite[]): void 
   for (const op of ops) {
     if (op.op === "set") {
       atomic.set(op.key, op.value, op.expireIn === undefined ? {} : { expireIn: op.expireIn });
-    } else if (op.op === "sum") {
+    } else if (op.op === "sum" || op.op === "defer") {
       atomic.sum(op.key, ((op.value % U64_MOD) + U64_MOD) % U64_MOD);
     } else if (op.op === "frame") {
       atomic.set(op.key, framed([op.value]));
@@ -162,6 +172,8 @@ interface KeyNode {
   /** A set or delete in the batch touches this exact key. */
   touched?: boolean;
   sum?: { op: "sum"; key: Deno.KvKey; value: bigint };
+  /** The batch's merged `defer` on this key (kept apart from sums: they are applied differently). */
+  defer?: { op: "defer"; key: Deno.KvKey; value: bigint };
 }
 
 function nodeOf(root: KeyNode, key: Deno.KvKey): KeyNode {
@@ -272,25 +284,29 @@ function samePart(x: Deno.KvKeyPart, y: Deno.KvKeyPart): boolean {
 function coalesceOnlySums(ops: KvWrite[]): KvWrite[] {
   // Only writes that may share a key with a sum need a place in the trie (a
   // receipt row never does: its first key part is no sum's).
+  const summed = (op: KvWrite) => op.op === "sum" || op.op === "defer";
   const sumHeads = new Set<Deno.KvKeyPart>();
-  for (const op of ops) if (op.op === "sum") sumHeads.add(op.key[0]);
+  for (const op of ops) if (summed(op)) sumHeads.add(op.key[0]);
   if (sumHeads.size === 0) return ops;
   const root: KeyNode = {};
   for (const op of ops) {
-    if (op.op !== "sum" && (typeof op.key[0] !== "string" || sumHeads.has(op.key[0]))) {
+    if (!summed(op) && (typeof op.key[0] !== "string" || sumHeads.has(op.key[0]))) {
       nodeOf(root, op.key).touched = true;
     }
   }
   const out: KvWrite[] = [];
   for (const op of ops) {
-    if (op.op !== "sum") {
+    if (op.op !== "sum" && op.op !== "defer") {
       out.push(op);
       continue;
     }
     const n = nodeOf(root, op.key);
     if (n.touched) out.push(op);
-    else if (n.sum) n.sum.value += op.value;
-    else out.push(n.sum = { op: "sum", key: op.key, value: op.value });
+    else if (op.op === "sum") {
+      if (n.sum) n.sum.value += op.value;
+      else out.push(n.sum = { op: "sum", key: op.key, value: op.value });
+    } else if (n.defer) n.defer.value += op.value;
+    else out.push(n.defer = { op: "defer", key: op.key, value: op.value });
   }
   return out;
 }

@@ -3,4 +3,14 @@
 export { COLLATERAL_BLOBS, getBlob, putBlob } from "./blobs.ts";
 export { applyWrites, type BorrowedWrites, GroupCommitter, type KvWrite } from "./group_commit.ts";
 export { framed } from "./kv_writes.ts";
+export {
+  deferredConsistent,
+  type DeferredSnapshot,
+  DeferredSums,
+  deferredTotals,
+  foldDeferred,
+  keyText,
+  readDeferred,
+  readWithDeferred,
+} from "./deferred_sums.ts";
 export { backoffMs, isTransientKvError, retryTransient, sleep } from "./transient.ts";

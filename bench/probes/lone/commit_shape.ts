@@ -5,15 +5,21 @@
  *   floor:    the receipt row alone (the receipt floor's commit),
  *   receipt:  receipt row + chat-id index + the log's pending frame (what the
  *             receipt rule and the log need),
- *   gateway:  that + the 13 settlement sums of a lease-admitted chat (hold
+ *   sums:     that + the 13 settlement sums of a lease-admitted chat (hold
  *             closed ×3, credit and token refunds, usage totals ×4, usage
- *             per day and model ×4),
+ *             per day and model ×4), as the gateway wrote them before
+ *             deferred usage sums,
+ *   gateway:  the same settlement as the gateway writes it now: the 8 usage
+ *             counters deferred into the replica's pending row (a second
+ *             committer with `DeferredSums`, store/deferred_sums.ts; applied
+ *             once a second, by whichever commit comes then),
  * with the replica fence check on every commit as the gateway makes it.
  * Prints latency p50/p99 and process CPU per commit.
  *
  *   deno run -A bench/probes/lone/commit_shape.ts [--rounds N] [--block B]
  */
 import { GroupCommitter, type KvWrite } from "../../../src/store/group_commit.ts";
+import { DeferredSums } from "../../../src/store/deferred_sums.ts";
 import { cpuMs } from "../../processes.ts";
 import { median, percentile } from "../../stats.ts";
 import { numFlag } from "../../standalone.ts";
@@ -24,6 +30,15 @@ const dir = await Deno.makeTempDir({ prefix: "commit-shape-" });
 const kv = await Deno.openKv(`${dir}/store.kv`);
 const committer = new GroupCommitter(kv, {
   fence: { key: ["hold_fence", "r1"], error: () => new Error("fenced") },
+});
+const deferring = new GroupCommitter(kv, {
+  fence: { key: ["hold_fence", "r1"], error: () => new Error("fenced") },
+  deferred: new DeferredSums({
+    row: ["usage_pending", "r1"],
+    flushMs: 1000,
+    maxEntries: 64,
+    now: Date.now,
+  }),
 });
 const rnd = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 const hex = (n: number) => Array.from(rnd(n), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -42,8 +57,9 @@ function receiptOps(): KvWrite[] {
     },
   ];
 }
-function settlementOps(): KvWrite[] {
+function settlementOps(usage: "sum" | "defer" = "sum"): KvWrite[] {
   const sum = (key: Deno.KvKey, value: bigint): KvWrite => ({ op: "sum", key, value });
+  const use = (key: Deno.KvKey, value: bigint): KvWrite => ({ op: usage, key, value });
   const day = new Date().toISOString().slice(0, 10);
   return [
     sum(["hold", "r1", keyId, "closed"], 1000n),
@@ -52,21 +68,26 @@ function settlementOps(): KvWrite[] {
     sum(["acct", keyId, "refund"], 300n),
     sum(["acct", keyId, "tok_refund"], 20n),
     ...["requests", "prompt_tokens", "completion_tokens", "spent_nano"].flatMap((f) => [
-      sum(["usage", keyId, f], 7n),
-      sum(["usage_day", keyId, day, "bench/chat", f], 7n),
+      use(["usage", keyId, f], 7n),
+      use(["usage_day", keyId, day, "bench/chat", f], 7n),
     ]),
   ];
 }
 const shapes: Record<string, () => KvWrite[]> = {
   floor: () => receiptOps().slice(0, 1),
   receipt: receiptOps,
-  gateway: () => [...receiptOps(), ...settlementOps()],
+  sums: () => [...receiptOps(), ...settlementOps()],
+  gateway: () => [...receiptOps(), ...settlementOps("defer")],
 };
+const committerOf = (name: string) => name === "gateway" ? deferring : committer;
+/** Mutations a lone commit of the shape makes (the fence check counted): 8 deferred = 1 row. */
+const mutationsOf = (name: string) =>
+  name === "gateway" ? shapes[name]().length + 1 - 7 : shapes[name]().length + 1;
 const lat: Record<string, number[]> = {};
 const p50s: Record<string, number[]> = {};
 const cpu: Record<string, number[]> = {};
 for (const name of Object.keys(shapes)) {
-  for (let i = 0; i < 50; i++) await committer.write(shapes[name]());
+  for (let i = 0; i < 50; i++) await committerOf(name).write(shapes[name]());
 }
 for (let r = 0; r < rounds; r++) {
   const names = Object.keys(shapes);
@@ -76,7 +97,7 @@ for (let r = 0; r < rounds; r++) {
     for (let i = 0; i < block; i++) {
       const ops = shapes[name]();
       const t0 = performance.now();
-      await committer.write(ops);
+      await committerOf(name).write(ops);
       l.push(performance.now() - t0);
     }
     (cpu[name] ??= []).push(((cpuMs(Deno.pid) - c0) * 1000) / block);
@@ -85,6 +106,7 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 await committer.close();
+await deferring.close();
 kv.close();
 await Deno.remove(dir, { recursive: true });
 console.log(
@@ -93,7 +115,7 @@ console.log(
 console.log("|---|---:|---:|---:|---:|");
 for (const name of Object.keys(shapes)) {
   console.log(
-    `| ${name} | ${shapes[name]().length + 1} | ${median(lat[name]).toFixed(3)} (${
+    `| ${name} | ${mutationsOf(name)} | ${median(lat[name]).toFixed(3)} (${
       p50s[name].map((v) => v.toFixed(3)).join(", ")
     }) | ${percentile(lat[name], 99).toFixed(3)} | ${median(cpu[name]).toFixed(0)} |`,
   );

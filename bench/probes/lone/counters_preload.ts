@@ -60,6 +60,9 @@ atomicProto.commit = function (this: object, ...a: unknown[]) {
   const t0 = performance.now();
   const p = commit.apply(this, a);
   bump("kv.commit.sync µs", (performance.now() - t0) * 1000);
+  // Until the commit's promise settles: the SQLite thread's transaction and the wake-up back.
+  const settled = () => bump("kv.commit.wall µs", (performance.now() - t0) * 1000);
+  p.then(settled, settled);
   return p;
 };
 for (const m of ["get", "getMany", "list", "set", "delete"]) {

@@ -2,19 +2,25 @@
  * Where a long prompt's CPU goes: a gateway under `--cpu-prof`, driven with
  * non-streamed chat of one prompt size (bench/prompt_size.ts's body) at c=4.
  *
- *   deno run -A bench/probes/prompt/prompt_profile.ts [--kib 256] [--seconds 5]
+ *   deno run -A bench/probes/prompt/prompt_profile.ts [--kib 256] [--seconds 5] [--c 4]
+ *     [--callers op_write,op_kv_atomic_write] [--top 25]
+ *
+ * `--callers` also prints, for each named function, the project frames its
+ * self time was spent under (nearest `src/` caller first).
  */
 import { encodeRequest, HttpConn } from "../../http_conn.ts";
 import { LONG_MODEL, startGateway } from "../../gateway_setup.ts";
 import { pinSelf, ROOT, spawnPinned } from "../../processes.ts";
-import { summarizeProfile } from "../../cpu_profile.ts";
+import { callersOf, summarizeProfile } from "../../cpu_profile.ts";
 import { fmt, renderProfile } from "../../report.ts";
-import { numFlag } from "../../standalone.ts";
+import { numFlag, strFlag } from "../../standalone.ts";
 import { promptBody } from "../../prompt_size.ts";
 
 await pinSelf(1);
 const kib = numFlag("kib", 256);
 const seconds = numFlag("seconds", 5);
+const concurrency = numFlag("c", 4);
+const callers = strFlag("callers", "").split(",").filter((f) => f !== "");
 const dir = await Deno.makeTempDir({ prefix: "gateway-prompt-prof-" });
 const mock = await spawnPinned(
   1,
@@ -39,7 +45,7 @@ const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
 });
 const url = new URL(gw.url);
 const run = async (s: number) => {
-  const conns = await Promise.all(Array.from({ length: 4 }, () => HttpConn.open(url)));
+  const conns = await Promise.all(Array.from({ length: concurrency }, () => HttpConn.open(url)));
   let ok = 0;
   const end = performance.now() + s * 1000;
   await Promise.all(conns.map(async (c) => {
@@ -58,15 +64,23 @@ const exited = performance.now();
 const file = [...Deno.readDirSync(dir)].find((e) => e.name.endsWith(".cpuprofile"))!;
 const json: unknown = JSON.parse(await Deno.readTextFile(`${dir}/${file.name}`));
 const s = summarizeProfile(json, ROOT, {
-  top: 25,
+  top: numFlag("top", 25),
   window: { fromEndMs: exited - start, toEndMs: exited - stop },
 });
 console.log(
   renderProfile(
     s,
-    `${kib} KiB prompts at c=4, ${ok} requests, ${
+    `${kib} KiB prompts at c=${concurrency}, ${ok} requests, ${
       fmt((s.busyMs * 1000) / ok, 0)
     } µs main-thread per request`,
   ),
 );
+for (const fn of callers) {
+  console.log(`\nSelf time of ${fn} by nearest project caller:\n`);
+  for (
+    const c of callersOf(json, ROOT, fn, { fromEndMs: exited - start, toEndMs: exited - stop })
+  ) {
+    console.log(`- ${fmt(c.ms, 1)} ms \`${c.name}\``);
+  }
+}
 await Deno.remove(dir, { recursive: true });
