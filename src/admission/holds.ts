@@ -7,8 +7,9 @@
  * lease slices granted) to `["hold", instance, key, "reserved"]`, in the same
  * atomic commit; every settlement and every lease hand-back adds the same
  * amount to `["hold", instance, key, "closed"]`, in the commit that carries
- * it. Both are blind `sum`s on monotonic counters, so they cost the hot path
- * one more mutation in commits it makes anyway. `reserved − closed` is what
+ * it. Both are blind additions to monotonic counters, so they cost the hot path
+ * no read: `sum`s, and the closings deferred into the replica's own pending row
+ * (store/deferred_sums.ts), applied within a second, and before recovery reads. `reserved − closed` is what
  * the process holds at any moment: its live lease slices and its in-flight
  * requests.
  *
@@ -95,9 +96,13 @@ export async function isFenced(
 /** `["hold_instances", instance]` → epoch ms of its first hold: instances to check. */
 export const holdInstanceKey = (instance: string): Deno.KvKey => ["hold_instances", instance];
 
-/** Closes `nano` of `instance`'s hold on a key (a settlement, a lease hand-back). */
+/**
+ * Closes `nano` of `instance`'s hold on a key (a settlement, a lease hand-back).
+ * Deferred (store/deferred_sums.ts): the closing waits in the replica's pending
+ * row, which recovery applies before it reads the ledger, and the key figures add.
+ */
 export function holdClosedWrites(instance: string, keyId: string, nano: bigint): KvWrite[] {
-  return nano > 0n ? [{ op: "sum", key: holdKey(instance, keyId, "closed"), value: nano }] : [];
+  return nano > 0n ? [{ op: "defer", key: holdKey(instance, keyId, "closed"), value: nano }] : [];
 }
 
 /** Closes a lease's `req` requests and `tok` tokens in `instance`'s ledger. */
@@ -109,10 +114,10 @@ export function holdRateClosedWrites(
 ): KvWrite[] {
   const out: KvWrite[] = [];
   if (req > 0) {
-    out.push({ op: "sum", key: holdKey(instance, keyId, "req_closed"), value: BigInt(req) });
+    out.push({ op: "defer", key: holdKey(instance, keyId, "req_closed"), value: BigInt(req) });
   }
   if (tok > 0) {
-    out.push({ op: "sum", key: holdKey(instance, keyId, "tok_closed"), value: BigInt(tok) });
+    out.push({ op: "defer", key: holdKey(instance, keyId, "tok_closed"), value: BigInt(tok) });
   }
   return out;
 }

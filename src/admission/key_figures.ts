@@ -177,11 +177,13 @@ async function readSnapshot(
       readAll(kv, keys),
       readDeferred(kv, USAGE_PENDING_PREFIX),
     ]);
+    const deltas = deferredTotals(pending);
+    const plus = (e: Deno.KvEntryMaybe<unknown>, key: Deno.KvKey) =>
+      u64(e.value) + (deltas.get(keyText(key))?.[1] ?? 0n);
     const holds: HoldCounters[] = [];
     for (let j = n; j < first.length; j += HOLD_SIDES.length) {
-      holds.push(first.slice(j, j + HOLD_SIDES.length).map((e) => u64(e.value)));
+      holds.push(first.slice(j, j + HOLD_SIDES.length).map((e, s) => plus(e, keys[j + s])));
     }
-    const deltas = deferredTotals(pending);
     const account = first.slice(0, n).map((e, j) => {
       const d = deltas.get(keyText(accountKeys[j]));
       return d === undefined ? e.value : new Deno.KvU64(u64(e.value) + d[1]);

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { GroupCommitter } from "../store/group_commit.ts";
+import { DeferredSums } from "../store/deferred_sums.ts";
+import { usagePendingKey } from "../keys/kv_layout.ts";
 import { createAdmitter } from "./admission.ts";
 import { getBalance } from "./credits.ts";
 import { createKey } from "../keys/keys.ts";
@@ -35,10 +37,21 @@ Deno.test("key figures: reserved sums every replica's open holds; balance = avai
   kv.close();
 });
 
-Deno.test("key figures: one request with a quota lease reads as one request, the slice as reserved", async () => {
+/**
+ * `deferring`: the committer defers usage and hold closings into the replica's
+ * pending row (as the gateway's does) and never flushes it before closing: the
+ * figures must come out the same, read from the row.
+ */
+async function leaseFigures(deferring: boolean): Promise<void> {
   const kv = await Deno.openKv(":memory:");
   const { record } = await createKey(kv, { tier: "pro", creditsNano: 1_000_000n, now });
-  const gc = new GroupCommitter(kv);
+  const deferred = new DeferredSums({
+    row: usagePendingKey("solo"),
+    flushMs: 3_600_000,
+    maxEntries: 64,
+    now,
+  });
+  const gc = new GroupCommitter(kv, deferring ? { deferred } : {});
   const admitter = createAdmitter(kv, {
     tiers: DEFAULT_TIERS,
     now,
@@ -89,8 +102,18 @@ Deno.test("key figures: one request with a quota lease reads as one request, the
     [f.rate.requests, f.rate.requestsReserved, f.rate.tokens, f.rate.tokensReserved],
     [2, 0, 16, 0],
   );
+  assert.equal(f.usage.requests, 2n);
+  if (deferring) {
+    assert.equal((await kv.get(usagePendingKey("solo"))).value, null, "applied on close");
+  }
   kv.close();
-});
+}
+
+Deno.test("key figures: one request with a quota lease reads as one request, the slice as reserved", () =>
+  leaseFigures(false));
+
+Deno.test("key figures: the same with usage and hold closings waiting in the replica's pending row", () =>
+  leaseFigures(true));
 
 Deno.test("key figures: a slice drains with its bucket; what it holds is at most the level", () => {
   const key = {

@@ -3,7 +3,9 @@
  * digest index, balances, usage totals and the per-key admission state.
  *
  * Values that settlement changes are `Deno.KvU64` counters so that settlement
- * can be blind `sum` writes, group-committed with the request's receipt.
+ * can be blind `sum` writes, group-committed with the request's receipt (the
+ * usage counters deferred: they wait in the replica's pending row and are
+ * applied within a second, store/deferred_sums.ts).
  * Everything admission decides on (request/token bucket levels and how much
  * of the settlement counters it has already folded in) sits in one
  * `AccountState` object per key, overwritten in place, so nothing grows per

@@ -10,7 +10,8 @@
  *             per day and model ×4), as the gateway wrote them before
  *             deferred usage sums,
  *   gateway:  the same settlement as the gateway writes it now: the 8 usage
- *             counters deferred into the replica's pending row (a second
+ *             counters and the 3 hold closings deferred into the replica's
+ *             pending row (a second
  *             committer with `DeferredSums`, store/deferred_sums.ts; applied
  *             once a second, by whichever commit comes then),
  * with the replica fence check on every commit as the gateway makes it.
@@ -62,9 +63,9 @@ function settlementOps(usage: "sum" | "defer" = "sum"): KvWrite[] {
   const use = (key: Deno.KvKey, value: bigint): KvWrite => ({ op: usage, key, value });
   const day = new Date().toISOString().slice(0, 10);
   return [
-    sum(["hold", "r1", keyId, "closed"], 1000n),
-    sum(["hold", "r1", keyId, "req_closed"], 1n),
-    sum(["hold", "r1", keyId, "tok_closed"], 40n),
+    use(["hold", "r1", keyId, "closed"], 1000n),
+    use(["hold", "r1", keyId, "req_closed"], 1n),
+    use(["hold", "r1", keyId, "tok_closed"], 40n),
     sum(["acct", keyId, "refund"], 300n),
     sum(["acct", keyId, "tok_refund"], 20n),
     ...["requests", "prompt_tokens", "completion_tokens", "spent_nano"].flatMap((f) => [
@@ -80,9 +81,9 @@ const shapes: Record<string, () => KvWrite[]> = {
   gateway: () => [...receiptOps(), ...settlementOps("defer")],
 };
 const committerOf = (name: string) => name === "gateway" ? deferring : committer;
-/** Mutations a lone commit of the shape makes (the fence check counted): 8 deferred = 1 row. */
+/** Mutations a lone commit of the shape makes (the fence check counted): 11 deferred = 1 row. */
 const mutationsOf = (name: string) =>
-  name === "gateway" ? shapes[name]().length + 1 - 7 : shapes[name]().length + 1;
+  name === "gateway" ? shapes[name]().length + 1 - 10 : shapes[name]().length + 1;
 const lat: Record<string, number[]> = {};
 const p50s: Record<string, number[]> = {};
 const cpu: Record<string, number[]> = {};
