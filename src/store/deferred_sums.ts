@@ -112,7 +112,9 @@ export class DeferredSums {
    * The writes for a commit that adds `deltas` (`defer` ops), with `room`
    * mutations left in it: the row with them, or — when a flush is due (old
    * deltas, too many, or `flush`) and fits — every delta as a `sum` and the
-   * row emptied. Nothing at all when there is nothing to write.
+   * row emptied. When neither fits (over twice `maxEntries` counters and no
+   * room to flush them), the deltas as plain `sum`s. Nothing at all when there
+   * is nothing to write. `room` must hold the deltas as sums.
    */
   plan(deltas: readonly KvWrite[], room: number, flush = false): DeferredPlan {
     const next = new Map(this.#entries);
@@ -148,7 +150,18 @@ export class DeferredSums {
       };
     }
     if (!changed) return { writes: [], done: () => {} };
-    if (room < 1) throw new RangeError("no room left in the commit for the deferred-sums row");
+    if (next.size > 2 * this.#o.maxEntries || room < 1) {
+      // Too many counters to flush in this commit (a batch of many keys) and too many to
+      // keep in one row (a KV value holds 64 KiB): this commit's deltas are plain sums,
+      // and the row stays as it is.
+      const writes: KvWrite[] = [];
+      for (const d of deltas) {
+        if (d.op === "defer" && d.value !== 0n) {
+          writes.push({ op: "sum", key: d.key, value: d.value });
+        }
+      }
+      return { writes, done: () => {} };
+    }
     const row: DeferredRow = { epoch: this.#epoch, entries: [...next.values()] };
     return {
       writes: [{ op: "set", key: this.#o.row, value: row }],

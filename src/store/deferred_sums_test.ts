@@ -235,3 +235,46 @@ Deno.test("group committer with deferred sums: a failed commit leaves the row as
   assert.equal(await counter(kv, ["u"]), 13n);
   kv.close();
 });
+
+Deno.test("deferred sums: with too many counters for one row and no room to flush, a commit's deltas are plain sums", () => {
+  const clock = { t: 0 };
+  const d = book(clock, { maxEntries: 2 });
+  d.plan([defer(["a"], 1n)], 100).done();
+  // Five counters (over 2 × 2) and room for only four more mutations: no flush, no big row.
+  const many = [defer(["b"], 1n), defer(["c"], 1n), defer(["d"], 1n), defer(["e"], 1n)];
+  const p = d.plan(many, 4);
+  assert.deepEqual(p.writes, many.map((w) => ({ ...w, op: "sum" })));
+  p.done();
+  // The row still holds what it held.
+  const next = d.plan([defer(["a"], 1n)], 1);
+  assert.deepEqual(parseDeferredRow((next.writes[0] as { value: unknown }).value).entries, [
+    [["a"], 2n],
+  ]);
+});
+
+Deno.test("group committer with deferred sums: a batch of many keys commits, and every counter comes out exact", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const d = new DeferredSums({
+    row: [...PREFIX, "me"],
+    flushMs: 1000,
+    maxEntries: 64,
+    now: () => 0,
+  });
+  const gc = new GroupCommitter(kv, { deferred: d });
+  // 400 writers, each a receipt-like row and 11 counters of its own key, in one burst.
+  await Promise.all(Array.from({ length: 400 }, (_, i) =>
+    gc.write([
+      { op: "set", key: ["r", i], value: new Uint8Array(200) },
+      ...Array.from({ length: 11 }, (_, f) => defer(["usage", `key-${i}`, `f${f}`], BigInt(i + 1))),
+    ])));
+  const row = (await kv.get([...PREFIX, "me"])).value;
+  if (row !== null) assert.ok(parseDeferredRow(row).entries.length <= 128);
+  await gc.close();
+  for (const i of [0, 57, 399]) {
+    for (const f of [0, 10]) {
+      assert.equal(await counter(kv, ["usage", `key-${i}`, `f${f}`]), BigInt(i + 1));
+    }
+  }
+  assert.equal((await readDeferred(kv, PREFIX)).rows.size, 0);
+  kv.close();
+});
