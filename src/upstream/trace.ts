@@ -3,8 +3,8 @@
  * (`traceparent`) into the attempt's headers: the gateway's HTTP/1.1 client
  * is its own code, so Deno's automatic fetch instrumentation does not see it.
  * Through `@opentelemetry/api`, which Deno wires to its exporter under
- * `OTEL_DENO=true`; otherwise the API's no-op tracer and propagator make this
- * a few allocations. Attributes are metadata only: never a header, a body or
+ * `OTEL_DENO=true`; otherwise (no recording tracer, no propagator) every
+ * attempt gets one shared no-op. Attributes are metadata only: never a header, a body or
  * a credential.
  */
 import {
@@ -28,7 +28,30 @@ export interface AttemptSpan {
   end(status: number | undefined, failure?: string): void;
 }
 
+/** Without a tracer that records or a propagator, a span does nothing: the same no-op for every attempt. */
+const NO_SPAN: AttemptSpan = {
+  inject: () => {},
+  run: (f) => f(),
+  end: () => {},
+};
+
+/**
+ * Whether spans do anything in this process: decided at the first attempt,
+ * since Deno wires its exporter (`OTEL_DENO=true`) before any module runs.
+ * Saves a URL parse, a span and a context per attempt when tracing is off.
+ */
+let tracing: boolean | undefined;
+function tracingOn(): boolean {
+  if (tracing === undefined) {
+    const probe = tracer.startSpan("probe");
+    tracing = probe.isRecording() || propagation.fields().length > 0;
+    probe.end();
+  }
+  return tracing;
+}
+
 export function attemptSpan(url: string, attributes: Record<string, string>): AttemptSpan {
+  if (!tracingOn()) return NO_SPAN;
   const u = new URL(url);
   const span: Span = tracer.startSpan(`POST ${u.pathname}`, {
     kind: SpanKind.CLIENT,
