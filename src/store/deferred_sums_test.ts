@@ -371,3 +371,44 @@ Deno.test("deferred sums: random commits, flushes, reads and a fold never count 
   assert.equal((await readDeferred(kv, PREFIX)).rows.size, 0);
   kv.close();
 });
+
+Deno.test("group committer with deferred sums: closing while an idle flush is in flight applies each delta once", async () => {
+  const kv = await Deno.openKv(":memory:");
+  const clock = { t: 0 };
+  let slow = false;
+  let flushing: (() => void) | null = null;
+  const started = new Promise<void>((r) => (flushing = r));
+  // Commits take 80 ms once `slow` is set: the idle flush is still in flight when close comes.
+  const source = {
+    atomic() {
+      const a = kv.atomic();
+      const commit = a.commit.bind(a);
+      a.commit = async () => {
+        if (slow) {
+          flushing?.();
+          await new Promise((r) => setTimeout(r, 80));
+        }
+        return commit();
+      };
+      return a;
+    },
+  };
+  const d = new DeferredSums({
+    row: [...PREFIX, "me"],
+    flushMs: 20,
+    maxEntries: 8,
+    now: () => clock.t,
+  });
+  const gc = new GroupCommitter(source, { deferred: d });
+  await gc.write([defer(["u"], 5n)]);
+  slow = true;
+  clock.t = 1_000;
+  // The idle flush's timer does not keep the process alive; this does, meanwhile.
+  const alive = setTimeout(() => {}, 5_000);
+  await started; // the idle flush's commit began
+  await gc.close();
+  clearTimeout(alive);
+  assert.equal(await counter(kv, ["u"]), 5n);
+  assert.equal((await readDeferred(kv, PREFIX)).rows.size, 0);
+  kv.close();
+});

@@ -264,10 +264,12 @@ export class GroupCommitter {
     await this.flush();
     const d = this.#deferred;
     if (d === undefined) return;
-    const plan = d.closing();
-    if (plan.writes.length === 0) return;
     try {
-      await this.exclusive(() => this.#commitOps(plan.writes, plan));
+      // Planned inside the lane: an idle flush in flight must land (and empty the row) first.
+      await this.exclusive(async () => {
+        const plan = d.closing();
+        if (plan.writes.length > 0) await this.#commitOps(plan.writes, plan);
+      });
     } catch (e) {
       // Left in the row: whoever recovers this replica applies it (admission/holds.ts).
       this.#onError(e);
