@@ -4,7 +4,7 @@
  * (project module folder, npm package, Deno runtime, GC, idle).
  */
 
-interface CallFrame {
+export interface CallFrame {
   functionName: string;
   url: string;
   lineNumber: number;
@@ -44,8 +44,8 @@ function parseProfile(v: unknown): CpuProfile {
   return o as CpuProfile;
 }
 
-/** `file.ts:line fn` relative to the project, or the runtime URL. */
-function label(f: CallFrame, root: string): string {
+/** `fn file.ts:line` relative to the project, or the runtime URL. */
+export function label(f: CallFrame, root: string): string {
   const url = f.url.startsWith("file://") ? f.url.slice(7) : f.url;
   const where = url.startsWith(root)
     ? url.slice(root.length)
@@ -78,6 +78,23 @@ function top(m: Map<string, number>, busy: number, n: number): Share[] {
   }));
 }
 
+/** A profile's samples' times, the window's bounds in them, and its nodes by id and parent. */
+function indexProfile(json: unknown, window?: { fromEndMs: number; toEndMs: number }) {
+  const p = parseProfile(json);
+  const stamps: number[] = [];
+  let at = 0;
+  for (const dt of p.timeDeltas) stamps.push(at += dt);
+  const from = window ? at - window.fromEndMs * 1000 : -Infinity;
+  const to = window ? at - window.toEndMs * 1000 : Infinity;
+  const byId = new Map<number, ProfileNode>();
+  const parent = new Map<number, number>();
+  for (const node of p.nodes) {
+    byId.set(node.id, node);
+    for (const c of node.children ?? []) parent.set(c, node.id);
+  }
+  return { p, stamps, from, to, byId, parent };
+}
+
 /**
  * `window` keeps only samples taken between `fromEndMs` and `toEndMs` before
  * the profile's last sample (to leave start-up and shutdown out).
@@ -87,19 +104,8 @@ export function summarizeProfile(
   root: string,
   opts: { top?: number; window?: { fromEndMs: number; toEndMs: number } } = {},
 ): ProfileSummary {
-  const p = parseProfile(json);
+  const { p, stamps, from, to, byId, parent } = indexProfile(json, opts.window);
   const n = opts.top ?? 12;
-  const stamps: number[] = [];
-  let at = 0;
-  for (const dt of p.timeDeltas) stamps.push(at += dt);
-  const from = opts.window ? at - opts.window.fromEndMs * 1000 : -Infinity;
-  const to = opts.window ? at - opts.window.toEndMs * 1000 : Infinity;
-  const byId = new Map<number, ProfileNode>();
-  const parent = new Map<number, number>();
-  for (const node of p.nodes) {
-    byId.set(node.id, node);
-    for (const c of node.children ?? []) parent.set(c, node.id);
-  }
   const self = new Map<string, number>();
   const incl = new Map<string, number>();
   const areas = new Map<string, number>();
@@ -151,18 +157,7 @@ export function callersOf(
   fn: string,
   window?: { fromEndMs: number; toEndMs: number },
 ): Share[] {
-  const p = parseProfile(json);
-  const stamps: number[] = [];
-  let at = 0;
-  for (const dt of p.timeDeltas) stamps.push(at += dt);
-  const from = window ? at - window.fromEndMs * 1000 : -Infinity;
-  const to = window ? at - window.toEndMs * 1000 : Infinity;
-  const byId = new Map<number, ProfileNode>();
-  const parent = new Map<number, number>();
-  for (const node of p.nodes) {
-    byId.set(node.id, node);
-    for (const c of node.children ?? []) parent.set(c, node.id);
-  }
+  const { p, stamps, from, to, byId, parent } = indexProfile(json, window);
   const by = new Map<string, number>();
   let total = 0;
   for (let i = 0; i < p.samples.length; i++) {

@@ -97,7 +97,8 @@ interface PathRun {
   model: string;
 }
 
-async function loop(
+/** `concurrency` keep-alive connections sending the encoded `req` back to back for `seconds`. */
+export async function rawClosedLoop(
   req: Uint8Array,
   base: string,
   concurrency: number,
@@ -189,7 +190,7 @@ export async function promptSizeRows(
     // 1 MB size is a request per connection, ~0.5 s each path, whatever `warmSeconds` says).
     for (const kib of o.warmSeconds > 0 ? sizes : []) {
       for (const p of paths) {
-        const w = await loop(reqFor(p, kib), p.base, concurrencyFor(kib), o.warmSeconds);
+        const w = await rawClosedLoop(reqFor(p, kib), p.base, concurrencyFor(kib), o.warmSeconds);
         if (w.ok === 0) throw new Error(`${p.name} at ${kib} KiB: no 200 during warm-up`);
       }
     }
@@ -200,10 +201,10 @@ export async function promptSizeRows(
           const req = reqFor(p, kib);
           const k: Key = `${p.name}/${kib}`;
           const c0 = p.server ? cpuMs(p.server.pid) : 0;
-          const res = await loop(req, p.base, concurrencyFor(kib), o.seconds);
+          const res = await rawClosedLoop(req, p.base, concurrencyFor(kib), o.seconds);
           push(rps, k, res.ok / res.seconds);
           if (p.server) push(cpu, k, ((cpuMs(p.server.pid) - c0) * 1000) / Math.max(1, res.ok));
-          const one = await loop(req, p.base, 1, o.seconds / 2);
+          const one = await rawClosedLoop(req, p.base, 1, o.seconds / 2);
           push(p50, k, median(one.latencies));
           if (res.errors + one.errors > 0) o.log(`${k}: ${res.errors + one.errors} non-200`);
         }

@@ -13,7 +13,7 @@
  */
 
 import { GatewayError } from "../http/mod.ts";
-import { keyText, type KvWrite, readWithDeferred, retryTransient } from "../store/mod.ts";
+import { type KvWrite, readWithDeferred, retryTransient } from "../store/mod.ts";
 import {
   type AccountState,
   balanceKey,
@@ -182,9 +182,7 @@ export async function getUsage(kv: Deno.Kv, keyId: string): Promise<Usage> {
     USAGE_PENDING_PREFIX,
     () => kv.getMany(keys),
   );
-  const [r, p, c, s] = shared.map((e, i) =>
-    u64(e.value) + (deferred.get(keyText(keys[i]))?.[1] ?? 0n)
-  );
+  const [r, p, c, s] = shared.map((e, i) => u64(e.value) + deferred.of(keys[i]));
   return { requests: r, prompt_tokens: p, completion_tokens: c, spent_nano: s };
 }
 

@@ -36,7 +36,7 @@ import {
   USAGE_PENDING_PREFIX,
   usageKey,
 } from "../keys/mod.ts";
-import { deferredConsistent, deferredTotals, keyText, readDeferred } from "../store/mod.ts";
+import { deferredConsistent, deferredTotals, readDeferred } from "../store/mod.ts";
 import { foldTokens, limitsFor, rateHeaders, type TierLimits, type Tiers } from "./rate_limit.ts";
 
 export interface KeyFigures {
@@ -178,15 +178,16 @@ async function readSnapshot(
       readDeferred(kv, USAGE_PENDING_PREFIX),
     ]);
     const deltas = deferredTotals(pending);
-    const plus = (e: Deno.KvEntryMaybe<unknown>, key: Deno.KvKey) =>
-      u64(e.value) + (deltas.get(keyText(key))?.[1] ?? 0n);
     const holds: HoldCounters[] = [];
     for (let j = n; j < first.length; j += HOLD_SIDES.length) {
-      holds.push(first.slice(j, j + HOLD_SIDES.length).map((e, s) => plus(e, keys[j + s])));
+      holds.push(
+        first.slice(j, j + HOLD_SIDES.length).map((e, s) => u64(e.value) + deltas.of(keys[j + s])),
+      );
     }
+    // Only counters have deltas; the other entries (the state object) pass as read.
     const account = first.slice(0, n).map((e, j) => {
-      const d = deltas.get(keyText(accountKeys[j]));
-      return d === undefined ? e.value : new Deno.KvU64(u64(e.value) + d[1]);
+      const d = deltas.of(accountKeys[j]);
+      return d === 0n ? e.value : new Deno.KvU64(u64(e.value) + d);
     });
     last = { account, holds };
     if (

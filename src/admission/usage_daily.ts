@@ -127,7 +127,7 @@ export async function readDailyUsage(
     row[field as UsageField] += value;
   };
   for (const [key, v] of shared) add(key, v);
-  for (const [key, v] of deferred.values()) add(key, v);
+  for (const [key, v] of deferred.entries()) add(key, v);
   // By day then model, as the counters are listed.
   return [...rows.values()].sort((a, b) =>
     a.date < b.date ? -1 : a.date > b.date ? 1 : a.model < b.model ? -1 : a.model > b.model ? 1 : 0

@@ -21,7 +21,7 @@
  * A replica that dies leaves its row; whoever recovers it (after fencing it,
  * admission/holds.ts) applies and deletes it (`foldDeferred`).
  */
-import type { KvWrite } from "./kv_writes.ts";
+import { asSum, type KvWrite } from "./kv_writes.ts";
 
 /** What a pending row holds. */
 export interface DeferredRow {
@@ -90,10 +90,6 @@ export class DeferredSums {
     this.#o = o;
   }
 
-  get row(): Deno.KvKey {
-    return this.#o.row;
-  }
-
   get flushMs(): number {
     return this.#o.flushMs;
   }
@@ -105,7 +101,11 @@ export class DeferredSums {
 
   /** The pending deltas are old enough to apply now. */
   get due(): boolean {
-    return this.#since !== null && this.#o.now() - this.#since >= this.#o.flushMs;
+    return this.#old(this.#since, this.#o.now());
+  }
+
+  #old(since: number | null, now: number): boolean {
+    return since !== null && now - since >= this.#o.flushMs;
   }
 
   /**
@@ -129,8 +129,7 @@ export class DeferredSums {
     }
     const now = this.#o.now();
     const since = next.size === 0 ? null : this.#since ?? now;
-    const wanted = flush || next.size > this.#o.maxEntries ||
-      (since !== null && now - since >= this.#o.flushMs);
+    const wanted = flush || next.size > this.#o.maxEntries || this.#old(since, now);
     if (wanted && next.size > 0 && next.size + 1 <= room) {
       const epoch = this.#epoch + 1;
       const writes: KvWrite[] = [...next.values()].map(([key, value]) => ({
@@ -154,12 +153,7 @@ export class DeferredSums {
       // Too many counters to flush in this commit (a batch of many keys) and too many to
       // keep in one row (a KV value holds 64 KiB): this commit's deltas are plain sums,
       // and the row stays as it is.
-      const writes: KvWrite[] = [];
-      for (const d of deltas) {
-        if (d.op === "defer" && d.value !== 0n) {
-          writes.push({ op: "sum", key: d.key, value: d.value });
-        }
-      }
+      const writes = deltas.filter((d) => d.op === "defer" && d.value !== 0n).map(asSum);
       return { writes, done: () => {} };
     }
     const row: DeferredRow = { epoch: this.#epoch, entries: [...next.values()] };
@@ -221,16 +215,24 @@ export function deferredConsistent(before: DeferredSnapshot, after: DeferredSnap
   return true;
 }
 
-/** Every pending delta of a snapshot, added up by counter key (text), with the key. */
-export function deferredTotals(s: DeferredSnapshot): Map<string, [Deno.KvKey, bigint]> {
-  const out = new Map<string, [Deno.KvKey, bigint]>();
+/** The pending deltas of every replica, added up by counter. */
+export interface DeferredTotals {
+  /** One counter's pending delta (0 when it has none). */
+  of(key: Deno.KvKey): bigint;
+  /** Every counter with a pending delta. */
+  entries(): IterableIterator<[Deno.KvKey, bigint]>;
+}
+
+/** Every pending delta of a snapshot, added up by counter. */
+export function deferredTotals(s: DeferredSnapshot): DeferredTotals {
+  const m = new Map<string, [Deno.KvKey, bigint]>();
   for (const r of s.rows.values()) {
     for (const [key, v] of r.entries) {
       const t = keyText(key);
-      out.set(t, [key, (out.get(t)?.[1] ?? 0n) + v]);
+      m.set(t, [key, (m.get(t)?.[1] ?? 0n) + v]);
     }
   }
-  return out;
+  return { of: (key) => m.get(keyText(key))?.[1] ?? 0n, entries: () => m.values() };
 }
 
 /** Tries before settling for a read that raced flushes (then a delta may be missed, never doubled). */
@@ -245,7 +247,7 @@ export async function readWithDeferred<T>(
   kv: Pick<Deno.Kv, "list">,
   prefix: Deno.KvKey,
   readShared: () => Promise<T>,
-): Promise<{ shared: T; deferred: Map<string, [Deno.KvKey, bigint]> }> {
+): Promise<{ shared: T; deferred: DeferredTotals }> {
   let before = await readDeferred(kv, prefix);
   for (let i = 1;; i++) {
     const shared = await readShared();

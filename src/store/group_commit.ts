@@ -22,6 +22,7 @@ import { retryTransient } from "./transient.ts";
 import type { DeferredPlan, DeferredSums } from "./deferred_sums.ts";
 import {
   applyWrites,
+  asSum,
   coalesceSums,
   KV_LIMITS,
   type KvWrite,
@@ -371,17 +372,15 @@ export class GroupCommitter {
   }
 
   async #commitWithRetry(sized: Sized[]): Promise<void> {
-    let ops = coalesceSums(sized.map((s) => s.op));
-    let plan: DeferredPlan | undefined;
+    const all = coalesceSums(sized.map((s) => s.op));
     const d = this.#deferred;
-    if (d !== undefined) {
-      const defers = ops.filter((o) => o.op === "defer");
-      if (defers.length > 0 || d.due) {
-        if (defers.length > 0) ops = ops.filter((o) => o.op !== "defer");
-        plan = d.plan(defers, KV_LIMITS.mutations - ops.length);
-        ops.push(...plan.writes);
-      }
-    }
+    if (d === undefined) return await this.#commitOps(all);
+    const ops: KvWrite[] = [];
+    const defers: KvWrite[] = [];
+    for (const o of all) (o.op === "defer" ? defers : ops).push(o);
+    if (defers.length === 0 && !d.due) return await this.#commitOps(ops);
+    const plan = d.plan(defers, KV_LIMITS.mutations - ops.length);
+    ops.push(...plan.writes);
     await this.#commitOps(ops, plan);
   }
 
@@ -425,10 +424,6 @@ export class GroupCommitter {
     this.#onDurable?.();
     this.#armIdleFlush();
   }
-}
-
-function asSum(op: KvWrite): KvWrite {
-  return op.op === "defer" ? { op: "sum", key: op.key, value: op.value } : op;
 }
 
 /** Writers lent to another commit by {@link GroupCommitter.borrow}. */

@@ -145,6 +145,11 @@ export function sizeOp(op: KvWrite): Sized {
   return { op, keyBytes: kb, bytes: kb + vb };
 }
 
+/** A `defer` as the plain `sum` it is outside a deferring committer; other writes as they are. */
+export function asSum(op: KvWrite): KvWrite {
+  return op.op === "defer" ? { op: "sum", key: op.key, value: op.value } : op;
+}
+
 /** Adds writes to an atomic operation (negative sums as wrapping u64 adds). */
 export function applyWrites(atomic: Deno.AtomicOperation, ops: KvWrite[]): void {
   for (const op of ops) {

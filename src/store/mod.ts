@@ -7,9 +7,9 @@ export {
   deferredConsistent,
   type DeferredSnapshot,
   DeferredSums,
+  type DeferredTotals,
   deferredTotals,
   foldDeferred,
-  keyText,
   readDeferred,
   readWithDeferred,
 } from "./deferred_sums.ts";

@@ -7,17 +7,13 @@
  *
  *   deno run -A bench/probes/alloc/alloc_profile.ts [--kib 1] [--c 32] [--seconds 4] [--top 30]
  */
-import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { encodeRequest } from "../../http_conn.ts";
 import { LONG_MODEL, startGateway } from "../../gateway_setup.ts";
 import { pinSelf, ROOT, spawnPinned } from "../../processes.ts";
 import { numFlag } from "../../standalone.ts";
-import { promptBody } from "../../prompt_size.ts";
+import { type CallFrame, label } from "../../cpu_profile.ts";
+import { promptBody, rawClosedLoop } from "../../prompt_size.ts";
 
-interface CallFrame {
-  functionName: string;
-  url: string;
-  lineNumber: number;
-}
 interface SamplingNode {
   callFrame: CallFrame;
   selfSize: number;
@@ -81,25 +77,7 @@ const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
   headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
   body: promptBody(LONG_MODEL, kib),
 });
-const url = new URL(gw.url);
-const run = async (s: number) => {
-  const conns = await Promise.all(Array.from({ length: conc }, () => HttpConn.open(url)));
-  let ok = 0;
-  const end = performance.now() + s * 1000;
-  await Promise.all(conns.map(async (c) => {
-    while (performance.now() < end) if ((await c.request(req)).status === 200) ok++;
-  }));
-  for (const c of conns) c.close();
-  return ok;
-};
-
-const label = (f: CallFrame) => {
-  const u = f.url.startsWith("file://") ? f.url.slice(7) : f.url;
-  const where = u.startsWith(ROOT)
-    ? u.slice(ROOT.length)
-    : u.replace(/^.*\/registry\.npmjs\.org\//, "npm:");
-  return `${f.functionName || "(anonymous)"} ${where}:${f.lineNumber + 1}`;
-};
+const run = async (s: number) => (await rawClosedLoop(req, gw.url, conc, s)).ok;
 
 try {
   const cdp = await connect();
@@ -116,7 +94,7 @@ try {
   const incl = new Map<string, number>();
   let total = 0;
   const walk = (n: SamplingNode, stack: string[]) => {
-    const l = label(n.callFrame);
+    const l = label(n.callFrame, ROOT);
     const own = n.callFrame.url.startsWith(`file://${ROOT}src/`) ? [...stack, l] : stack;
     if (n.selfSize > 0) {
       total += n.selfSize;

@@ -6,13 +6,13 @@
  *
  *   deno run -A bench/probes/prompt/prompt_ab.ts --before /tmp/old-tree [--kib 256] [--rounds 4] [--seconds 3]
  */
-import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { encodeRequest } from "../../http_conn.ts";
 import { type GatewayUnderTest, LONG_MODEL, startGateway } from "../../gateway_setup.ts";
 import { cpuMs, pinSelf, spawnPinned } from "../../processes.ts";
 import { median } from "../../stats.ts";
 import { fmt } from "../../report.ts";
 import { numFlag } from "../../standalone.ts";
-import { promptBody } from "../../prompt_size.ts";
+import { promptBody, rawClosedLoop } from "../../prompt_size.ts";
 
 await pinSelf(1);
 const before = Deno.args[Deno.args.indexOf("--before") + 1];
@@ -40,20 +40,8 @@ const run = async (gw: GatewayUnderTest, s: number) => {
     headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
     body: promptBody(LONG_MODEL, kib),
   });
-  const url = new URL(gw.url);
-  const conns = await Promise.all(Array.from({ length: 4 }, () => HttpConn.open(url)));
-  let ok = 0;
-  let bad = 0;
-  const t0 = performance.now();
-  const end = t0 + s * 1000;
-  await Promise.all(conns.map(async (c) => {
-    while (performance.now() < end) {
-      if ((await c.request(req)).status === 200) ok++;
-      else bad++;
-    }
-  }));
-  for (const c of conns) c.close();
-  return { ok, bad, seconds: (performance.now() - t0) / 1000 };
+  const r = await rawClosedLoop(req, gw.url, 4, s);
+  return { ok: r.ok, bad: r.errors, seconds: r.seconds };
 };
 const cpu = new Map<string, number[]>();
 const rps = new Map<string, number[]>();

@@ -7,11 +7,11 @@
  *
  *   deno run -A bench/probes/prompt/prompt_faults.ts [--kib 256] [--c 4] [--seconds 4] [--v8 FLAGS]
  */
-import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { encodeRequest } from "../../http_conn.ts";
 import { LONG_MODEL, startGateway } from "../../gateway_setup.ts";
 import { pinSelf, schedCpuMs, spawnPinned } from "../../processes.ts";
 import { numFlag } from "../../standalone.ts";
-import { promptBody } from "../../prompt_size.ts";
+import { promptBody, rawClosedLoop } from "../../prompt_size.ts";
 
 await pinSelf(1);
 const kib = numFlag("kib", 256);
@@ -32,20 +32,10 @@ const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
   headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
   body: promptBody(LONG_MODEL, kib),
 });
-const url = new URL(gw.url);
 /** Minor faults so far (field 10 of /proc/<pid>/stat). */
 const faults = () =>
   Number(Deno.readTextFileSync(`/proc/${gw.pid}/stat`).split(") ")[1].split(" ")[7]);
-const run = async (s: number) => {
-  const conns = await Promise.all(Array.from({ length: conc }, () => HttpConn.open(url)));
-  let ok = 0;
-  const end = performance.now() + s * 1000;
-  await Promise.all(conns.map(async (c) => {
-    while (performance.now() < end) if ((await c.request(req)).status === 200) ok++;
-  }));
-  for (const c of conns) c.close();
-  return ok;
-};
+const run = async (s: number) => (await rawClosedLoop(req, gw.url, conc, s)).ok;
 try {
   await run(2);
   for (let r = 0; r < 2; r++) {

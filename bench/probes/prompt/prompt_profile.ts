@@ -8,13 +8,13 @@
  * `--callers` also prints, for each named function, the project frames its
  * self time was spent under (nearest `src/` caller first).
  */
-import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { encodeRequest } from "../../http_conn.ts";
 import { LONG_MODEL, startGateway } from "../../gateway_setup.ts";
 import { pinSelf, ROOT, spawnPinned } from "../../processes.ts";
 import { callersOf, summarizeProfile } from "../../cpu_profile.ts";
 import { fmt, renderProfile } from "../../report.ts";
 import { numFlag, strFlag } from "../../standalone.ts";
-import { promptBody } from "../../prompt_size.ts";
+import { promptBody, rawClosedLoop } from "../../prompt_size.ts";
 
 await pinSelf(1);
 const kib = numFlag("kib", 256);
@@ -43,17 +43,7 @@ const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
   headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
   body: promptBody(LONG_MODEL, kib),
 });
-const url = new URL(gw.url);
-const run = async (s: number) => {
-  const conns = await Promise.all(Array.from({ length: concurrency }, () => HttpConn.open(url)));
-  let ok = 0;
-  const end = performance.now() + s * 1000;
-  await Promise.all(conns.map(async (c) => {
-    while (performance.now() < end) if ((await c.request(req)).status === 200) ok++;
-  }));
-  for (const c of conns) c.close();
-  return ok;
-};
+const run = async (s: number) => (await rawClosedLoop(req, gw.url, concurrency, s)).ok;
 await run(1);
 const start = performance.now();
 const ok = await run(seconds);

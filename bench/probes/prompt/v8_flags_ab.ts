@@ -9,12 +9,12 @@
  *   deno run -A bench/probes/prompt/v8_flags_ab.ts --flags=--min-semi-space-size=8 \
  *     [--kib 32] [--c 16] [--rounds 4] [--seconds 3] [--keep]
  */
-import { encodeRequest, HttpConn } from "../../http_conn.ts";
+import { encodeRequest } from "../../http_conn.ts";
 import { LONG_MODEL, startGateway } from "../../gateway_setup.ts";
 import { pinSelf, schedCpuMs, spawnPinned } from "../../processes.ts";
 import { median } from "../../stats.ts";
 import { numFlag, strFlag } from "../../standalone.ts";
-import { promptBody } from "../../prompt_size.ts";
+import { promptBody, rawClosedLoop } from "../../prompt_size.ts";
 import { GATEWAY_V8_FLAGS } from "../../../enclave/build_args.ts";
 
 await pinSelf(1);
@@ -63,19 +63,11 @@ const gcByKind = (file: string): Map<string, number> => {
 };
 const gcMs = (file: string): number => gcByKind(file).get("all")!;
 const run = async (gw: (typeof gws)[number], s: number) => {
-  const url = new URL(gw.url);
   const req = encodeRequest(new URL("/v1/chat/completions", gw.url), {
     headers: { "content-type": "application/json", authorization: `Bearer ${gw.key}` },
     body: promptBody(LONG_MODEL, kib),
   });
-  const conns = await Promise.all(Array.from({ length: conc }, () => HttpConn.open(url)));
-  let ok = 0;
-  const end = performance.now() + s * 1000;
-  await Promise.all(conns.map(async (c) => {
-    while (performance.now() < end) if ((await c.request(req)).status === 200) ok++;
-  }));
-  for (const c of conns) c.close();
-  return ok;
+  return (await rawClosedLoop(req, gw.url, conc, s)).ok;
 };
 const cpu: number[][] = sides.map(() => []);
 const gc: number[][] = sides.map(() => []);
