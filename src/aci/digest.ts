@@ -4,7 +4,7 @@
  * node:crypto because these sit on the request hot path.
  */
 
-import { createHash, type Hash } from "node:crypto";
+import { createHash, type Hash, hash } from "node:crypto";
 import { writeLowerHex } from "./hex_digits.ts";
 
 /** Matches an ACI prefixed digest. */
@@ -13,7 +13,7 @@ export const PREFIXED_DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 /** Raw SHA-256 of bytes, or of a string's UTF-8 bytes (an array of its own). */
 export function sha256(data: Uint8Array | string): Uint8Array {
   const out = new Uint8Array(32);
-  writeLowerHex(createHash("sha256").update(data).digest("hex"), 0, 32, out, 0);
+  writeLowerHex(hash("sha256", data, "hex"), 0, 32, out, 0);
   return out;
 }
 
@@ -27,15 +27,14 @@ export function sha256(data: Uint8Array | string): Uint8Array {
  * copy (`slice`) one that is kept for long or stored.
  */
 export function sha256Parts(parts: readonly (Uint8Array | string)[]): Uint8Array {
-  const h = createHash("sha256");
-  for (const p of parts) h.update(p);
   if (slabAt === slab.length) {
     slab = new Uint8Array(SLAB_BYTES);
     slabAt = 0;
   }
   const at = slabAt;
   slabAt += 32;
-  writeLowerHex(h.digest("hex"), 0, 32, slab, at);
+  const one = joined(parts);
+  writeLowerHex(one === null ? incremental(parts) : hash("sha256", one, "hex"), 0, 32, slab, at);
   return slab.subarray(at, at + 32);
 }
 
@@ -43,9 +42,41 @@ const SLAB_BYTES = 32 * 128;
 let slab = new Uint8Array(SLAB_BYTES);
 let slabAt = 0;
 
+/**
+ * The parts as one input for node:crypto's one-shot `hash` (a third cheaper
+ * than a `Hash` object for a node's 65 bytes, measured in Deno 2.9): one part
+ * as it is, small byte parts copied into a scratch buffer reused call after
+ * call; null for parts better hashed incrementally.
+ */
+function joined(parts: readonly (Uint8Array | string)[]): Uint8Array | string | null {
+  if (parts.length === 1) return parts[0];
+  let n = 0;
+  for (const p of parts) {
+    if (typeof p === "string") return null;
+    n += p.byteLength;
+  }
+  if (n > SCRATCH_BYTES) return null;
+  let at = 0;
+  for (const p of parts as readonly Uint8Array[]) {
+    scratch.set(p, at);
+    at += p.byteLength;
+  }
+  return scratch.subarray(0, n);
+}
+
+const SCRATCH_BYTES = 1024;
+const scratch = new Uint8Array(SCRATCH_BYTES);
+
+/** Large or mixed parts: hashed as they are, not copied. */
+function incremental(parts: readonly (Uint8Array | string)[]): string {
+  const h = createHash("sha256");
+  for (const p of parts) h.update(p);
+  return h.digest("hex");
+}
+
 /** Lowercase hex SHA-256 of bytes, or of a string's UTF-8 bytes. */
 export function sha256Hex(data: Uint8Array | string): string {
-  return createHash("sha256").update(data).digest("hex");
+  return hash("sha256", data, "hex");
 }
 
 /** `sha256:<lowercase hex>` of bytes, or of a string's UTF-8 bytes. */

@@ -44,3 +44,26 @@ Deno.test("digest: sha256 and sha256Parts give the raw hash; parts hash as one c
     assert.equal(bytesToHex(h), sha256Hex(String(i)));
   }
 });
+
+Deno.test("digest: sha256Parts over views, strings and parts past the scratch buffer is the hash of their concatenation", () => {
+  const enc = new TextEncoder();
+  const bytes = new Uint8Array(3000).map((_, i) => (i * 7) % 256);
+  const cases: (Uint8Array | string)[][] = [
+    [bytes.subarray(5, 70)], // one view, not from offset 0
+    [new Uint8Array([1]), bytes.subarray(10, 42), bytes.subarray(100, 132)], // a node's shape
+    [bytes.subarray(0, 600), bytes.subarray(600, 1100)], // past the 1 KiB scratch
+    ["é😀", bytes.subarray(3, 9)], // a string among bytes
+    [new Uint8Array(0), new Uint8Array(0)],
+  ];
+  for (const parts of cases) {
+    const whole = new Uint8Array(
+      parts.flatMap((p) => [...(typeof p === "string" ? enc.encode(p) : p)]),
+    );
+    assert.equal(bytesToHex(sha256Parts(parts)), sha256Hex(whole));
+  }
+  // The scratch is reused: a longer input first must not leak into a shorter one after it.
+  const long = sha256Parts([bytes.subarray(0, 500), bytes.subarray(500, 1000)]).slice();
+  const short = sha256Parts([bytes.subarray(0, 1), bytes.subarray(1, 2)]);
+  assert.equal(bytesToHex(short), sha256Hex(bytes.subarray(0, 2)));
+  assert.equal(bytesToHex(long), sha256Hex(bytes.subarray(0, 1000)));
+});

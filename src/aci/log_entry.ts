@@ -3,7 +3,7 @@
  * digest (docs/decisions/transparency-log-entries.md). Digests only: nothing
  * in an entry reveals a prompt, a completion, a key or a body.
  */
-import { sha256Prefixed } from "./digest.ts";
+import { sha256Parts, sha256Prefixed } from "./digest.ts";
 import { bytesToHex } from "./hex.ts";
 import { jcsBytes } from "./jcs.ts";
 
@@ -28,6 +28,28 @@ export function receiptEntryOfDigest(digest: Uint8Array): Uint8Array {
 function receiptEntryOf(prefixedDigest: string): Uint8Array {
   return utf8.encode(`{"kind":"receipt","receipt_digest":"${prefixedDigest}"}`);
 }
+
+/**
+ * The RFC 6962 leaf hash of a receipt's entry, SHA-256(0x00 ‖ entry), from the
+ * receipt's raw SHA-256 (at `from` in `digest`): the entry spelled into a buffer reused call after call,
+ * with no string or array made (the sequencer does this for every receipt). A
+ * view like merkle.ts `leafHash`'s.
+ */
+export function receiptLeafHash(digest: Uint8Array, from = 0): Uint8Array {
+  const at = RECEIPT_LEAF_HEAD.length;
+  for (let i = 0; i < 32; i++) {
+    const b = digest[from + i];
+    receiptLeaf[at + 2 * i] = HEX_CHAR[b >> 4];
+    receiptLeaf[at + 2 * i + 1] = HEX_CHAR[b & 0xf];
+  }
+  return sha256Parts([receiptLeaf]);
+}
+
+const RECEIPT_LEAF_HEAD = utf8.encode('\0{"kind":"receipt","receipt_digest":"sha256:');
+const receiptLeaf = new Uint8Array(RECEIPT_LEAF_HEAD.length + 64 + 2);
+receiptLeaf.set(RECEIPT_LEAF_HEAD);
+receiptLeaf.set(utf8.encode('"}'), RECEIPT_LEAF_HEAD.length + 64);
+const HEX_CHAR = utf8.encode("0123456789abcdef");
 
 export function sessionEntry(sessionId: string): Uint8Array {
   return jcsBytes({ kind: "session", session_id: sessionId });

@@ -32,7 +32,13 @@ export {
   legacySigningPublicKey,
   signatureEnvelope,
 } from "./legacy.ts";
-export { keysetEntry, receiptEntry, receiptEntryOfDigest, sessionEntry } from "./log_entry.ts";
+export {
+  keysetEntry,
+  receiptEntry,
+  receiptEntryOfDigest,
+  receiptLeafHash,
+  sessionEntry,
+} from "./log_entry.ts";
 export {
   consistencyProof,
   emptyRoot,

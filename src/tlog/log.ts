@@ -153,6 +153,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   });
   const sequencer: Sequencer = createSequencer({
     kv,
+    now: o.now,
     origin: o.origin,
     sign: o.sign,
     append: o.append,
@@ -169,9 +170,12 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
   });
   // The sweep is for entries no live replica's batch timer will sequence (their replica
   // stopped between commit and append): only rows older than one sweep interval wake it, so
-  // it never cuts a batch short with fresh rows.
+  // it never cuts a batch short with fresh rows. A pass of our own sequencer since then took
+  // every row then pending, stale ones first: nothing to look for (under load, every sweep).
   const sweepStale = async () => {
-    const end: Deno.KvKey = [...PENDING_PREFIX, o.now() - o.sweepIntervalMs];
+    const stale = o.now() - o.sweepIntervalMs;
+    if (o.append === false || sequencer.caughtUpSince(stale)) return;
+    const end: Deno.KvKey = [...PENDING_PREFIX, stale];
     for await (const _ of kv.list({ prefix: PENDING_PREFIX, end }, { limit: 1 })) {
       sequencer.kick();
     }

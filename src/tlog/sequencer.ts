@@ -11,11 +11,10 @@
  * its pending entries. Head and checkpoint are one value, so there is no
  * crash window between them.
  */
-import { bytesToHex, checkpointBody, leafHash } from "../aci/mod.ts";
+import { bytesToHex, checkpointBody } from "../aci/mod.ts";
 import { applyWrites, type BorrowedWrites, retryTransient } from "../store/mod.ts";
 import {
   decodeBundle,
-  decodeQueued,
   Edge,
   type Head,
   HEAD_KEY,
@@ -24,7 +23,8 @@ import {
   leafKey,
   packLeafRefs,
   PENDING_PREFIX,
-  type Queued,
+  type QueuedLeaf,
+  queuedLeaf,
 } from "./tiles.ts";
 
 /**
@@ -41,6 +41,8 @@ export interface SequencerOptions {
   /** Told after each appended batch (cosigning, metrics). */
   onAppend?: (head: Head, count: number) => void;
   onError?: (e: unknown) => void;
+  /** The clock of `caughtUpSince` (epoch ms). */
+  now?: () => number;
   /**
    * False on all but one worker of a host (docs/decisions/workers.md): the log has one
    * appender per host, so `kick` does nothing here and the pending rows wait for that
@@ -72,6 +74,11 @@ const CARRY_BYTES = 400_000;
 export interface Sequencer {
   /** Sequence what is pending now (coalesced: one run at a time, rerun if kicked meanwhile). */
   kick(): void;
+  /**
+   * Whether a pass that took every row then pending (any replica's) began at
+   * or after `t` (the `now` clock): rows older than `t` have been seen.
+   */
+  caughtUpSince(t: number): boolean;
   /** Resolves once everything pending when called was sequenced (by any replica). */
   drain(): Promise<void>;
   /** Stops sequencing (after the run in progress). */
@@ -84,6 +91,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
   let running: Promise<void> | null = null;
   let again = false;
   let closed = false;
+  let caughtUp = -Infinity;
   const rows = kvRows(kv);
 
   /**
@@ -97,9 +105,10 @@ export function createSequencer(o: SequencerOptions): Sequencer {
     // the retries append alone: the carried writes went back to their own committer.
     let carry = o.lane !== undefined;
     for (;;) {
+      const listedAt = o.now?.() ?? -Infinity;
       // Pending rows hold the framed entries of one commit each; take rows up to BATCH entries.
       const pending: Deno.KvEntry<Uint8Array>[] = [];
-      const queued: Queued[] = [];
+      const queued: QueuedLeaf[] = [];
       // Each entry as queued: what its bundle chunk stores (a receipt's 37-byte frame).
       const frames: Uint8Array[] = [];
       let full = false;
@@ -111,11 +120,14 @@ export function createSequencer(o: SequencerOptions): Sequencer {
         }
         pending.push(e);
         for (const r of framed) {
-          queued.push(decodeQueued(r));
+          queued.push(queuedLeaf(r));
           frames.push(r);
         }
       }
-      if (pending.length === 0) return "empty";
+      if (pending.length === 0) {
+        caughtUp = listedAt;
+        return "empty";
+      }
       if (pending.length === BATCH) full = true;
       // The edge of our own last append is current unless another replica appended since:
       // the head check below finds that out, so the head is read only after a lost race.
@@ -136,21 +148,20 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       // (Receipts, queued with their second, are unique by construction: their digests
       // cover their own receipt ids.)
       const seen = new Set<string>();
-      const fresh: Queued[] = [];
+      const fresh: QueuedLeaf[] = [];
       const hashes: Uint8Array[] = [];
       const records: Uint8Array[] = [];
       for (const [i, q] of queued.entries()) {
-        const h = leafHash(q.entry);
         if (q.second === null) {
-          const hex = bytesToHex(h);
+          const hex = bytesToHex(q.hash);
           if (seen.has(hex)) continue;
           seen.add(hex);
         }
         fresh.push(q);
-        hashes.push(h);
+        hashes.push(q.hash);
         records.push(frames[i]);
       }
-      const writes = next.append(fresh.map((q) => q.entry), hashes, records);
+      const writes = next.appendLeaves(hashes, records);
       const root = next.root().slice(); // stored: not a view into the hash slab
       const body = checkpointBody(o.origin, next.size, root);
       const newHead: Head = { size: next.size, root, checkpoint: body + "\n" + o.sign(body) };
@@ -209,6 +220,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
       if (res.ok) {
         edge = { versionstamp: res.versionstamp, edge: next };
         o.onAppend?.(newHead, fresh.length);
+        if (!full) caughtUp = listedAt;
         return full ? "more" : "done";
       }
       // Another replica appended first (maybe these very entries): re-read and retry.
@@ -241,6 +253,7 @@ export function createSequencer(o: SequencerOptions): Sequencer {
     kick() {
       if (o.append !== false) start();
     },
+    caughtUpSince: (t) => caughtUp >= t,
     async drain() {
       for (;;) {
         if (running) await running;

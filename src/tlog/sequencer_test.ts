@@ -61,3 +61,31 @@ Deno.test("a fenced replica's append is made alone; its carried writes fail on t
   assert.equal(r.result, "fenced");
   assert.equal(r.row, null);
 });
+
+Deno.test("caughtUpSince: true only for times at or before the start of a pass that took every pending row", async () => {
+  const kv = await Deno.openKv(":memory:");
+  let clock = 1_000;
+  const seq = createSequencer({
+    kv,
+    now: () => clock,
+    origin: "example.test/log",
+    sign: () => "— example.test/log AAAA",
+  });
+  try {
+    assert.equal(seq.caughtUpSince(0), false, "no pass yet");
+    // Two batches' worth: the pass that ends caught up is the last one, listed at its own time.
+    for (let i = 0; i < 450; i++) await kv.set([...PENDING_PREFIX, i, `a${i}`], framed([entry(i)]));
+    seq.kick();
+    await seq.drain();
+    assert.equal((await kv.get<Head>(HEAD_KEY)).value?.size, 450);
+    assert.equal(seq.caughtUpSince(1_000), true);
+    assert.equal(seq.caughtUpSince(1_001), false);
+    clock = 2_000;
+    seq.kick(); // nothing pending: an empty pass still saw everything
+    await seq.drain();
+    assert.equal(seq.caughtUpSince(2_000), true);
+  } finally {
+    await seq.close();
+    kv.close();
+  }
+});

@@ -14,6 +14,7 @@ import {
   nodeHash,
   receiptEntry,
   receiptEntryOfDigest,
+  receiptLeafHash,
   sha256Parts,
   type SubtreeReader,
   subtreeReaderOver,
@@ -114,12 +115,34 @@ export function decodeQueued(bytes: Uint8Array): Queued {
   if (bytes.length < 5 || (tag !== TAG_SECOND && tag !== TAG_RECEIPT)) {
     return { entry: bytes, second: null };
   }
-  // Unsigned: a second past 2^31 must not turn negative.
-  const second = ((bytes[1] << 24) | (bytes[2] << 16) | (bytes[3] << 8) | bytes[4]) >>> 0;
+  const second = readSecond(bytes);
   if (tag === TAG_SECOND) return { entry: bytes.subarray(5), second };
   if (bytes.length !== RECEIPT_FRAME_BYTES) throw new Error("malformed receipt frame");
   return { entry: receiptEntryOfDigest(bytes.subarray(5)), second };
 }
+
+/** A queued entry's leaf hash (a view, as merkle.ts `leafHash`'s) and second. */
+export interface QueuedLeaf {
+  hash: Uint8Array;
+  second: number | null;
+}
+
+/**
+ * What the sequencer needs of a queued entry: a receipt's leaf hash straight
+ * from its frame (aci `receiptLeafHash`: the entry is never spelled out), any
+ * other's from its decoded entry.
+ */
+export function queuedLeaf(bytes: Uint8Array): QueuedLeaf {
+  if (bytes[0] === TAG_RECEIPT && bytes.length === RECEIPT_FRAME_BYTES) {
+    return { hash: receiptLeafHash(bytes, 5), second: readSecond(bytes) };
+  }
+  const q = decodeQueued(bytes);
+  return { hash: leafHash(q.entry), second: q.second };
+}
+
+// Unsigned: a second past 2^31 must not turn negative.
+const readSecond = (bytes: Uint8Array) =>
+  ((bytes[1] << 24) | (bytes[2] << 16) | (bytes[3] << 8) | bytes[4]) >>> 0;
 
 const validSecond = (s: number) => Number.isInteger(s) && s >= 0 && s < 2 ** 32;
 
@@ -270,16 +293,19 @@ export class Edge {
   }
 
   /**
-   * Appends entries (mutating this edge), given or computing their leaf hashes,
-   * and stored as `records` (default: the entries; the sequencer passes their
-   * queued frames); returns the rows to write and the leaf hashes. Two hashes
-   * per entry: its leaf hash and, amortized, one node of the compact range —
-   * whose nodes at heights 8, 16, … are the hashes tiles one level up hold.
+   * Appends entries (mutating this edge), stored in the bundle as they are;
+   * returns the rows to write and the leaf hashes. Two hashes per entry: its
+   * leaf hash and, amortized, one node of the compact range — whose nodes at
+   * heights 8, 16, … are the hashes tiles one level up hold.
    */
-  append(
-    entries: readonly Uint8Array[],
-    hashes: readonly Uint8Array[] = entries.map(leafHash),
-    records: readonly Uint8Array[] = entries,
+  append(entries: readonly Uint8Array[]): EdgeWrites & { leaves: Uint8Array[] } {
+    return this.appendLeaves(entries.map(leafHash), entries);
+  }
+
+  /** {@link append} of entries by their leaf hashes, each stored as its `records` item (the sequencer's queued frames). */
+  appendLeaves(
+    hashes: readonly Uint8Array[],
+    records: readonly Uint8Array[],
   ): EdgeWrites & { leaves: Uint8Array[] } {
     const writes: EdgeWrites = { sets: [], deletes: [] };
     // Per level, where this append's chunk of the current tile starts.
@@ -297,8 +323,7 @@ export class Edge {
       }
     };
     let bundleFrom = this.bundle.records.length;
-    entries.forEach((_entry, i) => {
-      const h = hashes[i];
+    hashes.forEach((h, i) => {
       push(0, h);
       // Compact range: the new leaf merges with each complete subtree of its size to its left.
       this.peaks.push(h);
