@@ -120,7 +120,8 @@ export function benchPlan(
     tail: { rounds: 2, referenceSeconds: 8 },
     heldWaits: { settleMs: 500, idleMs: 1000, afterMs: 2000 },
     verifying: { rounds: Math.max(1, Math.min(rounds, 4)), batch: 10, warmups: 3 },
-    tlog: { rounds, seconds: Math.max(seconds, 3), warmSeconds: 2 },
+    // Both sides of a round run at once (bench/tlog_cost.ts): twice the rounds in the same time.
+    tlog: { rounds: 2 * rounds, seconds: Math.max(seconds, 3), warmSeconds: 2 },
     workers: { rounds, seconds: Math.max(seconds, 3), warmSeconds: 1 },
     promptSizes: promptSizePlan(false),
     shareServers: false,
@@ -146,10 +147,9 @@ export function loadSeconds(p: BenchPlan): number {
   // Metrics cost: per pair a warm-up of each, then rounds × 2 sides.
   const pairs = Math.max(1, Math.ceil(p.metrics.rounds / 2));
   const metrics = pairs * 2 * p.metrics.warmSeconds + p.metrics.rounds * 2 * p.metrics.seconds;
-  // The log's pairs: warm-ups, rounds × 2 sides, and one inclusion phase per pair.
+  // The log's pairs: a warm-up and rounds (both sides at once), and one inclusion phase per pair.
   const tlogPairs = Math.max(1, Math.ceil(p.tlog.rounds / 2));
-  const tlog = tlogPairs * (2 * p.tlog.warmSeconds + p.tlog.seconds) +
-    p.tlog.rounds * 2 * p.tlog.seconds;
+  const tlog = tlogPairs * (p.tlog.warmSeconds + p.tlog.seconds) + p.tlog.rounds * p.tlog.seconds;
   // Workers: per set a warm-up of its three configurations, then rounds × 3 (the scaling
   // row runs only on > 2 cores and is not counted).
   const sets = Math.max(1, Math.ceil(p.workers.rounds / 2));

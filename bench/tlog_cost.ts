@@ -1,9 +1,12 @@
 /**
  * What the transparency log costs, in the same run: pairs of gateways on the
  * same mock upstream, one logging every receipt (the default) and one started
- * with `GATEWAY_TLOG=off`, measured in alternation with `task bench`'s closed
- * loop; the row reports the gateway process's CPU per answered request with
- * and without (target: the log adds at most 5%). Then, in a phase of its own
+ * with `GATEWAY_TLOG=off`, each under its own `task bench` closed loop, both
+ * loops running at once: over the same seconds the machine's speed (which
+ * drifts by a third within a minute on this VM, and drowned a few percent
+ * when the two were measured one after the other) is the same for both. The
+ * row reports the gateway process's CPU per answered request with and without
+ * (target: the log adds at most 5%). Then, in a phase of its own
  * (its polls would otherwise count as log CPU), with the logging gateway
  * under the same load, a sampler measures the delay from a response's
  * release (its last byte at the client) to its inclusion in a signed
@@ -102,18 +105,23 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
       model: gatewayModel,
     });
     try {
+      const both = { on, off };
+      const sides = ["on", "off"] as const;
+      // Both loaded at once for `seconds`; each gateway's CPU over that same window.
+      const atOnce = (seconds: number) =>
+        Promise.all(
+          sides.map(async (which) => {
+            const g = both[which];
+            const cpu0 = cpuMs(g.pid);
+            const threads0 = threadCpuMs(g.pid);
+            const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds });
+            return { which, res, cpu: cpuMs(g.pid) - cpu0, threads0, g };
+          }),
+        );
       // Warm both (JIT, KV pages) before anything is recorded.
-      const warm = o.warmSeconds ?? 2;
-      await closedLoop(target(on), { concurrency: CONCURRENCY, seconds: warm });
-      await closedLoop(target(off), { concurrency: CONCURRENCY, seconds: warm });
+      await atOnce(o.warmSeconds ?? 2);
       for (let r = 0; r < 2 && cpuUs.on.length < o.rounds; r++) {
-        const order = r % 2 === 0 ? ["on", "off"] as const : ["off", "on"] as const;
-        for (const which of order) {
-          const g = which === "on" ? on : off;
-          const cpu0 = cpuMs(g.pid);
-          const threads0 = threadCpuMs(g.pid);
-          const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds: o.seconds });
-          const cpu = cpuMs(g.pid) - cpu0;
+        for (const { which, res, cpu, threads0, g } of await atOnce(o.seconds)) {
           rps[which].push(res.ok / res.seconds);
           cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
           split[which] = [...threadCpuMs(g.pid)]
@@ -144,7 +152,7 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
       await off.stop();
     }
   }
-  // Paired per round: the two measurements are seconds apart, so drift cancels.
+  // Paired per round: the two measurements share their seconds, so drift cancels.
   const paired = cpuUs.on.map((x, i) => ((x - cpuUs.off[i]) / cpuUs.off[i]) * 100);
   const cost = median(paired);
   const sorted = [...paired].sort((a, b) => a - b);
@@ -152,8 +160,9 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
   const p99 = percentile(delays, 99);
   return [
     {
-      metric: `CPU cost of the transparency log (closed loop, ${CONCURRENCY} conn., ` +
-        `${cpuUs.on.length} paired rounds of ${o.seconds} s on ${pairs} fresh pairs; gateway CPU ` +
+      metric: `CPU cost of the transparency log (closed loops of ${CONCURRENCY} conn. on ` +
+        `both gateways at once, ${cpuUs.on.length} paired rounds of ${o.seconds} s on ${pairs} ` +
+        `fresh pairs; gateway CPU ` +
         `${fmt(median(cpuUs.on), 1)} µs/req with vs ${fmt(median(cpuUs.off), 1)} without, ` +
         `rounds ${fmt(sorted[0], 2)} to ${fmt(sorted.at(-1)!, 2)} %; ${
           fmt(median(rps.on), 0)
