@@ -58,9 +58,9 @@ export class EarlyStarts {
   #started = new Map<string, Promise<Server>>();
   #all: Server[] = [];
   start(key: string, fn: () => Promise<Server>): void {
-    const p = fn().then((s) => {
+    const p = fn().then(async (s) => {
       this.#all.push(s);
-      Deno.kill(s.pid, "SIGSTOP");
+      await freeze(s.pid);
       return s;
     });
     p.catch(() => {}); // reported by ready()
@@ -92,6 +92,36 @@ export class EarlyStarts {
       await s.stop();
     }));
   }
+}
+
+/**
+ * SIGSTOP, but never while the process holds a write lock: a server that has
+ * just started may be writing Deno's shared caches (`v8_code_cache_v2` and
+ * the others are SQLite files under DENO_DIR, and a fresh checkout rewrites
+ * them), and frozen inside that write or a WAL checkpoint it blocked every
+ * Deno process started after it (2026-11-29: `--quick` failed with "no start
+ * within 60 s"). Stopped first, then checked, so nothing changes in between;
+ * thawed and tried again until it holds none (left running if it never lets go).
+ */
+export async function freeze(pid: number, attempts = 200): Promise<boolean> {
+  for (let i = 0; i < attempts; i++) {
+    Deno.kill(pid, "SIGSTOP");
+    if (!holdsWriteLock(Deno.readTextFileSync("/proc/locks"), pid)) return true;
+    Deno.kill(pid, "SIGCONT");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return false;
+}
+
+/** Whether `/proc/locks` text lists a write lock held (not waited for) by `pid`. */
+export function holdsWriteLock(locks: string, pid: number): boolean {
+  for (const line of locks.split("\n")) {
+    const f = line.trim().split(/\s+/);
+    // "N: POSIX ADVISORY WRITE pid dev:inode start end"; a waiter's line has "->" after "N:".
+    if (f[1] === "->") continue;
+    if (f[3] === "WRITE" && Number(f[4]) === pid) return true;
+  }
+  return false;
 }
 
 /** `early.take(key, fn)` where there is an `early`; else `fn()`. */
