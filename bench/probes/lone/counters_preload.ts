@@ -48,6 +48,11 @@ for (const m of ["set", "sum", "delete", "mutate", "min", "max", "check", "enque
   atomicProto[m] = function (this: object, ...a: unknown[]) {
     const n = m === "mutate" || m === "check" ? a.length : 1;
     bump(`kv.atomic.${m}`, n);
+    // With --stacks, also by the key's first part (what is written, not only how often).
+    if (stacks && m !== "mutate" && m !== "enqueue") {
+      const key = (m === "check" ? (a[0] as { key?: unknown[] })?.key : a[0]) as unknown[];
+      if (Array.isArray(key)) bump(`kv.atomic.${m} [${String(key[0])}]`, 1);
+    }
     if (m !== "check") pending.set(this, (pending.get(this) ?? 0) + n);
     return orig.apply(this, a);
   };
