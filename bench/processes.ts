@@ -106,11 +106,26 @@ export class EarlyStarts {
 export async function freeze(pid: number, attempts = 200): Promise<boolean> {
   for (let i = 0; i < attempts; i++) {
     Deno.kill(pid, "SIGSTOP");
+    // The signal is delivered asynchronously: check only once it has taken effect.
+    await stopped(pid);
     if (!holdsWriteLock(Deno.readTextFileSync("/proc/locks"), pid)) return true;
     Deno.kill(pid, "SIGCONT");
     await new Promise((r) => setTimeout(r, 25));
   }
   return false;
+}
+
+/** Resolves once `pid` shows as stopped (state T) in /proc, or after a second. */
+export async function stopped(pid: number): Promise<void> {
+  for (let i = 0; i < 1000 && stateLetter(pid) !== "T"; i++) {
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+/** A process's state letter from /proc/<pid>/stat (after the command name's closing paren). */
+export function stateLetter(pid: number): string {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  return stat.slice(stat.lastIndexOf(")") + 2)[0];
 }
 
 /** Whether `/proc/locks` text lists a write lock held (not waited for) by `pid`. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { freeze, holdsWriteLock, spawnPinned } from "./processes.ts";
+import { freeze, holdsWriteLock, spawnPinned, stateLetter } from "./processes.ts";
 
 Deno.test("spawnPinned: a start that prints nothing is killed and started again", async () => {
   const dir = await Deno.makeTempDir();
@@ -58,8 +58,7 @@ Deno.test("freeze: a process is stopped only once it lets go of its write lock",
     assert.equal(await freeze(child.pid), true);
     const waited = performance.now() - t0;
     assert.ok(waited >= 250, `stopped after ${waited} ms, while the lock was still held`);
-    const state = Deno.readTextFileSync(`/proc/${child.pid}/stat`).split(") ")[1][0];
-    assert.equal(state, "T", "stopped");
+    assert.equal(stateLetter(child.pid), "T", "stopped");
   } finally {
     Deno.kill(child.pid, "SIGCONT");
     child.kill("SIGKILL");
