@@ -9,9 +9,9 @@
  * amount to `["hold", instance, key, "closed"]`, in the commit that carries
  * it. Both are blind additions to monotonic counters, so they cost the hot path
  * no read: `sum`s, and the closings deferred into the replica's own pending row
- * (store/deferred_sums.ts), applied within a second, and before recovery reads. `reserved − closed` is what
- * the process holds at any moment: its live lease slices and its in-flight
- * requests.
+ * (store/deferred_sums.ts), applied within a second, and before recovery reads.
+ * `reserved − closed` is what the process holds at any moment: its live lease
+ * slices and its in-flight requests.
  *
  * Quota leases also reserve requests and tokens from the key's rate buckets:
  * the ledger records those too (`req_reserved` / `tok_reserved` in the commit

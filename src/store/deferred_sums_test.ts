@@ -160,12 +160,7 @@ Deno.test("deferred sums: a dead replica's row is applied once and deleted", asy
 Deno.test("group committer with deferred sums: one row per commit, applied after flushMs, by the idle flush, and on close", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = { t: 0 };
-  const d = new DeferredSums({
-    row: [...PREFIX, "me"],
-    flushMs: 40,
-    maxEntries: 8,
-    now: () => clock.t,
-  });
+  const d = book(clock, { flushMs: 40 });
   const gc = new GroupCommitter(kv, { deferred: d });
   await Promise.all([
     gc.write([{ op: "set", key: ["r", 1], value: 1 }, defer(["u", "req"], 1n)]),
@@ -198,12 +193,7 @@ Deno.test("group committer with deferred sums: one row per commit, applied after
 Deno.test("group committer with deferred sums: a failed commit leaves the row as it was; borrowed writes apply theirs at once", async () => {
   const kv = await Deno.openKv(":memory:");
   const clock = { t: 0 };
-  const d = new DeferredSums({
-    row: [...PREFIX, "me"],
-    flushMs: 1000,
-    maxEntries: 8,
-    now: () => clock.t,
-  });
+  const d = book(clock);
   const fence: Deno.KvKey = ["fence"];
   const gc = new GroupCommitter(kv, {
     deferred: d,
@@ -254,12 +244,7 @@ Deno.test("deferred sums: with too many counters for one row and no room to flus
 
 Deno.test("group committer with deferred sums: a batch of many keys commits, and every counter comes out exact", async () => {
   const kv = await Deno.openKv(":memory:");
-  const d = new DeferredSums({
-    row: [...PREFIX, "me"],
-    flushMs: 1000,
-    maxEntries: 64,
-    now: () => 0,
-  });
+  const d = book({ t: 0 }, { maxEntries: 64 });
   const gc = new GroupCommitter(kv, { deferred: d });
   // 400 writers, each a receipt-like row and 11 counters of its own key, in one burst.
   await Promise.all(Array.from({ length: 400 }, (_, i) =>
@@ -393,12 +378,7 @@ Deno.test("group committer with deferred sums: closing while an idle flush is in
       return a;
     },
   };
-  const d = new DeferredSums({
-    row: [...PREFIX, "me"],
-    flushMs: 20,
-    maxEntries: 8,
-    now: () => clock.t,
-  });
+  const d = book(clock, { flushMs: 20 });
   const gc = new GroupCommitter(source, { deferred: d });
   await gc.write([defer(["u"], 5n)]);
   slow = true;

@@ -4,8 +4,8 @@
  * is its own code, so Deno's automatic fetch instrumentation does not see it.
  * Through `@opentelemetry/api`, which Deno wires to its exporter under
  * `OTEL_DENO=true`; otherwise (no recording tracer, no propagator) every
- * attempt gets one shared no-op. Attributes are metadata only: never a header, a body or
- * a credential.
+ * attempt gets one shared no-op. Attributes are metadata only: never a header,
+ * a body or a credential.
  */
 import {
   type Context,
