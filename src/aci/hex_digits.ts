@@ -1,7 +1,8 @@
 /**
  * Lowercase hex read and written in place, by char code: for hot loops that
  * must not slice strings or allocate (a digest's hex decoded into the hash
- * slab, digest.ts; a stored receipt's digests packed, receipts/stored_row.ts).
+ * slab, digest.ts; a stored receipt's digests packed, receipts/stored_row.ts;
+ * a receipt's digest spelled into its log entry, log_entry.ts).
  * Strict parsing of untrusted hex is hex.ts's.
  */
 
@@ -25,5 +26,22 @@ export function writeLowerHex(
   for (let i = 0; i < bytes; i++) {
     const j = from + 2 * i;
     out[at + i] = (HEX_VALUE[s.charCodeAt(j)] << 4) | HEX_VALUE[s.charCodeAt(j + 1)];
+  }
+}
+
+const HEX_CHAR = new TextEncoder().encode("0123456789abcdef");
+
+/** Writes the lowercase hex of `bytes` bytes of `src` (from `from`) as ASCII into `out` at `at`. */
+export function writeHexDigits(
+  src: Uint8Array,
+  from: number,
+  bytes: number,
+  out: Uint8Array,
+  at: number,
+): void {
+  for (let i = 0; i < bytes; i++) {
+    const b = src[from + i];
+    out[at + 2 * i] = HEX_CHAR[b >> 4];
+    out[at + 2 * i + 1] = HEX_CHAR[b & 0xf];
   }
 }

@@ -5,6 +5,7 @@
  */
 import { sha256Parts, sha256Prefixed } from "./digest.ts";
 import { bytesToHex } from "./hex.ts";
+import { writeHexDigits } from "./hex_digits.ts";
 import { jcsBytes } from "./jcs.ts";
 
 export type LogEntry =
@@ -31,17 +32,12 @@ function receiptEntryOf(prefixedDigest: string): Uint8Array {
 
 /**
  * The RFC 6962 leaf hash of a receipt's entry, SHA-256(0x00 ‖ entry), from the
- * receipt's raw SHA-256 (at `from` in `digest`): the entry spelled into a buffer reused call after call,
- * with no string or array made (the sequencer does this for every receipt). A
- * view like merkle.ts `leafHash`'s.
+ * receipt's raw SHA-256 (at `from` in `digest`): the entry spelled into a
+ * buffer reused call after call, with no string or array made (the sequencer
+ * does this for every receipt). A view like merkle.ts `leafHash`'s.
  */
 export function receiptLeafHash(digest: Uint8Array, from = 0): Uint8Array {
-  const at = RECEIPT_LEAF_HEAD.length;
-  for (let i = 0; i < 32; i++) {
-    const b = digest[from + i];
-    receiptLeaf[at + 2 * i] = HEX_CHAR[b >> 4];
-    receiptLeaf[at + 2 * i + 1] = HEX_CHAR[b & 0xf];
-  }
+  writeHexDigits(digest, from, 32, receiptLeaf, RECEIPT_LEAF_HEAD.length);
   return sha256Parts([receiptLeaf]);
 }
 
@@ -49,7 +45,6 @@ const RECEIPT_LEAF_HEAD = utf8.encode('\0{"kind":"receipt","receipt_digest":"sha
 const receiptLeaf = new Uint8Array(RECEIPT_LEAF_HEAD.length + 64 + 2);
 receiptLeaf.set(RECEIPT_LEAF_HEAD);
 receiptLeaf.set(utf8.encode('"}'), RECEIPT_LEAF_HEAD.length + 64);
-const HEX_CHAR = utf8.encode("0123456789abcdef");
 
 export function sessionEntry(sessionId: string): Uint8Array {
   return jcsBytes({ kind: "session", session_id: sessionId });

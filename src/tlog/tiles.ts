@@ -302,7 +302,10 @@ export class Edge {
     return this.appendLeaves(entries.map(leafHash), entries);
   }
 
-  /** {@link append} of entries by their leaf hashes, each stored as its `records` item (the sequencer's queued frames). */
+  /**
+   * {@link append} of entries by their leaf hashes, each stored as its
+   * `records` item (the sequencer's queued frames).
+   */
   appendLeaves(
     hashes: readonly Uint8Array[],
     records: readonly Uint8Array[],
