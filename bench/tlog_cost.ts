@@ -115,19 +115,22 @@ export async function tlogCostRows(o: MeasureOptions): Promise<Row[]> {
             const cpu0 = cpuMs(g.pid);
             const threads0 = threadCpuMs(g.pid);
             const res = await closedLoop(target(g), { concurrency: CONCURRENCY, seconds });
-            return { which, res, cpu: cpuMs(g.pid) - cpu0, threads0, g };
+            // Read as this side's loop ends, not once both have.
+            const cpu = cpuMs(g.pid) - cpu0;
+            const threads = [...threadCpuMs(g.pid)].map(([k, v]) =>
+              [k, v - (threads0.get(k) ?? 0)] as const
+            );
+            return { which, res, cpu, threads };
           }),
         );
       // Warm both (JIT, KV pages) before anything is recorded.
       await atOnce(o.warmSeconds ?? 2);
       for (let r = 0; r < 2 && cpuUs.on.length < o.rounds; r++) {
-        for (const { which, res, cpu, threads0, g } of await atOnce(o.seconds)) {
+        for (const { which, res, cpu, threads } of await atOnce(o.seconds)) {
           rps[which].push(res.ok / res.seconds);
           cpuUs[which].push((cpu * 1000) / Math.max(1, res.ok));
-          split[which] = [...threadCpuMs(g.pid)]
-            .map(([k, v]) =>
-              [k, ((v - (threads0.get(k) ?? 0)) * 1000) / Math.max(1, res.ok)] as const
-            )
+          split[which] = threads
+            .map(([k, v]) => [k, (v * 1000) / Math.max(1, res.ok)] as const)
             .filter(([, v]) => v >= 1)
             .map(([k, v]) => `${k.trim()} ${fmt(v, 0)}`)
             .join(", ");
