@@ -49,6 +49,8 @@ export interface LoadResult {
   serverTimings: number[];
   /** With `phases`: per successful request (same order as `latencies`), its whole `Server-Timing`. */
   timingHeaders?: string[];
+  /** With `phases`: per successful request (same order), when it was sent (ms since the epoch). */
+  sentAt?: number[];
 }
 
 const CHAT_PATH = "/v1/chat/completions";
@@ -121,7 +123,7 @@ export async function openLoop(
   const idle = await Promise.all(Array.from({ length: 16 }, () => HttpConn.open(url)));
   const all = [...idle];
   const r: LoadResult = { ok: 0, errors: 0, seconds: 0, latencies: [], serverTimings: [] };
-  if (opts.phases) r.timingHeaders = [];
+  if (opts.phases) [r.timingHeaders, r.sentAt] = [[], []];
   const inflight = new Set<Promise<void>>();
   const one = async () => {
     const t0 = performance.now();
@@ -138,6 +140,7 @@ export async function openLoop(
         r.ok++;
         r.latencies.push(performance.now() - t0);
         r.timingHeaders?.push(res.serverTiming ?? "");
+        r.sentAt?.push(performance.timeOrigin + t0);
         const d = gwDur(res.serverTiming);
         if (d !== null) r.serverTimings.push(d);
       }

@@ -75,6 +75,25 @@ Deno.test("lease pool: a granted slice is reserved in the batch, admits from mem
   assert.deepEqual(writes, [], "a used-up slice has nothing to hand back");
 });
 
+Deno.test("lease pool: a slice past half its life is renewed by the sweep, not by the request that finds it so", async () => {
+  const t = { now: 0 };
+  const writes: KvWrite[][] = [];
+  const p = pool(true, t, writes);
+  const granted = await p.grant([pending], new Map([["k1", working(1_000n)]]));
+  p.committed(["k1"], granted);
+  let asked = 0;
+  t.now = 600; // past half the 1 s lifetime, far from running low (3 of 4 left)
+  assert.ok(p.take(key, est, () => asked++));
+  assert.equal(asked, 0, "the request goes on without asking");
+  // The sweep runs every 250 ms (real time): it asks once, with the last request's renewal.
+  const deadline = Date.now() + 2_000;
+  while (asked === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  assert.equal(asked, 1, "asked by the sweep");
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(asked, 1, "once per slice");
+  await p.close();
+});
+
 Deno.test("lease pool: the slice's requests and tokens are held in the ledger; a hand-back closes the unused part", async () => {
   const t = { now: 0 };
   const writes: KvWrite[][] = [];

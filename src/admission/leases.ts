@@ -12,7 +12,9 @@
  * and none is taken unless it holds at least two requests, so near a limit
  * every request is decided against the store as before. A lease running low
  * is renewed in the background (a new slice reserved and added to it), so a
- * steady stream of requests never waits for an admission commit.
+ * steady stream of requests never waits for an admission commit; one getting
+ * old is renewed by the pool's sweep rather than by the request that finds it
+ * so, whose prompt and first chunk would share the core with that commit.
  */
 import type { KvWrite } from "../store/mod.ts";
 import { creditRefundKey, reqRefundKey, tokRefundKey } from "../keys/mod.ts";
@@ -88,13 +90,21 @@ export function takeFromLease(
 }
 
 /**
- * Whether to reserve the next slice now, in the background, so that no request
- * waits for an admission commit when this one runs out or gets old: a quarter
- * of the slice is left, or half its lifetime has passed.
+ * Whether a request that took from the lease should have the next slice
+ * reserved now, in the background, so that no request waits for an admission
+ * commit when this one runs out: a quarter of the slice is left.
  */
-export function wantsRenewal(l: Lease, now: number): boolean {
-  return now - l.grantedAt >= LEASE_LIFETIME_MS / 2 || 4 * l.req <= l.size.req ||
-    4 * l.tok <= l.size.tok || 4n * l.credit <= l.size.credit;
+export function runningLow(l: Lease): boolean {
+  return 4 * l.req <= l.size.req || 4 * l.tok <= l.size.tok || 4n * l.credit <= l.size.credit;
+}
+
+/**
+ * Whether a lease in use should be renewed before it gets too old to use:
+ * half its lifetime has passed. The pool's sweep asks this, off any request's
+ * path (lease_pool.ts).
+ */
+export function pastHalfLife(l: Lease, now: number): boolean {
+  return now - l.grantedAt >= LEASE_LIFETIME_MS / 2;
 }
 
 /**
