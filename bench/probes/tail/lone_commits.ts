@@ -1,0 +1,80 @@
+/**
+ * What a lone (c=1) whole answer commits: chats one at a time through the
+ * gateway (pinned as in `task bench`, `lag_preload.ts` with `LAG_KEYS`), each
+ * commit that began between a request and its answer, grouped by what it
+ * wrote, per request.
+ *
+ * `deno run -A bench/probes/tail/lone_commits.ts [requests]`
+ */
+import { chatBody } from "../../load.ts";
+import { gatewayModel, startGateway } from "../../gateway_setup.ts";
+import { spawnPinned } from "../../processes.ts";
+import { percentile } from "../../stats.ts";
+
+const ROOT = new URL("../../../", import.meta.url).href;
+const PRELOAD = `--preload=${ROOT}bench/probes/tail/lag_preload.ts`;
+
+if (import.meta.main) {
+  const n = Number(Deno.args[0] ?? 500);
+  const dir = await Deno.makeTempDir({ prefix: "lone_commits_" });
+  const mock = await spawnPinned(
+    1,
+    ["run", "-A", "bench/mock_upstream.ts"],
+    /mock listening on (\S+)/,
+  );
+  const probe = `${dir}/gateway.probe`;
+  const gw = await startGateway(dir, mock.url, 0, [PRELOAD], undefined, {
+    PROBE_FILE: probe,
+    LAG_KEYS: "1",
+  });
+  const client = Deno.createHttpClient({});
+  const one = async () => {
+    const at = performance.timeOrigin + performance.now();
+    const r = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+      body: chatBody(gatewayModel("chat"), false),
+      client,
+    });
+    await r.arrayBuffer();
+    return { at, ms: performance.timeOrigin + performance.now() - at };
+  };
+  try {
+    for (let i = 0; i < 200; i++) await one();
+    Deno.kill(gw.pid, "SIGUSR2");
+    await new Promise((r) => setTimeout(r, 200));
+    const reqs: { at: number; ms: number }[] = [];
+    for (let i = 0; i < n; i++) reqs.push(await one());
+    Deno.kill(gw.pid, "SIGUSR2");
+    await new Promise((r) => setTimeout(r, 300));
+    const lines = (await Deno.readTextFile(probe)).trim().split("\n");
+    const tl = JSON.parse(lines[lines.length - 1]) as {
+      commits: [number, number, number, number, string?][];
+    };
+    const kinds = new Map<string, { count: number; wall: number[] }>();
+    for (const q of reqs) {
+      for (const c of tl.commits) {
+        if (c[0] < q.at || c[0] > q.at + q.ms) continue;
+        // What it wrote, by key family (ids dropped).
+        const what = [...new Set((c[4] ?? "").split(", ").map((w) => w.replace(/\/.*/, "")))]
+          .sort().join(" + ");
+        const k = kinds.get(what) ?? kinds.set(what, { count: 0, wall: [] }).get(what)!;
+        k.count++;
+        k.wall.push(c[3]);
+      }
+    }
+    console.log(`${n} requests, p50 ${percentile(reqs.map((q) => q.ms), 50).toFixed(3)} ms`);
+    for (const [what, k] of [...kinds].sort((a, b) => b[1].count - a[1].count)) {
+      console.log(
+        `  ${(k.count / n).toFixed(3)} per request, wall p50 ${
+          percentile(k.wall, 50).toFixed(2)
+        } ms: ${what}`,
+      );
+    }
+  } finally {
+    client.close();
+    await gw.stop();
+    await mock.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
