@@ -2,7 +2,8 @@
  * Refusals fill the store (issue #15 item 5): a 10,000-request 429 flood from
  * one key. Every refusal carries an `x-receipt-id` that resolves to a signed
  * receipt, yet the flood adds at most `receipts.refusal_budget` own receipts
- * plus one shared receipt (which counts the rest) to the store.
+ * plus one shared receipt (which counts the rest) to the store; each refusal's
+ * log line names the receipt it was served.
  */
 import assert from "node:assert/strict";
 import { startTestGateway } from "./support/gateway.ts";
@@ -110,6 +111,15 @@ Deno.test("a 10,000-request 429 flood from one key adds at most budget + 1 recei
     );
     const returned = events(receipt).find((e) => e.type === "response.returned")!;
     assert.equal(returned.body_hash, sha256Prefixed(ex.response));
+    // The request log names the receipt each refusal was served: the shared one past the
+    // budget (not an id of its own that was never stored).
+    const logged = new Map<string, number>();
+    for (const l of gw.logs) {
+      if (l.status === 429 && typeof l.receipt_id === "string") {
+        logged.set(l.receipt_id, (logged.get(l.receipt_id) ?? 0) + 1);
+      }
+    }
+    assert.deepEqual(logged, ids);
   } finally {
     await gw.close();
   }

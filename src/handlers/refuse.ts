@@ -40,6 +40,8 @@ export async function refuse(s: InferenceState, e: unknown): Promise<never> {
           : NONE,
       );
       headers.set("x-receipt-id", rec.servedId);
+      // Past the key's refusal budget its refusals share one receipt: the log names that one.
+      s.noteReceipt(rec.servedId);
     } catch {
       headers.delete("x-receipt-id");
       s.noteReceipt(null);
