@@ -681,10 +681,11 @@ async function monitor(args: string[]): Promise<void> {
         throw e;
       }
     },
-    writeTextFile: async (p, text) => {
+    writeTextFile: async (p, text, o) => {
       // Written whole, then renamed: a crash never leaves half a state file.
       const path = userPath(p);
-      await Deno.writeTextFile(`${path}.tmp`, text);
+      await Deno.writeTextFile(`${path}.tmp`, text, o?.secret ? { mode: 0o600 } : {});
+      if (o?.secret) await Deno.chmod(`${path}.tmp`, 0o600); // an old .tmp keeps its mode
       await Deno.rename(`${path}.tmp`, path);
     },
     print: (l) => console.log(l),

@@ -246,3 +246,131 @@ Deno.test("witness: the gateway serves only cosigned checkpoints; tlog-witness e
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("monitor with a witness: a gateway down is a WARN and the witness keeps serving; a new witness key is 0600", async () => {
+  const dir = await Deno.makeTempDir();
+  const free = () => {
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    return port;
+  };
+  const [gone, port] = [free(), free()];
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      ...await taskArgs("monitor"),
+      "--gateway",
+      `http://127.0.0.1:${gone}`,
+      "--state",
+      `${dir}/monitor.json`,
+      "--witness-listen",
+      `127.0.0.1:${port}`,
+      "--witness-key",
+      `${dir}/new.key`,
+      "--witness-name",
+      "witness.test/w2",
+      "--interval",
+      "1",
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const lines: string[] = [];
+  const reading = (async () => {
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      lines.push(...chunk.split("\n").filter((l) => l !== ""));
+    }
+  })();
+  try {
+    const deadline = Date.now() + 60_000;
+    while (lines.filter((l) => l.startsWith("WARN")).length < 2 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const warns = lines.filter((l) => l.startsWith("WARN"));
+    assert.ok(warns.length >= 2, lines.join("\n"));
+    assert.match(warns[0], new RegExp(`^WARN http://127\\.0\\.0\\.1:${gone} unreachable`));
+    assert.ok(!lines.some((l) => l.startsWith("FAIL")), lines.join("\n"));
+    // Still serving: tlog-witness answers a malformed submission with 400.
+    const r = await fetch(`http://127.0.0.1:${port}/add-checkpoint`, { method: "POST", body: "x" });
+    await r.body?.cancel();
+    assert.equal(r.status, 400);
+    assert.equal((await Deno.stat(`${dir}/new.key`)).mode! & 0o777, 0o600);
+  } finally {
+    child.kill("SIGTERM");
+    await child.status;
+    await reading;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a witness started after the gateway: a quiet log's checkpoint is cosigned without new entries", async () => {
+  const dir = await Deno.makeTempDir();
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const seed = new Uint8Array(32).fill(5);
+  await Deno.writeTextFile(`${dir}/witness.key`, Buffer.from(seed).toString("hex"));
+  const name = "witness.test/late";
+  const cosigner = createNoteSigner(name, seed);
+  const gw = await startTestGateway({
+    configure: (c) => {
+      c.transparency_log.witnesses = [{
+        url: `http://127.0.0.1:${port}`,
+        vkey: cosigner.cosignerVkey,
+      }];
+      c.transparency_log.required_cosignatures = 1;
+    },
+  });
+  let child: Deno.ChildProcess | null = null;
+  try {
+    for (let i = 0; i < 3; i++) {
+      const ex = await postRaw(gw.url, "/v1/embeddings", {
+        model: "demo/embed-small",
+        input: `q${i}`,
+      }, gw.apiKey);
+      assert.equal(ex.status, 200);
+    }
+    await gw.gateway.ctx.tlog.settle();
+    const before = await fetch(`${gw.url}/v1/aci/log/checkpoint`);
+    assert.equal(before.status, 503);
+    assert.match((await before.json()).error.message, /none is cosigned by the witnesses/);
+    child = new Deno.Command(Deno.execPath(), {
+      args: [
+        ...await taskArgs("monitor"),
+        "--gateway",
+        gw.url,
+        "--state",
+        `${dir}/monitor.json`,
+        "--witness-listen",
+        `127.0.0.1:${port}`,
+        "--witness-key",
+        `${dir}/witness.key`,
+        "--witness-name",
+        name,
+        "--allow-dev",
+      ],
+      stdout: "null",
+      stderr: "null",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+    // No request from here on: the gateway asks again by itself.
+    const deadline = Date.now() + 45_000;
+    let served: Response | null = null;
+    while (Date.now() < deadline) {
+      served = await fetch(`${gw.url}/v1/aci/log/checkpoint`);
+      if (served.status === 200) break;
+      await served.body?.cancel();
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.equal(served?.status, 200);
+    const note = await served!.text();
+    assert.ok(verifyNote(note, [parseVerifierKey(cosigner.cosignerVkey)!]), note);
+    assert.ok(parseCheckpointBody(parseNote(note)!.text)!.size >= 3);
+  } finally {
+    child?.kill("SIGTERM");
+    await child?.status;
+    await gw.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

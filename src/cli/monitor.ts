@@ -35,7 +35,8 @@ import {
 export interface MonitorDeps {
   fetch: Fetch;
   readTextFile: (path: string) => Promise<string | null>;
-  writeTextFile: (path: string, text: string) => Promise<void>;
+  /** `secret`: readable by the owner only (0600), as the witness's key. */
+  writeTextFile: (path: string, text: string, opts?: { secret?: boolean }) => Promise<void>;
   print: (line: string) => void;
   randomBytes: (n: number) => Uint8Array;
   now: () => number;
@@ -54,7 +55,8 @@ const MONITOR_USAGE = [
   "       monitor … --witness-listen <host:port> --witness-key <file> --witness-name <name>",
   "  --state           where the last verified checkpoint and the log's keysets are kept",
   "                    (default tlog-monitor.json)",
-  "  --once            one round, then exit (0: all verified, 1: a check failed)",
+  "  --once            one round, then exit (0: all verified, 1: a check failed or a gateway",
+  "                    was unreachable); without it a gateway unreachable is a WARN, retried",
   "  --allow-dev       accept keysets whose report carries development (non-hardware) evidence",
   "  --witness-listen  also serve C2SP tlog-witness add-checkpoint and cosign consistent checkpoints",
   "  --witness-key     hex Ed25519 seed of the witness (created when the file does not exist)",
@@ -85,6 +87,8 @@ export async function runMonitor(args: string[], deps: MonitorDeps): Promise<num
     deps.print(`error: ${e.message}\n${MONITOR_USAGE}`);
     return 2;
   }
+  // A gateway that cannot be reached (restarting, the network) is not a failed check.
+  deps = { ...deps, fetch: reaching(deps.fetch) };
   const statePath = p.values.state ?? "tlog-monitor.json";
   const gateways = p.lists.gateway.map((g) => g.replace(/\/+$/, ""));
   const opts = { allowDevEvidence: p.flags.has("allow-dev"), quoteCheck: deps.quoteCheck };
@@ -124,16 +128,52 @@ export async function runMonitor(args: string[], deps: MonitorDeps): Promise<num
       return 2;
     }
   }
+  const once = p.flags.has("once") && witness === null;
+  // While a gateway is unreachable, rounds back off (doubling, up to a minute or the interval).
+  let wait = interval;
   for (;;) {
     try {
       await round();
+      wait = interval;
     } catch (e) {
-      deps.print(`FAIL ${(e as Error).message}`);
-      return 1;
+      if (!(e instanceof Unreachable)) {
+        deps.print(`FAIL ${(e as Error).message}`);
+        return 1;
+      }
+      if (once) {
+        deps.print(`WARN ${e.message}: nothing verified`);
+        return 1;
+      }
+      deps.print(`WARN ${e.message}; next try in ${wait} s (the witness keeps serving)`);
+      await deps.sleep(wait * 1000);
+      wait = Math.min(wait * 2, Math.max(interval, 60));
+      continue;
     }
-    if (p.flags.has("once") && witness === null) return 0;
+    if (once) return 0;
     await deps.sleep(interval * 1000);
   }
+}
+
+/** A request that got no answer at all (refused, reset, a name that does not resolve). */
+export class Unreachable extends Error {
+  constructor(readonly url: string, cause: unknown) {
+    super(
+      `${URL.canParse(url) ? new URL(url).origin : url} unreachable (${
+        (cause as Error)?.message ?? cause
+      })`,
+    );
+  }
+}
+
+/** `fetch` whose failures to get any answer are `Unreachable` (answers pass as they are). */
+function reaching(fetch: Fetch): Fetch {
+  return async (url, init) => {
+    try {
+      return await fetch(url, init);
+    } catch (e) {
+      throw new Unreachable(url, e);
+    }
+  };
 }
 
 async function loadState(deps: MonitorDeps, path: string): Promise<MonitorState | null> {
@@ -242,7 +282,7 @@ async function startWitness(
   let seedHex = (await deps.readTextFile(keyFile))?.trim() ?? null;
   if (seedHex === null) {
     seedHex = bytesToHex(deps.randomBytes(32));
-    await deps.writeTextFile(keyFile, seedHex + "\n");
+    await deps.writeTextFile(keyFile, seedHex + "\n", { secret: true });
   }
   const seed = parseHex(seedHex);
   if (seed === null || seed.length !== 32) {

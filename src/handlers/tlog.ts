@@ -15,10 +15,13 @@ type Deps = ClockDeps & RecordDeps & AccountDeps & AttestationDeps;
 /** How many path segments a tile path may have after `tile/` (level, up to 6 index parts, `.p`, W). */
 export const TILE_SEGMENTS = 8;
 const IMMUTABLE = "public, max-age=31536000, immutable";
+/** Only with witnesses required can a log with entries have nothing to serve. */
+const NO_CHECKPOINT = "the log has no checkpoint to serve yet: none is cosigned by the " +
+  "witnesses its configuration requires (they are asked again every few seconds)";
 
 export async function getCheckpoint(_req: Request, ctx: Deps): Promise<Response> {
   const cp = await ctx.tlog.checkpoint();
-  if (cp === null) throw pending("the log has no checkpoint yet");
+  if (cp === null) throw pending(NO_CHECKPOINT);
   return new Response(cp.checkpoint, {
     headers: {
       "content-type": "text/plain; charset=utf-8",
@@ -51,7 +54,7 @@ function sizeParam(url: URL, name: string): number | null {
 
 async function servedSize(ctx: Deps): Promise<{ size: number; checkpoint: string }> {
   const cp = await ctx.tlog.checkpoint();
-  if (cp === null) throw pending("the log has no checkpoint yet");
+  if (cp === null) throw pending(NO_CHECKPOINT);
   return { size: cp.size, checkpoint: cp.checkpoint };
 }
 

@@ -293,7 +293,7 @@ export function createTransparencyLog(o: LogOptions): TransparencyLog {
       clearInterval(sweep);
       if (batch !== null) clearTimeout(batch);
       await sequencer.close();
-      await witnesses?.idle();
+      await witnesses?.close();
     },
   };
 }

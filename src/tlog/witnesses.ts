@@ -18,7 +18,17 @@ export interface WitnessClient {
   submit(head: Head): void;
   /** Resolves when no submission is running. */
   idle(): Promise<void>;
+  /** Stops asking again (after the submission in progress). */
+  close(): Promise<void>;
 }
+
+/**
+ * A head that did not get its cosignatures (a witness down, or started after the
+ * gateway) is asked again after this, doubling up to `RETRY_MAX_MS`, until a newer head
+ * replaces it: a quiet log still gets its cosigned checkpoint once the witnesses answer.
+ */
+const RETRY_MS = 2_000;
+const RETRY_MAX_MS = 60_000;
 
 const MAX_RESPONSE = 64 * 1024;
 
@@ -39,6 +49,9 @@ export function createWitnessClient(o: {
   });
   let latest: Head | null = null;
   let running: Promise<void> | null = null;
+  let retry: ReturnType<typeof setTimeout> | null = null;
+  let retryMs = RETRY_MS;
+  let closed = false;
 
   /** One witness's cosignature line for `head`, or null. */
   const ask = async (w: (typeof list)[number], head: Head): Promise<string | null> => {
@@ -97,7 +110,21 @@ export function createWitnessClient(o: {
         })
       ));
       const got = lines.filter((l): l is string => l !== null);
-      if (got.length < Math.max(1, o.required)) continue;
+      if (got.length < Math.max(1, o.required)) {
+        if (latest === null && !closed) {
+          if (retry !== null) clearTimeout(retry);
+          retry = setTimeout(() => {
+            retry = null;
+            if (latest === null && !closed) {
+              latest = head;
+              running ??= run();
+            }
+          }, retryMs);
+          retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+        }
+        continue;
+      }
+      retryMs = RETRY_MS;
       const cosigned: Head = { ...head, checkpoint: head.checkpoint + got.join("") };
       const cur = await o.kv.get<Head>(COSIGNED_KEY);
       if (cur.value && cur.value.size >= head.size) continue;
@@ -108,10 +135,20 @@ export function createWitnessClient(o: {
 
   return {
     submit(head) {
+      if (closed) return;
+      if (retry !== null) clearTimeout(retry);
+      retry = null;
+      retryMs = RETRY_MS;
       latest = head;
       running ??= run();
     },
     async idle() {
+      while (running) await running;
+    },
+    async close() {
+      closed = true;
+      if (retry !== null) clearTimeout(retry);
+      retry = null;
       while (running) await running;
     },
   };
