@@ -252,6 +252,15 @@ async function serve(args: string[]): Promise<void> {
   });
   await gateway.ready;
   if (!dev) reloadOnHangup(configPath!, worker?.spec.ports.base ?? portOverride, gateway.live);
+  else {
+    // Without a listener SIGHUP would end the process (no drain, no line).
+    Deno.addSignalListener("SIGHUP", () => {
+      log({
+        level: "warn",
+        msg: "SIGHUP ignored: the development defaults have no configuration file to reload",
+      });
+    });
+  }
   const listen = (l: GatewayConfig["listen"]["base"], label: string) => {
     const server = listenOn(l, label, config, {
       handler: gateway.handler,

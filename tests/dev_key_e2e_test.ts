@@ -1,4 +1,7 @@
-/** `task dev` (main.ts serve --dev) reuses its development key across restarts (#17 item 8). */
+/**
+ * `task dev` (main.ts serve --dev) reuses its development key across restarts (#17 item 8),
+ * and outlives a SIGHUP (it has no configuration file to reload).
+ */
 import assert from "node:assert/strict";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -6,7 +9,7 @@ const TOKEN = "dev-e2e-operator-token-" + "9".repeat(20);
 
 async function startDev(
   cwd: string,
-): Promise<{ key: string; url: string; stop: () => Promise<void> }> {
+): Promise<{ key: string; url: string; hup: () => void; stop: () => Promise<void> }> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -43,6 +46,7 @@ async function startDev(
   return {
     key,
     url,
+    hup: () => child.kill("SIGHUP"),
     async stop() {
       child.kill("SIGTERM");
       await child.status;
@@ -66,6 +70,14 @@ Deno.test("task dev reuses its development key across restarts; main.ts serves m
       assert.equal(res.status, 200);
       assert.equal(body.data.tier, "pro");
       assert.equal(body.data.balance, "100");
+      // SIGHUP has no file to reload here: ignored (with a log line), not the end of the process.
+      second.hup();
+      await new Promise((r) => setTimeout(r, 300));
+      const again = await fetch(`${second.url}/v1/key`, {
+        headers: { authorization: `Bearer ${second.key}` },
+      });
+      await again.body?.cancel();
+      assert.equal(again.status, 200, "still serving after SIGHUP");
       // The real binary path records process metrics when asked (GATEWAY_PROCESS_METRICS=on).
       const m = await fetch(`${second.url}/admin/v1/metrics`, {
         headers: { authorization: `Bearer ${TOKEN}` },
