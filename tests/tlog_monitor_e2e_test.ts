@@ -238,6 +238,58 @@ Deno.test("witness: the gateway serves only cosigned checkpoints; tlog-witness e
     const bad = await post(`old ${witnessed}\n${b64(new Uint8Array(32))}\n\n${signedNext}`);
     assert.ok(bad.status === 422 || bad.status === 403, `${bad.status} ${bad.text}`);
     assert.equal((await post("not a request")).status, 400);
+    // The witnessed size again with another root, signed with the log's key: a fork (409).
+    const fork = checkpointBody(cp.origin, witnessed, new Uint8Array(32).fill(2));
+    const forked = await post(`old ${witnessed}
+
+${fork}
+${gw.gateway.identity.current().log.sign(fork)}`);
+    assert.equal(forked.status, 409, forked.text);
+    assert.equal(
+      forked.text,
+      `${witnessed}
+`,
+    );
+    // Far beyond the log, under the log's name and key id but not its signature: refused
+    // (403) before anything is fetched, and the answer names no URL of the log.
+    const far = checkpointBody(cp.origin, 5_000_000, new Uint8Array(32).fill(3));
+    const realSig = gw.gateway.identity.current().log.sign(far);
+    const sigBytes = Buffer.from(realSig.split(" ")[2], "base64");
+    sigBytes[10] ^= 1;
+    const forgedSig = `${realSig.split(" ").slice(0, 2).join(" ")} ${sigBytes.toString("base64")}
+`;
+    const unsigned = await post(`old ${witnessed}
+
+${far}
+${forgedSig}`);
+    assert.equal(unsigned.status, 403, unsigned.text);
+    assert.doesNotMatch(unsigned.text, /http/);
+    // A body declared larger than a submission can be: refused before it is read.
+    const big = await fetch(`${witnessUrl}/add-checkpoint`, {
+      method: "POST",
+      body: new Uint8Array(1 << 20),
+    });
+    await big.body?.cancel();
+    assert.equal(big.status, 413);
+    // A client that sends half its body and waits holds only its own request.
+    const slow = await Deno.connect({ hostname: "127.0.0.1", port });
+    await slow.write(
+      new TextEncoder().encode(
+        "POST /add-checkpoint HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nold 0\n",
+      ),
+    );
+    try {
+      const t0 = Date.now();
+      assert.equal(
+        (await post(`old 0
+
+${served}`)).status,
+        409,
+      );
+      assert.ok(Date.now() - t0 < 3_000, `${Date.now() - t0} ms behind a slow client`);
+    } finally {
+      slow.close();
+    }
   } finally {
     child.kill("SIGTERM");
     await child.status;

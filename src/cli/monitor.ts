@@ -26,6 +26,7 @@ import {
   type NoteSigner,
   parseCheckpointBody,
   parseHex,
+  parseNote,
   parseVerifierKey,
   unb64,
   verifyConsistency,
@@ -292,12 +293,16 @@ async function startWitness(
   const statePath = `${keyFile}.state.json`;
   const m = /^(.*):(\d+)$/.exec(listen);
   if (!m) throw new UsageError("--witness-listen must be host:port");
-  // One request at a time: the size check and its update must be atomic (tlog-witness).
+  // One submission at a time from reading the state to its update (tlog-witness: atomic);
+  // a request's body is read and checked before it takes its turn, so a slow client holds
+  // only its own request.
   let chain = Promise.resolve();
-  const handler = (req: Request): Promise<Response> => {
-    const run = chain.then(() => addCheckpoint(deps, req, signer, statePath, state, advance));
+  const handler = async (req: Request): Promise<Response> => {
+    const sub = await readSubmission(req, state);
+    if (sub instanceof Response) return sub;
+    const run = chain.then(() => addCheckpoint(deps, sub, signer, statePath, state, advance));
     chain = run.then(() => {}, () => {});
-    return run;
+    return await run;
   };
   const server = deps.serve(m[1], Number(m[2]), handler);
   deps.print(`witness ${name} listening on ${server.url}; cosigner vkey ${signer.cosignerVkey}`);
@@ -307,20 +312,60 @@ async function startWitness(
 const text = (status: number, body: string, type = "text/plain; charset=utf-8") =>
   new Response(body, { status, headers: { "content-type": type } });
 
-async function addCheckpoint(
-  deps: MonitorDeps,
+/** A submission as read and checked without the witness's state. */
+interface Submission {
+  old: number;
+  proof: Uint8Array[];
+  note: string;
+  cp: NonNullable<ReturnType<typeof parseCheckpointBody>>;
+  /** Signed by a log key the monitor knows (else only following the log can tell). */
+  knownSigned: boolean;
+}
+
+const MAX_SUBMISSION = 64 * 1024;
+/** A submission's whole body must arrive within this (a client cannot hold the witness). */
+const READ_DEADLINE_MS = 10_000;
+
+/** The request's body, at most `max` bytes, within the deadline; else a Response. */
+async function readCapped(req: Request, max: number): Promise<string | Response> {
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  if (declared > max) return text(413, "too large\n");
+  if (req.body === null) return "";
+  const reader = req.body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const timer = setTimeout(() => void reader.cancel().catch(() => {}), READ_DEADLINE_MS);
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > max) {
+        await reader.cancel().catch(() => {});
+        return text(413, "too large\n");
+      }
+      parts.push(value);
+    }
+  } catch {
+    return text(408, "the request body did not arrive in time\n");
+  } finally {
+    clearTimeout(timer);
+  }
+  if (size < declared) return text(408, "the request body did not arrive in time\n");
+  return new TextDecoder().decode(Buffer.concat(parts));
+}
+
+async function readSubmission(
   req: Request,
-  signer: NoteSigner,
-  statePath: string,
   monitored: () => MonitorState | null,
-  advance: (note: string) => Promise<MonitorState>,
-): Promise<Response> {
+): Promise<Submission | Response> {
   const url = new URL(req.url);
   if (req.method !== "POST" || !url.pathname.endsWith("/add-checkpoint")) {
+    await req.body?.cancel();
     return text(404, "not found\n");
   }
-  const body = await req.text();
-  if (body.length > 64 * 1024) return text(400, "too large\n");
+  const body = await readCapped(req, MAX_SUBMISSION);
+  if (body instanceof Response) return body;
   const split = body.indexOf("\n\n");
   if (split < 0) return text(400, "malformed request\n");
   const head = body.slice(0, split).split("\n");
@@ -338,38 +383,74 @@ async function addCheckpoint(
     const i = note.lastIndexOf("\n\n");
     return i < 0 ? null : parseCheckpointBody(note.slice(0, i + 1));
   })();
-  if (cp === null) return text(400, "malformed checkpoint\n");
+  const parsed = parseNote(note);
+  if (cp === null || parsed === null) return text(400, "malformed checkpoint\n");
+  if (old > cp.size) return text(400, "old size is above the checkpoint size\n");
   const mon = monitored();
   if (mon !== null && mon.origin !== cp.origin) return text(404, "unknown log origin\n");
-  const keysOf = (s: MonitorState | null) =>
-    (s?.keysets ?? []).flatMap((k) => k.vkeys).map(parseVerifierKey).filter((k) => k !== null);
+  const known = keysOf(mon);
+  if (verifyNote(note, known) !== null) return { old, proof, note, cp, knownSigned: true };
+  // Not by a key the monitor knows. Only a checkpoint beyond what it saw can be signed by a
+  // key it has yet to find in the log (a rotation), and only under the origin's name with a
+  // key id it does not know: anything else is refused before a byte is fetched.
+  const unknownLogKey = parsed.signatures.some((sig) =>
+    sig.name === cp.origin && !known.some((k) => k.name === sig.name && bytesEqual(k.id, sig.id))
+  );
+  if (mon !== null && (cp.size <= mon.size || !unknownLogKey)) {
+    return text(403, "no valid signature by a known log key\n");
+  }
+  if (mon === null && !unknownLogKey) return text(403, "no signature under the log's name\n");
+  return { old, proof, note, cp, knownSigned: false };
+}
+
+const keysOf = (s: MonitorState | null) =>
+  (s?.keysets ?? []).flatMap((k) => k.vkeys).map(parseVerifierKey).filter((k) => k !== null);
+
+async function addCheckpoint(
+  deps: MonitorDeps,
+  sub: Submission,
+  signer: NoteSigner,
+  statePath: string,
+  monitored: () => MonitorState | null,
+  advance: (note: string) => Promise<MonitorState>,
+): Promise<Response> {
+  const { old, proof, note, cp } = sub;
+  const mon = monitored();
+  if (mon !== null && mon.origin !== cp.origin) return text(404, "unknown log origin\n");
   if (mon === null || cp.size > mon.size) {
     // A checkpoint beyond what the monitor saw: follow the log up to it (its entries, the
-    // keysets it holds, its signature, its consistency with the last one seen).
+    // keysets it holds, its signature, its consistency with the last one seen). What went
+    // wrong is printed here; the submitter learns no more than the status (no log URLs).
     try {
       await advance(note);
     } catch (e) {
-      deps.print(`witness: refused ${cp.origin} size ${cp.size}: ${(e as Error).message}`);
-      return text(/signed/.test((e as Error).message) ? 403 : 422, `${(e as Error).message}\n`);
+      const why = (e as Error).message;
+      deps.print(`witness: refused ${cp.origin} size ${cp.size}: ${why}`);
+      return /signed/.test(why)
+        ? text(403, "no valid signature by a log key\n")
+        : text(422, "the checkpoint is not consistent with the log as followed\n");
     }
-  } else if (verifyNote(note, keysOf(mon)) === null) {
+  } else if (!sub.knownSigned && verifyNote(note, keysOf(mon)) === null) {
     return text(403, "no valid signature by a known log key\n");
   }
-  if (old > cp.size) return text(400, "old size is above the checkpoint size\n");
   const savedText = await deps.readTextFile(statePath);
   const saved: WitnessState | null = savedText === null ? null : JSON.parse(savedText);
   const latest = saved && saved.origin === cp.origin ? saved : null;
   const latestSize = latest?.size ?? 0;
-  if (old !== latestSize) return text(409, `${latestSize}\n`, "text/x.tlog.size");
+  const conflict = () => text(409, `${latestSize}\n`, "text/x.tlog.size");
+  if (old !== latestSize) return conflict();
   if (cp.size === 0 && !bytesEqual(cp.root, emptyRoot())) return text(422, "bad empty tree\n");
   if (old === 0) {
     if (proof.length !== 0) return text(422, "a proof from the empty tree must be empty\n");
   } else {
     const oldRoot = new Uint8Array(Buffer.from(latest!.root, "base64"));
-    const ok = old === cp.size
-      ? proof.length === 0 && bytesEqual(oldRoot, cp.root)
-      : verifyConsistency(old, cp.size, proof, oldRoot, cp.root);
-    if (!ok) return text(422, "the consistency proof does not verify\n");
+    if (old === cp.size) {
+      // The same size with another root: a fork (tlog-witness: 409).
+      if (!bytesEqual(oldRoot, cp.root)) return conflict();
+      if (proof.length !== 0) return text(422, "a proof between equal sizes must be empty\n");
+    } else if (!verifyConsistency(old, cp.size, proof, oldRoot, cp.root)) {
+      return text(422, "the consistency proof does not verify\n");
+    }
   }
   const next: WitnessState = {
     origin: cp.origin,
