@@ -262,6 +262,8 @@ export function parseTilePath(
     parts = [...rest.slice(0, -2), rest[rest.length - 2].slice(0, -2)];
   }
   if (parts.length === 0 || parts.length > 6) return null;
+  // Canonical only (as Go's tlog.ParseTilePath): no leading zero group, one path per tile.
+  if (parts.length > 1 && parts[0] === "x000") return null;
   let index = 0;
   for (let i = 0; i < parts.length; i++) {
     const finalPart = i === parts.length - 1;

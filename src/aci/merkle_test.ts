@@ -53,6 +53,7 @@ Deno.test("merkle: tile paths in the exact C2SP encoding only", () => {
     width: 256,
     entries: false,
   });
+  assert.equal(parseTilePath(["0", "x001", "x000", "000"])?.index, 1_000_000, "inner zero groups");
   assert.deepEqual(parseTilePath(["entries", "001.p", "7"]), {
     level: 0,
     index: 1,
@@ -73,6 +74,10 @@ Deno.test("merkle: tile paths in the exact C2SP encoding only", () => {
       ["64", "000"],
       ["0", "001", "002"],
       ["x", "000"],
+      // A leading zero group: the same tile under a second name (Go's ParseTilePath refuses it).
+      ["0", "x000", "001"],
+      ["0", "x000", "x000", "x000", "x000", "x000", "001"],
+      ["entries", "x000", "264.p", "213"],
     ]
   ) {
     assert.equal(parseTilePath(bad), null, bad.join("/"));
