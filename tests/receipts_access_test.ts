@@ -68,6 +68,15 @@ Deno.test("access: only the key that made the request reads its receipt; 401 wit
       assert.deepEqual(foreign.body, missing.body);
       const missingAnon = await getJson(url(unknown));
       assert.equal(missingAnon.status, 401, path);
+      // An id no receipt can have (too long): the same answers, 401 before 404.
+      const malformed = "a".repeat(257);
+      assert.equal((await getJson(url(malformed))).status, 401, path);
+      assert.equal((await getJson(url(malformed), owner)).status, 404, path);
+    }
+    for (const sub of ["inclusion", "bundle"]) {
+      const url = `${gw.url}/v1/aci/receipts/${"a".repeat(257)}/${sub}`;
+      assert.equal((await getJson(url)).status, 401, sub);
+      assert.equal((await getJson(url, owner)).status, 404, sub);
     }
     // Nothing about the request leaks through the error.
     const foreign = await getJson(`${gw.url}/v1/aci/receipts/${id}`, other);

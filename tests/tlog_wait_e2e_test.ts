@@ -141,6 +141,19 @@ Deno.test("inclusion ?wait: answered right after the append, 503 when the wait r
       assert.equal(error.param, "wait");
     }
 
+    // A malformed tree_size is a 400 at once, for a receipt still pending and with a wait.
+    const pendingId = await settledAnswer(gw, "not yet in the log");
+    for (const q of ["tree_size=abc", "tree_size=abc&wait=4000"]) {
+      const t0 = performance.now();
+      const r = await fetch(`${base}/v1/aci/receipts/${pendingId}/inclusion?${q}`, {
+        headers: { authorization: `Bearer ${gw.apiKey}` },
+      });
+      const body = await r.json();
+      assert.equal(r.status, 400, `${q}: ${JSON.stringify(body)}`);
+      assert.equal(body.error.param, "tree_size");
+      assert.ok(performance.now() - t0 < 1_000, q);
+    }
+
     // A wait shorter than the batch runs out: today's 503 log_pending, after the wait.
     const timedOut = await unlessLoadInterferes("timeout", async () => {
       const id = await settledAnswer(gw, "time me out");

@@ -135,6 +135,7 @@ export async function getInclusion(
 ): Promise<Response> {
   const url = new URL(req.url);
   const wait = waitParam(url);
+  sizeParam(url, "tree_size"); // a malformed one is a 400 at once, not after the wait
   if (!wait) return await inclusionAnswer(ctx, await receiptLeaf(req, ctx, params.id), url);
   const end = ctx.monotonic() + wait;
   // The receipt (and the caller's right to it) is looked up once; only its index is re-read.

@@ -69,7 +69,8 @@ export function createReceiptService(
 ): ReceiptService {
   const defaultExpireIn = opts.retentionDays * 86_400_000;
   const get = async (id: string, ownerDigest: string | null): Promise<Receipt> => {
-    if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw notFound();
+    // No receipt has such an id: answered as an unknown one (401 before 404, as everywhere).
+    if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw ownerDigest === null ? unauthorized() : notFound();
     let entry = await kv.get([RECEIPT_PREFIX, id]);
     if (entry.value === null) {
       const idx = await kv.get<string>(chatIndexKey(id, ownerDigest));
