@@ -189,6 +189,12 @@ async function serve(args: string[]): Promise<void> {
   if (worker === null) {
     const n = workerCount(config.serve.workers, navigator.hardwareConcurrency, Deno.build.os);
     if (n.note) console.error(n.note);
+    // The process an operator signals (with workers, the supervisor: it forwards the signal).
+    console.error(
+      `gateway pid ${Deno.pid}: SIGTERM drains and stops it` +
+        (dev ? "" : `, SIGHUP reloads ${configPath}`) +
+        (n.count > 1 ? ` (supervising ${n.count} workers)` : ""),
+    );
     if (n.count > 1) return await superviseWorkers(n.count, config);
   } else {
     // The supervisor resolved a configured port 0 to one port all its workers share.
