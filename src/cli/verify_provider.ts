@@ -210,5 +210,13 @@ export async function runProviderVerify(argv: string[], deps: ProviderVerifyDeps
     return 1;
   }
   for (const c of checks) deps.print(`${c.ok ? "PASS" : "FAIL"} ${c.name} — ${c.detail}`);
-  return checks.length > 0 && checks.every((c) => c.ok) ? 0 : 1;
+  const failures = checks.filter((c) => !c.ok).length;
+  const ok = checks.length > 0 && failures === 0;
+  // The last line as every `verify` mode ends.
+  deps.print(
+    ok
+      ? `RESULT: all ${checks.length} checks passed`
+      : `RESULT: ${failures} of ${checks.length} checks failed`,
+  );
+  return ok ? 0 : 1;
 }

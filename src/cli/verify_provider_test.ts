@@ -67,9 +67,12 @@ Deno.test("verify --kind tinfoil: Tinfoil's real SEV-SNP bundle against its Sigs
       "PASS tinfoil.hpke_key",
       "PASS tinfoil.release",
       "PASS tinfoil.measurement",
+      "RESULT: all",
     ]);
+    assert.equal(ok.lines.at(-1), "RESULT: all 6 checks passed");
     const other = await run([...args, "--repo=tinfoilsh/other"]);
     assert.equal(other.code, 1);
+    assert.match(other.lines.at(-1)!, /^RESULT: [1-9]\d* of \d+ checks failed$/);
     assert.match(line(other.lines, "tinfoil.release"), /WORKFLOW_REPOSITORY_MISMATCH/);
   } finally {
     await Deno.remove(root);
