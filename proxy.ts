@@ -4,7 +4,7 @@
  * not part of the gateway, so this is its own entry point, beside main.ts:
  * the only module of the client that reads flags, files and sockets.
  *
- *   deno task proxy --gateway https://gateway.example/v1 [--listen 127.0.0.1:8788]
+ *   npx -y deno@2.9.6 task proxy --gateway https://gateway.example/v1 [--listen 127.0.0.1:8788]
  *                   [--require-verified-upstream] [--policy FILE] [--audit FILE]
  */
 import { parseArgs } from "node:util";
@@ -12,8 +12,15 @@ import { parsePolicy } from "./src/client/policy.ts";
 import { createVerifyingProxy } from "./src/client/proxy.ts";
 import { verifyingFetch } from "./src/client/node.ts";
 
-const USAGE =
-  "usage: deno task proxy --gateway URL [--listen 127.0.0.1:PORT] [--require-verified-upstream] [--policy FILE] [--audit FILE]";
+const USAGE = [
+  "usage: npx -y deno@2.9.6 task proxy --gateway URL [--listen 127.0.0.1:PORT]",
+  "         [--require-verified-upstream] [--policy FILE] [--audit FILE]",
+  "  --gateway                    the gateway's base URL (…/v1)",
+  "  --listen                     loopback address to serve on (default 127.0.0.1:8788)",
+  "  --require-verified-upstream  refuse answers not served by a verified confidential upstream",
+  "  --policy                     a JSON verification policy file",
+  "  --audit                      where each verified exchange is appended (aci-proxy-audit.jsonl)",
+].join("\n");
 
 function fail(msg: string): never {
   console.error(msg);
@@ -36,11 +43,16 @@ async function main(): Promise<void> {
         "require-verified-upstream": { type: "boolean", default: false },
         policy: { type: "string" },
         audit: { type: "string", default: "aci-proxy-audit.jsonl" },
+        help: { type: "boolean", default: false },
       },
       strict: true,
     }));
   } catch (e) {
     fail(`${(e as Error).message}\n${USAGE}`);
+  }
+  if (values.help) {
+    console.log(USAGE);
+    Deno.exit(0);
   }
   if (!values.gateway) fail(USAGE);
   const m = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):(\d{1,5})$/.exec(values.listen);
