@@ -46,10 +46,15 @@ Deno.test("README: every TypeScript snippet says where it goes and runs there as
       );
       // The E2EE example leaves what `task verify` takes beside it.
       if (name === "e2ee_example.ts") {
-        for (const f of ["request.json", "response.bin", "e2ee.json"]) {
-          assert.ok((await Deno.stat(`${dir}/${f}`)).size > 0, f);
-          written.push(`${dir}/${f}`);
+        const out = `${dir}/.data/e2ee`;
+        for (const f of ["receipt-id", "request.json", "response.bin", "e2ee.json"]) {
+          assert.ok((await Deno.stat(`${out}/${f}`)).size > 0, f);
+          written.push(`${out}/${f}`);
         }
+        assert.match(await Deno.readTextFile(`${out}/receipt-id`), /^rcpt-[0-9a-f]{32}\n$/);
+        // It holds the client's private key.
+        assert.equal((await Deno.stat(`${out}/e2ee.json`)).mode! & 0o777, 0o600);
+        written.push(out); // removed once empty
       }
     }
     // Every snippet reached the gateway: one log line per request it made.

@@ -58,8 +58,11 @@ export interface E2eeClientOptions {
    * parameters (`X-E2EE-Clear-Tools`, docs/e2ee.md). Without it a request with tools throws.
    */
   clearTools?: boolean;
-  /** Called once per E2EE exchange, with what a receipt check needs (see `task verify`). */
-  onExchange?: (x: E2eeExchange) => void;
+  /**
+   * Called once per E2EE exchange, with what a receipt check needs (see `task verify`).
+   * Not awaited: it may await `wireResponse`, which settles once the answer has been read.
+   */
+  onExchange?: (x: E2eeExchange) => void | Promise<void>;
   now?: () => number;
   randomBytes?: (n: number) => Uint8Array;
 }
