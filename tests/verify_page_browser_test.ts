@@ -204,7 +204,8 @@ Deno.test("the /verify page and script are served with a strict CSP", async () =
     assert.match(csp, /script-src 'self'/);
     assert.match(csp, /connect-src 'self'/);
     assert.match(text, /What trusting this page means/);
-    assert.match(text, /deno task verify --receipt/);
+    assert.match(text, /deno@2.9.6 task verify --receipt/);
+    assert.match(text, /a saved report file works\s+too, with <code>--nonce<\/code>/);
     const js = await fetch(`${gw.url}/verify/app.js`);
     const body = await js.text();
     assert.match(js.headers.get("content-type") ?? "", /javascript/);

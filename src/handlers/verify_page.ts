@@ -66,10 +66,11 @@ reports success regardless. The script is part of the gateway's measured source 
 only as trustworthy as the attestation you already rely on; and this page cannot check the
 hardware quote's signature chain (that needs Intel/AMD collateral). For a check that does not
 depend on the gateway at all, run it offline on your own machine:</p>
-<pre><code>deno task verify --receipt receipt.json --report https://GATEWAY/v1/aci/attestation \\
+<pre><code>npx -y deno@2.9.6 task verify --receipt receipt.json --report https://GATEWAY/v1/aci/attestation \\
   --request request.json --response response.bin [--require-verified-upstream]</code></pre>
 <p>(<code>--report</code> given a URL fetches it with a fresh nonce; a saved report file works
-too. Add <code>--allow-dev</code> only for a development gateway.)</p>
+too, with <code>--nonce</code> and the nonce you fetched it with. Add <code>--allow-dev</code> only
+for a development gateway.)</p>
 </div>
 
 <h2>1. The receipt</h2>
