@@ -231,6 +231,9 @@ Deno.test("routing constraints as headers: same strict parsing, header/body conf
     const zdr = await chat({}, { "x-provider-zdr": "true" });
     assert.equal(zdr.status, 404);
     assert.equal(zdr.body.error.code, "no_zdr_provider");
+    assert.equal(zdr.body.error.param, "x-provider-zdr", "names what the client sent");
+    const deny = await chat({ provider: { data_collection: "deny" } }, {});
+    assert.equal(deny.body.error.param, "provider.data_collection");
     const verified = await chat({}, { "x-provider-aci-verified": "true" });
     assert.equal(verified.status, 503);
     for (

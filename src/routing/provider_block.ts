@@ -6,6 +6,8 @@ import { badParam } from "../http/mod.ts";
 
 export interface RoutingConstraints {
   zdr: boolean;
+  /** What asked for zdr, as the client wrote it (a refusal names it); default `provider.zdr`. */
+  zdrParam?: string;
   aciVerified: boolean;
   /** null = no pinning; else any one of these session ids may serve. */
   aciSessionIds: string[] | null;
@@ -156,12 +158,18 @@ export function parseRouting(bodyProvider: unknown, headers: Headers): RoutingCo
       );
     }
     c.zdr = optionalBool(p.zdr, "provider.zdr");
+    if (c.zdr && (bodyProvider as Record<string, unknown> | null | undefined)?.zdr !== true) {
+      c.zdrParam = CONSTRAINT_HEADERS.zdr; // from the header alone
+    }
     if (p.data_collection !== undefined && p.data_collection !== null) {
       if (p.data_collection !== "deny" && p.data_collection !== "allow") {
         throw badParam("provider.data_collection", "data_collection must be 'deny' or 'allow'");
       }
       // OpenRouter's "deny": only providers that do not retain or train on data.
-      if (p.data_collection === "deny") c.zdr = true;
+      if (p.data_collection === "deny" && !c.zdr) {
+        c.zdr = true;
+        c.zdrParam = "provider.data_collection";
+      }
     }
     c.only = optionalNames(p.only, "provider.only");
     c.ignore = optionalNames(p.ignore, "provider.ignore") ?? [];

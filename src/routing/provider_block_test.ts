@@ -43,6 +43,12 @@ Deno.test("parseRouting: the OpenRouter members it implements", () => {
     false,
   ]);
   assert.equal(parseRouting({ data_collection: "allow" }, none).zdr, false);
+  // A refusal for want of a ZDR provider names what the client sent.
+  assert.equal(c.zdrParam, "provider.data_collection");
+  assert.equal(parseRouting({ zdr: true, data_collection: "deny" }, none).zdrParam, undefined);
+  const header = new Headers({ [CONSTRAINT_HEADERS.zdr]: "true" });
+  assert.equal(parseRouting(undefined, header).zdrParam, CONSTRAINT_HEADERS.zdr);
+  assert.equal(parseRouting({ zdr: true }, header).zdrParam, undefined);
 });
 
 Deno.test("parseRouting: pinned session ids imply aci_verified and are deduplicated", () => {

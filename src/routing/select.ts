@@ -100,7 +100,7 @@ export function selectCandidates(input: SelectInput): Candidate[] {
       throw new GatewayError(
         "no_zdr_provider",
         "no provider serving this model operates under zero data retention; the request was not sent",
-        { param: "provider.zdr" },
+        { param: c.zdrParam ?? "provider.zdr" },
       );
     }
   }
@@ -114,7 +114,8 @@ export function selectCandidates(input: SelectInput): Candidate[] {
     throw new GatewayError(
       "upstream_verification_failed",
       `the confidential upstream${failing.length === 1 ? "" : "s"} serving this model (${names}) ` +
-        "have no current verified session; the request was not sent",
+        `${failing.length === 1 ? "has" : "have"} no current verified session; the request ` +
+        "was not sent",
     );
   }
 
