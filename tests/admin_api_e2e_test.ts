@@ -296,7 +296,9 @@ Deno.test("/healthz: status only in public, detail with the operator token", asy
     assert.equal(detail.status, "ok");
     const secure = Object.values(detail.upstreams)[0] as Record<string, unknown>;
     assert.equal(secure.verified, true);
-    assert.match(String(secure.sessionId), /^[0-9a-f]{64}$/);
+    assert.match(String(secure.session_id), /^[0-9a-f]{64}$/);
+    assert.equal(typeof secure.verifier_id, "string");
+    assert.ok(!("sessionId" in secure), "snake_case, as the rest of the JSON");
     const viaAdmin = await admin(gw, "GET", "/health");
     assert.deepEqual(viaAdmin.json, detail);
   });

@@ -238,6 +238,7 @@ Deno.test("near-ai: a staged rollout accepts old and new, and warns before the o
     near.setModelMrtd(OTHER_MRTD);
     assert.ok((await gw.gateway.manager!.verify("near")).verified);
     const snap = gw.gateway.manager!.snapshot().near;
+    assert.ok(snap.verified);
     assert.equal(snap.warnings, undefined);
     assert.equal(prompts(near), 0);
     assert.equal((await chat(gw)).status, 200);

@@ -27,6 +27,20 @@ import {
 /** Default lead time of fail-closed warnings (policy entry closing, evidence expiring). */
 export const DEFAULT_POLICY_WARN_SECONDS = 86_400;
 
+/** One confidential upstream as the operator's `/healthz` shows it. */
+export type OperatorUpstreamView =
+  | {
+    verified: true;
+    session_id: string;
+    spki_sha256: string | null;
+    verifier_id: string;
+    tee_attested: string;
+    expires_at: number;
+    measurement_policy?: unknown;
+    warnings?: FailClosedWarning[];
+  }
+  | { verified: false; reason: string };
+
 export interface VerificationManager {
   state(provider: string): VerificationState | null;
   /** Verify every confidential upstream once (start-up). */
@@ -36,10 +50,7 @@ export interface VerificationManager {
   /** A binding check failed: drop the session and re-verify at once. */
   invalidate(provider: string, reason: string): void;
   /** Operator view: every confidential upstream's state, with its fail-closed warnings. */
-  snapshot(): Record<
-    string,
-    VerificationState & { expires_at?: number; warnings?: FailClosedWarning[] }
-  >;
+  snapshot(): Record<string, OperatorUpstreamView>;
   /** The current verified session's document and pinned key, or null. */
   current(provider: string): { doc: SessionDocument; spkiSha256: string } | null;
   /** Seconds until a verified upstream fails closed unless re-verified under newer policy/evidence. */
@@ -130,14 +141,20 @@ class Verifications implements VerificationManager {
       const p = this.#provider(name);
       const warnings = p ? this.#warningsOf(p, c) : [];
       const policy = c.doc?.claims.extra?.["measurement_policy"];
-      out[name] = c.state.verified
+      const st = c.state;
+      // Named as the rest of the gateway's JSON (snake_case), not as the state's fields.
+      out[name] = st.verified
         ? {
-          ...c.state,
+          verified: true,
+          session_id: st.sessionId,
+          spki_sha256: st.spkiSha256,
+          verifier_id: st.verifierId,
+          tee_attested: st.teeAttested,
           expires_at: Math.floor(c.expiresAtMs / 1000),
           ...(policy ? { measurement_policy: policy } : {}),
           ...(warnings.length ? { warnings } : {}),
         }
-        : c.state;
+        : { verified: false, reason: st.reason };
     }
     return out;
   }
