@@ -62,7 +62,7 @@ export interface E2eeClientOptions {
    * Called once per E2EE exchange, with what a receipt check needs (see `task verify`).
    * Not awaited: it may await `wireResponse`, which settles once the answer has been read.
    */
-  onExchange?: (x: E2eeExchange) => void | Promise<void>;
+  onExchange?: (x: E2eeExchange) => unknown;
   now?: () => number;
   randomBytes?: (n: number) => Uint8Array;
 }
