@@ -189,13 +189,11 @@ async function serve(args: string[]): Promise<void> {
   if (worker === null) {
     const n = workerCount(config.serve.workers, navigator.hardwareConcurrency, Deno.build.os);
     if (n.note) console.error(n.note);
-    // The process an operator signals (with workers, the supervisor: it forwards the signal).
-    console.error(
-      `gateway pid ${Deno.pid}: SIGTERM drains and stops it` +
-        (dev ? "" : `, SIGHUP reloads ${configPath}`) +
-        (n.count > 1 ? ` (supervising ${n.count} workers)` : ""),
-    );
-    if (n.count > 1) return await superviseWorkers(n.count, config);
+    if (n.count > 1) {
+      await superviseWorkers(n.count, config);
+      signalLine(dev, configPath, n.count);
+      return;
+    }
   } else {
     // The supervisor resolved a configured port 0 to one port all its workers share.
     config.listen.base.port = worker.spec.ports.base;
@@ -288,6 +286,7 @@ async function serve(args: string[]): Promise<void> {
   listen(config.listen.base, "base");
   if (config.listen.tee) listen(config.listen.tee, "tee");
   console.error(`keyset digest ${gateway.identity.current().digest}`);
+  if (worker === null) signalLine(dev, configPath, 1);
   if (dev) {
     await printDevKey(
       config,
@@ -411,6 +410,18 @@ async function readWorkerSpec(): Promise<
     })().catch(() => {});
     return { spec, worker: hostWorker(spec), supervisorGone };
   }
+}
+
+/**
+ * Once serving: the process an operator signals (with workers, the supervisor, which
+ * forwards the signal to each).
+ */
+function signalLine(dev: boolean, configPath: string | undefined, workers: number): void {
+  console.error(
+    `gateway pid ${Deno.pid}: SIGTERM drains and stops it` +
+      (dev ? "" : `, SIGHUP reloads ${configPath}`) +
+      (workers > 1 ? ` (supervising ${workers} workers)` : ""),
+  );
 }
 
 /**

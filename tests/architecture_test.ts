@@ -188,6 +188,7 @@ const KNOWN_TIMERS = new Set([
   "src/store/group_commit.ts",
   "src/store/transient.ts",
   "src/tlog/log.ts",
+  "src/tlog/witnesses.ts",
   "src/upstream/chunk_reader.ts",
   "src/upstream/pinned_tls.ts",
   "src/upstream/tls_observe.ts",

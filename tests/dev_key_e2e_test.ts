@@ -43,7 +43,7 @@ async function startDev(
   const url = lines.map((l) => /listening on (http:\/\/\S+)\/v1/.exec(l)?.[1]).find(Boolean)!;
   const key = lines.find((l) => l.startsWith("cgw-"))!;
   assert.ok(lines.some((l) => l.startsWith("development API key")));
-  // The process to signal, named on its first line.
+  // The process to signal, named once it serves.
   assert.ok(lines.includes(`gateway pid ${child.pid}: SIGTERM drains and stops it`), lines[0]);
   return {
     key,

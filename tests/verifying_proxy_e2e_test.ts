@@ -283,7 +283,7 @@ Deno.test("proxy: refuses a non-loopback listen address, a missing gateway and a
     for (
       const [args, want] of [
         [["--gateway", "https://gw.example/v1", "--listen", "0.0.0.0:8788"], /loopback/],
-        [["--listen", "127.0.0.1:0"], /usage: deno task proxy --gateway URL/],
+        [["--listen", "127.0.0.1:0"], /usage: npx -y deno@2\.9\.6 task proxy --gateway URL/],
         [["--gateway", "https://gw.example/v1", "--policy", `${dir}/bad.json`], /--policy: policy/],
       ] as const
     ) {

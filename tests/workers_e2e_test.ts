@@ -109,6 +109,9 @@ async function startWorkers(dir: string, upstreamUrl: string, storePath: string)
   const path = await writeConfig(dir, cfg);
   const gw = await spawnGateway(path, [], { GATEWAY_ADMIN_TOKEN: TOKEN });
   await printed(gw, "2 workers serving");
+  // The pid to signal is the supervisor's, named once its workers serve.
+  await printed(gw, `gateway pid ${gw.child.pid}: SIGTERM drains and stops it, SIGHUP reloads`);
+  assert.ok(gw.stderr.some((l) => l.endsWith("(supervising 2 workers)")));
   return { gw, path, cfg };
 }
 
