@@ -11,7 +11,7 @@ import { startTestGateway, type TestGateway } from "./support/gateway.ts";
 import { waitForReceipt } from "./support/receipt_check.ts";
 import { getBalance, getUsage } from "../src/admission/credits.ts";
 import { MAX_SETTLEMENT_NANO } from "../src/admission/credits.ts";
-import { countChat, countText } from "../src/tokens/count.ts";
+import { chatTokenCeiling, countChat, countText } from "../src/tokens/count.ts";
 import type { GatewayConfig } from "../src/config/schema.ts";
 
 type Script = (body: Record<string, unknown>) => Response | Promise<Response>;
@@ -163,7 +163,7 @@ Deno.test("usage: a whole answer's usage that is not a count bills the estimate 
   });
 });
 
-Deno.test("usage: reported tokens are clamped to max_tokens × n and the context, recorded in the receipt", async () => {
+Deno.test("usage: reported tokens are clamped to max_tokens × n and the prompt's byte ceiling (text) or the context (images), recorded in the receipt", async () => {
   await withGateway(() => {}, 100, async (gw, up) => {
     const keyId = await keyIdOf(gw);
     up.set(() => wholeWithUsage(`{"prompt_tokens":1000000000,"completion_tokens":1000000000}`));
@@ -171,23 +171,42 @@ Deno.test("usage: reported tokens are clamped to max_tokens × n and the context
     assert.equal(r.status, 200, r.text);
     const usage = await getUsage(gw.kv, keyId);
     assert.equal(usage.completion_tokens, 16n, "completion clamped to max_tokens × n");
-    assert.equal(usage.prompt_tokens, 32_768n, "prompt clamped to the context length");
+    // A text prompt cannot be more tokens than its bytes (and framing): what admission
+    // reserved, so a hostile upstream cannot bill past the reservation.
+    const ceiling = chatTokenCeiling([{ role: "user", content: "hi" }]);
+    assert.ok(ceiling < 32, `${ceiling}`);
+    assert.equal(usage.prompt_tokens, BigInt(ceiling), "prompt clamped to its byte ceiling");
     const receipt = await waitForReceipt(gw.url, r.receiptId!, gw.apiKey);
     const ev = eventsOf(receipt).find((e) => e.type === "usage.bounded")!;
     assert.deepEqual(ev, {
       type: "usage.bounded",
-      prompt_tokens: 32_768,
+      prompt_tokens: ceiling,
       completion_tokens: 16,
       invalid: [],
       clamped: ["prompt_tokens", "completion_tokens"],
     });
-    // Billed at the clamp: 100 credits minus 32768 × 2e-7 + 16 × 8e-7.
-    const spent = 32_768n * 200n + 16n * 800n;
+    // Billed at the clamp: 100 credits minus ceiling × 2e-7 + 16 × 8e-7.
+    const spent = BigInt(ceiling) * 200n + 16n * 800n;
     assert.equal(await getBalance(gw.kv, keyId), 100_000_000_000n - spent);
     const line = gw.logs.find((l) => l.msg === "upstream usage bounded")!;
     assert.deepEqual(line.clamped, ["prompt_tokens", "completion_tokens"]);
+    // With an image the upstream's count is its own to say: bounded by the context only.
+    const v = await chat(gw, { max_tokens: 8, messages: VISION });
+    assert.equal(v.status, 200, v.text);
+    const bounded = eventsOf(await waitForReceipt(gw.url, v.receiptId!, gw.apiKey))
+      .find((e) => e.type === "usage.bounded")!;
+    assert.equal(bounded.prompt_tokens, 32_768, "prompt clamped to the context length");
   });
 });
+
+/** A prompt with an image part. */
+const VISION = [{
+  role: "user",
+  content: [
+    { type: "text", text: "hi" },
+    { type: "image_url", image_url: { url: "https://example.com/cat.png" } },
+  ],
+}];
 
 Deno.test("usage: a cost past 2^64 nano-credits saturates; two settlements past 2^64 never wrap the ledger", async () => {
   // 1e6 credits per token: 32,768 clamped prompt tokens cost 3.3e19 nano, past 2^64.
@@ -199,7 +218,11 @@ Deno.test("usage: a cost past 2^64 nano-credits saturates; two settlements past 
     const start = await getBalance(gw.kv, keyId);
     up.set(() => wholeWithUsage(`{"prompt_tokens":1000000000,"completion_tokens":4}`));
     // Two at once: both admitted, both settled at the saturated cost.
-    const rs = await Promise.all([chat(gw, { max_tokens: 4 }), chat(gw, { max_tokens: 4 })]);
+    // With an image, so that the prompt is bounded by the context alone.
+    const rs = await Promise.all([
+      chat(gw, { max_tokens: 4, messages: VISION }),
+      chat(gw, { max_tokens: 4, messages: VISION }),
+    ]);
     for (const r of rs) {
       assert.equal(r.status, 200, r.text);
       await waitForReceipt(gw.url, r.receiptId!, gw.apiKey);
@@ -213,14 +236,20 @@ Deno.test("usage: a cost past 2^64 nano-credits saturates; two settlements past 
   const two = (
     c: GatewayConfig,
   ) => (c.models.find((m) => m.id === "demo/vision")!.pricing = { prompt: 2, completion: 2 });
-  await withGateway(two, 100, async (gw, up) => {
+  // Enough credits to admit both (an image is reserved at ~765 tokens), not to pay them.
+  await withGateway(two, 4_000, async (gw, up) => {
     const keyId = await keyIdOf(gw);
     up.set(() => wholeWithUsage(`{"prompt_tokens":10000000000,"completion_tokens":2}`));
-    const rs = await Promise.all([chat(gw, { max_tokens: 2 }), chat(gw, { max_tokens: 2 })]);
+    const rs = await Promise.all([
+      chat(gw, { max_tokens: 2, messages: VISION }),
+      chat(gw, { max_tokens: 2, messages: VISION }),
+    ]);
     for (const r of rs) assert.equal(r.status, 200, r.text);
     const each = (32_768n * 2n + 2n * 2n) * 1_000_000_000n;
-    assert.equal(await getBalance(gw.kv, keyId), 100_000_000_000n - 2n * each);
-    // In debt: the next request is refused, not admitted on a wrapped counter.
+    assert.equal(await getBalance(gw.kv, keyId), 4_000_000_000_000n - 2n * each);
+    // In debt: the next request decided against the store is refused, not admitted on a
+    // wrapped counter (once the quota lease the first answers left is handed back, idle).
+    await new Promise((r) => setTimeout(r, 1_500));
     const refused = await chat(gw, { max_tokens: 2 });
     assert.equal(refused.status, 403);
     assert.equal(JSON.parse(refused.text).error.type, "insufficient_credits");
@@ -369,4 +398,100 @@ Deno.test("truncation: an OpenAI stream that ends without [DONE] is an upstream 
   } finally {
     await eof.close();
   }
+});
+
+Deno.test("usage: a hostile upstream's huge usage cannot take a 1-credit key below zero (20 at once, leases on)", async () => {
+  const pricey = (c: GatewayConfig) => {
+    c.store.quota_leases = true;
+    // A request reserves ~0.02 credits; a context's worth of prompt would cost ~3.
+    c.models.find((m) => m.id === "demo/echo")!.pricing = { prompt: 0.0001, completion: 0.0002 };
+  };
+  await withGateway(pricey, 1, async (gw, up) => {
+    const keyId = await keyIdOf(gw);
+    up.set(() => wholeWithUsage(`{"prompt_tokens":1000000000,"completion_tokens":1000000000}`));
+    const rs = await Promise.all(
+      Array.from(
+        { length: 20 },
+        () => chat(gw, { model: "demo/echo", max_tokens: 100, provider: { only: ["plain"] } }),
+      ),
+    );
+    assert.ok(rs.some((r) => r.status === 200));
+    for (const r of rs) assert.ok(r.status === 200 || r.status === 403, `${r.status} ${r.text}`);
+    await new Promise((r) => setTimeout(r, 1_500)); // leases handed back
+    const balance = await getBalance(gw.kv, keyId);
+    assert.ok(balance >= 0n, `balance ${balance} nano-credits`);
+  });
+});
+
+Deno.test("usage: a whole answer without usage is billed at the estimate and says so", async () => {
+  await withGateway(() => {}, 100, async (gw, up) => {
+    const keyId = await keyIdOf(gw);
+    for (const missing of ["", `,"usage":null`, `,"usage":{}`]) {
+      up.set(() =>
+        new Response(
+          `{"id":"chatcmpl-w","object":"chat.completion","created":1,"model":"m",` +
+            `"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},` +
+            `"finish_reason":"stop"}]${missing}}`,
+          { headers: { "content-type": "application/json" } },
+        )
+      );
+      const before = (await getUsage(gw.kv, keyId)).prompt_tokens;
+      const r = await chat(gw, { max_tokens: 7 });
+      assert.equal(r.status, 200, r.text);
+      const ev = eventsOf(await waitForReceipt(gw.url, r.receiptId!, gw.apiKey))
+        .find((e) => e.type === "usage.bounded")!;
+      assert.deepEqual(ev.invalid, ["prompt_tokens", "completion_tokens"], missing);
+      // The prompt as counted, the completion at its reservation.
+      assert.equal(ev.prompt_tokens, countChat([{ role: "user", content: "hi" }], "o200k_base"));
+      assert.equal(ev.completion_tokens, 7);
+      assert.ok((await getUsage(gw.kv, keyId)).prompt_tokens > before, "billed, not zero");
+    }
+  });
+});
+
+Deno.test("an upstream answer of the wrong shape is a 502 upstream_error on every format, never a 500", async () => {
+  await withGateway(() => {}, 100, async (gw, up) => {
+    const json = (body: string) => () =>
+      new Response(body, { headers: { "content-type": "application/json" } });
+    const shapes = [
+      "null",
+      "[]",
+      '"hello"',
+      "42",
+      '{"choices":null}',
+      '{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":7}}]}',
+      '{"choices":[{"message":{"role":"assistant","tool_calls":[null]}}]}',
+    ];
+    const routes: [string, Record<string, unknown>][] = [
+      ["/v1/chat/completions", {
+        model: "demo/vision",
+        messages: [{ role: "user", content: "hi" }],
+      }],
+      ["/v1/messages", {
+        model: "demo/vision",
+        max_tokens: 8,
+        messages: [{ role: "user", content: "hi" }],
+      }],
+      ["/v1/responses", { model: "demo/vision", input: "hi" }],
+    ];
+    for (const body of shapes) {
+      up.set(json(body));
+      for (const [path, req] of routes) {
+        const res = await fetch(`${gw.url}${path}`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            authorization: `Bearer ${gw.apiKey}`,
+            "anthropic-version": "2023-06-01",
+          },
+          body: JSON.stringify(req),
+        });
+        const text = await res.text();
+        assert.ok(res.status !== 500, `${path} ${body}: ${res.status} ${text}`);
+        if (body.startsWith("{") && path === "/v1/chat/completions") continue; // relayed as is
+        assert.equal(res.status, 502, `${path} ${body}: ${text}`);
+      }
+    }
+    assert.ok(!gw.logs.some((l) => l.level === "error"), "no internal error logged");
+  });
 });

@@ -35,6 +35,7 @@ async function listedModels(
       method: "GET",
       headers,
       signal,
+      redirect: "manual", // the listing is the upstream's own, not wherever it points
     });
     const text = await readBounded(res, MAX_LISTING_BYTES);
     if (!res.ok) return null;

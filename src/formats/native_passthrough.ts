@@ -28,7 +28,7 @@ export function nativeMessagesPassthrough(model: string): Translator {
         output = num(d.usage.output_tokens) ?? output;
         input = num(d.usage.input_tokens) ?? input;
       }
-      return `event: ${event ?? String(d.type)}\ndata: ${JSON.stringify(out)}\n\n`;
+      return `event: ${eventName(event, d.type)}\ndata: ${JSON.stringify(out)}\n\n`;
     },
     end: () => "",
     fail(err: GatewayError) {
@@ -62,7 +62,7 @@ export function nativeResponsesPassthrough(model: string): Translator {
           };
         }
       }
-      return `event: ${event ?? String(d.type)}\ndata: ${JSON.stringify(out)}\n\n`;
+      return `event: ${eventName(event, d.type)}\ndata: ${JSON.stringify(out)}\n\n`;
     },
     end: () => "",
     fail(err: GatewayError) {
@@ -104,4 +104,14 @@ export function nativeBody(
     model: upstreamModel,
     provider: undefined,
   };
+}
+
+/**
+ * The event line's name: the upstream's `event:` (one SSE line: the decoder split at line
+ * ends), else the data's `type` when it is a plain name. A `type` holding a line break
+ * would start a frame of the upstream's making; one that is not a string names nothing.
+ */
+function eventName(event: string | undefined, type: unknown): string {
+  if (event !== undefined) return event;
+  return typeof type === "string" && /^[\x21-\x7e]{1,64}$/.test(type) ? type : "message";
 }

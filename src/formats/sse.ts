@@ -115,7 +115,8 @@ export class SseDecoder {
     switch (field) {
       case "data":
         this.#data.push(value);
-        this.#pendingChars += value.length;
+        // The line's own cost too: a million empty `data:` lines are still megabytes.
+        this.#pendingChars += value.length + 1;
         break;
       case "event":
         this.#event = value;

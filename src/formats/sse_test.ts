@@ -71,3 +71,8 @@ Deno.test("decoder: an oversized pending frame is an upstream_error, not unbound
   );
   assert.throws(() => new SseDecoder({ maxPendingChars: 0 }), RangeError);
 });
+
+Deno.test("decoder: empty data lines count toward the pending limit", () => {
+  const d = new SseDecoder({ maxPendingChars: 1_000 });
+  assert.throws(() => d.push("data:\n".repeat(2_000)));
+});

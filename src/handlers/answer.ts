@@ -63,9 +63,22 @@ async function wholeResponse(
   } catch {
     throw new GatewayError("upstream_error", "upstream returned a body that is not JSON");
   }
-  const out0 = plan.respond(json, result.candidate);
+  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    throw new GatewayError("upstream_error", "upstream returned a body that is not a JSON object");
+  }
+  let out0: unknown;
+  let usage: ReturnType<typeof plan.usage>;
+  try {
+    out0 = plan.respond(json, result.candidate);
+    usage = plan.usage(json);
+  } catch (e) {
+    if (e instanceof GatewayError) throw e;
+    // An answer of another shape than its format's (a member of the wrong type, a missing
+    // array): the upstream's fault, named as such, not the gateway's 500.
+    throw new GatewayError("upstream_error", "upstream returned an answer of the wrong shape");
+  }
   // Settled before the answer is encoded: its cost is part of the bytes the receipt binds.
-  const writes = settle(plan.usage(json));
+  const writes = settle(usage);
   withCost(out0, info.costNano);
   s.opened?.session?.sealWhole(out0);
   const out = encoder.encode(JSON.stringify(out0));

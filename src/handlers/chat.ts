@@ -39,7 +39,7 @@ export const chatEndpoint: InferenceEndpoint = {
     return basePlan(p, model, {
       promptTokens,
       outputTokens: out.perCompletion * (p.chat.n ?? 1),
-      maxPromptTokens: model.config.context_length,
+      maxPromptTokens: prompt.billable,
       exactPromptTokens: prompt.exact,
     }, {
       upstreamPath: () => "/v1/chat/completions",

@@ -43,7 +43,7 @@ export const messagesEndpoint: InferenceEndpoint = {
       {
         promptTokens,
         outputTokens: out.perCompletion,
-        maxPromptTokens: model.config.context_length,
+        maxPromptTokens: prompt.billable,
         exactPromptTokens: prompt.exact,
       },
       nativeOrTranslated("messages", {

@@ -23,8 +23,9 @@ export interface InferencePlan {
   /**
    * For admission: estimated prompt tokens and the output tokens reserved
    * (what the upstream is allowed: `max_tokens × n`, or the model's output
-   * length). `maxPromptTokens` is the most prompt a request can have (the
-   * context length, per prompt): reported usage is clamped to it and to
+   * length). `maxPromptTokens` is the most prompt a request can have (a
+   * text-only chat prompt's byte ceiling, else the context length, per prompt;
+   * `max_input_tokens` per embeddings input): reported usage is clamped to it and to
    * `outputTokens` (usage_bounds.ts). `exactPromptTokens`: when `promptTokens` is
    * a ceiling (prompt_tokens.ts), the exact count, made only when billed without
    * the upstream's usage.

@@ -28,6 +28,12 @@ import { textBytes } from "../http/mod.ts";
 export interface PromptTokens {
   /** Reserved at admission: the exact count, or the ceiling when that decided. */
   reserve: number;
+  /**
+   * The most prompt tokens an upstream may bill (usage_bounds.ts): the byte ceiling (no
+   * byte-level BPE count exceeds it) for a prompt of text only, else the context length
+   * (an image's or audio's real cost is the upstream's to say).
+   */
+  billable: number;
   /** The exact count (counted on first call when the ceiling decided, then kept). */
   exact: () => number;
   /** Whether the ceiling decided (no count was made). */
@@ -51,10 +57,16 @@ export function chatPromptTokens(
 ): PromptTokens {
   const contextLength = model.config.context_length;
   const room = contextLength - (requestedOutput ?? defaultOutput);
+  const bytes: TextMeasure = known
+    ? (text, message, part) => known(text, message, part) ?? byteLength(text)
+    : byteLength;
+  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools, bytes);
+  const billable = textOnly(chat) ? Math.min(contextLength, ceiling) : contextLength;
   const bounded = (reserve: number): PromptTokens => {
     let exact: number | undefined;
     return {
       reserve,
+      billable,
       bounded: true,
       exact: () =>
         exact ??= estimateChatTokens(
@@ -66,10 +78,6 @@ export function chatPromptTokens(
         ),
     };
   };
-  const bytes: TextMeasure = known
-    ? (text, message, part) => known(text, message, part) ?? byteLength(text)
-    : byteLength;
-  const ceiling = chatTokenCeilingOf(chat.messages, chat.tools, bytes);
   if (ceiling <= room) return bounded(ceiling);
   if (reuse?.any) {
     // The key's earlier counts where it sent a text before, bytes for the rest
@@ -95,7 +103,16 @@ export function chatPromptTokens(
     reuse,
   );
   checkContextLength({ promptTokens, requestedOutput, contextLength, modelId, param });
-  return { reserve: promptTokens, exact: () => promptTokens, bounded: false };
+  return { reserve: promptTokens, billable, exact: () => promptTokens, bounded: false };
+}
+
+/** Whether every message's content is text (a string, or parts of type `text` only). */
+function textOnly(chat: ChatRequest): boolean {
+  for (const m of chat.messages) {
+    const c = (m as { content?: unknown }).content;
+    if (Array.isArray(c) && c.some((p) => (p as { type?: unknown })?.type !== "text")) return false;
+  }
+  return true;
 }
 
 /** A request's long texts' UTF-8 lengths its parse noted, by where they sit (undefined: not known). */

@@ -46,7 +46,7 @@ export const responsesEndpoint: InferenceEndpoint = {
       {
         promptTokens,
         outputTokens: out.perCompletion,
-        maxPromptTokens: model.config.context_length,
+        maxPromptTokens: prompt.billable,
         exactPromptTokens: prompt.exact,
       },
       nativeOrTranslated("responses", {

@@ -12,6 +12,9 @@ import { costNano, type InferencePlan, type Settle } from "./plan.ts";
 import type { RequestInfo } from "./request_info.ts";
 import { boundUsage } from "./usage_bounds.ts";
 
+/** An answer without usage: neither count is valid, so both come from the estimate. */
+const NO_USAGE = { prompt_tokens: -1, completion_tokens: -1 };
+
 export function settlementFor(
   admission: Admission,
   plan: InferencePlan,
@@ -40,9 +43,10 @@ export function settlementFor(
   };
   return (u, fallback = estimated) => {
     // Numbers from the upstream: valid counts, within what the gateway let it do (#25).
-    const b = u === undefined ? null : boundUsage(u, fallback, bounds);
-    const usage = b?.usage ?? { prompt_tokens: 0, completion_tokens: 0 };
-    if (b && (b.invalid.length > 0 || b.clamped.length > 0)) {
+    // No usage at all is billed as invalid usage is: at the estimate, said in the receipt.
+    const b = boundUsage(u ?? NO_USAGE, fallback, bounds);
+    const usage = b.usage;
+    if (b.invalid.length > 0 || b.clamped.length > 0) {
       rec.usageBounded(usage, b.invalid, b.clamped);
       log({
         level: "warn",

@@ -99,6 +99,9 @@ async function attempt(
         headers,
         body: r.body,
         signal: ctl.signal,
+        // A redirect is an answer (3xx), never followed: following would re-send the prompt
+        // to wherever the upstream points (the HTTP/1.1 client follows none either).
+        redirect: "manual",
         partition: r.partition,
         onWritten: r.onWritten,
       })
