@@ -495,3 +495,30 @@ Deno.test("an upstream answer of the wrong shape is a 502 upstream_error on ever
     assert.ok(!gw.logs.some((l) => l.level === "error"), "no internal error logged");
   });
 });
+
+Deno.test("usage: a stream's usage.cost shown to the client is the cost billed, not the upstream's claim", async () => {
+  await withGateway(() => {}, 100, async (gw, up) => {
+    const keyId = await keyIdOf(gw);
+    up.set(() =>
+      sseResponse([
+        chunk([{ index: 0, delta: { role: "assistant", content: "hello there" } }]),
+        chunk([{ index: 0, delta: {}, finish_reason: "stop" }]),
+        `data: {"id":"chatcmpl-x","object":"chat.completion.chunk","choices":[],` +
+        `"usage":{"prompt_tokens":1000000000,"completion_tokens":1000000000}}\n\n`,
+        "data: [DONE]\n\n",
+      ])
+    );
+    const before = (await getUsage(gw.kv, keyId)).spent_nano;
+    const r = await chat(gw, {
+      stream: true,
+      max_tokens: 50,
+      stream_options: { include_usage: true },
+    });
+    assert.equal(r.status, 200, r.text);
+    await waitForReceipt(gw.url, r.receiptId!, gw.apiKey);
+    const spent = (await getUsage(gw.kv, keyId)).spent_nano - before;
+    const shown = r.text.split("\n").filter((l) => l.startsWith("data: {"))
+      .map((l) => JSON.parse(l.slice(6))).find((c) => c.usage)!.usage;
+    assert.equal(Math.round(shown.cost * 1e9), Number(spent), JSON.stringify(shown));
+  });
+});

@@ -36,12 +36,13 @@ export const chatEndpoint: InferenceEndpoint = {
       config.limits.default_output_reserve,
       promptTokens,
     );
-    return basePlan(p, model, {
+    const estimate = {
       promptTokens,
       outputTokens: out.perCompletion * (p.chat.n ?? 1),
       maxPromptTokens: prompt.billable,
       exactPromptTokens: prompt.exact,
-    }, {
+    };
+    return basePlan(p, model, estimate, {
       upstreamPath: () => "/v1/chat/completions",
       upstreamBody: (c) => upstreamChatBody(p.chat, model, c.upstreamModel, out.cap),
       respond: (u: ChatResponse) => chatResponseForClient(u, p.model),
@@ -50,7 +51,7 @@ export const chatEndpoint: InferenceEndpoint = {
           model: p.model,
           clientWantsUsage: p.clientWantsUsage,
           obfuscate: p.obfuscate,
-          cost: costOf(model.config.pricing),
+          cost: costOf(model.config.pricing, estimate),
         }),
     });
   },

@@ -46,11 +46,12 @@ export const completionsEndpoint: InferenceEndpoint = {
       config.limits.default_output_reserve,
       Math.max(...counts),
     );
-    return basePlan(p, model, {
+    const estimate = {
       promptTokens,
       outputTokens: out.perCompletion * perPrompt * prompts,
       maxPromptTokens: model.config.context_length * prompts,
-    }, {
+    };
+    return basePlan(p, model, estimate, {
       upstreamPath: () => "/v1/completions",
       upstreamBody: (c) =>
         upstreamCompletionBody({ ...p.body, max_tokens: out.cap }, c.upstreamModel),
@@ -59,7 +60,7 @@ export const completionsEndpoint: InferenceEndpoint = {
         createOpenAiStreamPassthrough({
           model: p.model,
           clientWantsUsage: p.clientWantsUsage,
-          cost: costOf(model.config.pricing),
+          cost: costOf(model.config.pricing, estimate),
         }),
     });
   },

@@ -37,15 +37,16 @@ export const messagesEndpoint: InferenceEndpoint = {
     );
     const promptTokens = prompt.reserve;
     const out = outputReserve(model, p.chat.max_tokens, config.limits.default_output_reserve);
+    const estimate = {
+      promptTokens,
+      outputTokens: out.perCompletion,
+      maxPromptTokens: prompt.billable,
+      exactPromptTokens: prompt.exact,
+    };
     return basePlan(
       p,
       model,
-      {
-        promptTokens,
-        outputTokens: out.perCompletion,
-        maxPromptTokens: prompt.billable,
-        exactPromptTokens: prompt.exact,
-      },
+      estimate,
       nativeOrTranslated("messages", {
         path: "/v1/messages",
         body: (c) => nativeBody(body, c.upstreamModel),
@@ -61,7 +62,7 @@ export const messagesEndpoint: InferenceEndpoint = {
             // Shown to the client (message_start): the exact count, as before.
             inputTokensEstimate: prompt.exact(),
             stopSequences: p.stopSequences,
-            cost: costOf(model.config.pricing),
+            cost: costOf(model.config.pricing, estimate),
           }),
       }),
     );

@@ -9,6 +9,7 @@ import { idOf, type TokenUsage, type Translator, usageField } from "../formats/m
 import { MAX_SETTLEMENT_NANO } from "../admission/mod.ts";
 import type { TokenizerName } from "../tokens/mod.ts";
 import type { KvWrite } from "../store/mod.ts";
+import { boundUsage } from "./usage_bounds.ts";
 
 // The stream contract lives with the formats that implement it.
 export type { TokenUsage, Translator } from "../formats/mod.ts";
@@ -85,8 +86,19 @@ export function costCredits(
  * `usage.cost` for a stream translator. Made here, not as a closure inside a plan,
  * whose scope holds the parsed prompt: a stream would keep it alive for its whole life.
  */
-export function costOf(pricing: { prompt: number; completion: number }): (u: TokenUsage) => number {
-  return (u) => costCredits(u, pricing);
+/**
+ * The `usage.cost` a stream shows its client: of the usage as the settlement bounds it
+ * (usage_bounds.ts: invalid counts at `bounds`' estimate, counts clamped to its maxima), so
+ * the figure is the one billed, not the upstream's own (a 10^9-token claim shows what it
+ * costs, which is at most the clamp).
+ */
+export function costOf(
+  pricing: { prompt: number; completion: number },
+  bounds: { promptTokens: number; maxPromptTokens: number; outputTokens: number },
+): (u: TokenUsage) => number {
+  const fallback = { prompt_tokens: bounds.promptTokens, completion_tokens: bounds.outputTokens };
+  const max = { promptTokens: bounds.maxPromptTokens, completionTokens: bounds.outputTokens };
+  return (u) => costCredits(boundUsage(u, fallback, max).usage, pricing);
 }
 
 /**

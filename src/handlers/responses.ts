@@ -40,15 +40,16 @@ export const responsesEndpoint: InferenceEndpoint = {
       config.limits.default_output_reserve,
       promptTokens,
     );
+    const estimate = {
+      promptTokens,
+      outputTokens: out.perCompletion,
+      maxPromptTokens: prompt.billable,
+      exactPromptTokens: prompt.exact,
+    };
     return basePlan(
       p,
       model,
-      {
-        promptTokens,
-        outputTokens: out.perCompletion,
-        maxPromptTokens: prompt.billable,
-        exactPromptTokens: prompt.exact,
-      },
+      estimate,
       nativeOrTranslated("responses", {
         path: "/v1/responses",
         body: (c) => nativeBody(body, c.upstreamModel, { max_output_tokens: out.cap }),
@@ -66,7 +67,7 @@ export const responsesEndpoint: InferenceEndpoint = {
             echo: p.echo,
             id: "resp_" + bytesToHex(randomBytes(24)),
             inputTokensEstimate: prompt.exact(),
-            cost: costOf(model.config.pricing),
+            cost: costOf(model.config.pricing, estimate),
           }),
       }),
     );
