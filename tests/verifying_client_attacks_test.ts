@@ -97,6 +97,77 @@ for (const stream of [false, true]) {
   });
 }
 
+Deno.test("attack: a stream cut short and ended cleanly is refused, not passed off as whole", async () => {
+  const gw = await startTestGateway();
+  // Tokens paced as a model's: the cut lands mid-answer.
+  gw.plain.setFault({ kind: "token_delay", ms: 30 });
+  gw.secure.setFault({ kind: "token_delay", ms: 30 });
+  const proxy = startTamperingProxy(gw.url, { cut: 3 });
+  const f = verifyingFetch({
+    baseURL: `${proxy.url}/v1`,
+    policy: { allow_dev_evidence: true, e2ee: "off" },
+  });
+  try {
+    const client = sdk(`${proxy.url}/v1`, gw.apiKey, f);
+    const e = await refusal((async () => {
+      const s = await client.chat.completions.create({
+        model: "demo/echo",
+        stream: true,
+        messages: [{ role: "user", content: "one two three four five six seven eight nine ten" }],
+      });
+      for await (const _ of s) { /* read to the (early) end */ }
+    })());
+    assert.equal(e.code, "receipt_invalid");
+    assert.ok(e.checks.some((c) => c.name === "receipt.delivered_whole" && !c.ok), e.message);
+  } finally {
+    f.close();
+    await proxy.close();
+    await gw.close();
+  }
+});
+
+Deno.test("attack: with e2ee required, an endpoint without E2EE is refused before a byte leaves", async () => {
+  const gw = await startTestGateway();
+  const proxy = startTamperingProxy(gw.url);
+  const f = verifyingFetch({
+    baseURL: `${proxy.url}/v1`,
+    policy: { allow_dev_evidence: true, e2ee: "required" },
+  });
+  try {
+    for (
+      const [path, body] of [
+        ["/v1/messages", {
+          model: "demo/echo",
+          max_tokens: 8,
+          messages: [{ role: "user", content: MARKER }],
+        }],
+        ["/v1/responses", { model: "demo/echo", input: MARKER }],
+        ["/v1/messages/count_tokens", {
+          model: "demo/echo",
+          messages: [{ role: "user", content: MARKER }],
+        }],
+        ["/v1/chat//completions", {
+          model: "demo/echo",
+          messages: [{ role: "user", content: MARKER }],
+          tools: [{ type: "function", function: { name: "t", parameters: {} } }],
+        }],
+      ] as const
+    ) {
+      const e = await refusal(f(`${proxy.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }));
+      assert.equal(e.code, "e2ee_unavailable", path);
+    }
+    assert.ok(!proxy.seen.some((l) => l.startsWith("POST")), proxy.seen.join("\n"));
+  } finally {
+    f.close();
+    await proxy.close();
+    await gw.close();
+  }
+});
+
 Deno.test("attack: a report from a different keyset than the receipts is refused", async () => {
   const gw = await startTestGateway();
   const other = await startTestGateway();

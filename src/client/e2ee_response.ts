@@ -19,9 +19,13 @@ export function openResponse(
   ctx: AadContext,
   clientSecret: Uint8Array,
 ): void {
-  if ("error" in body) return;
+  const slots = [...responseSlots(kind, body, stream)];
+  // An error event is plaintext by the spec, and generates nothing: only a body that is one
+  // (an error object, no generated field) passes unopened. An `error` member beside
+  // generated text does not switch their authentication off.
+  if (isRecord(body["error"]) && slots.length === 0) return;
   const id = responseIdFor(body);
-  for (const s of responseSlots(kind, body, stream)) {
+  for (const s of slots) {
     const v = s.get();
     const plain = typeof v === "string"
       ? decryptField(ctx.algo, clientSecret, v, responseAad(ctx, id, s.path))

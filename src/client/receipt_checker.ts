@@ -77,6 +77,7 @@ export class ReceiptChecker {
       responseBody: ask.responseBytes,
       requireVerifiedUpstream: policy.require_verified_upstream,
     });
+    checks.push(wholeCheck(receipt));
     if (!allPassed(checks)) {
       throw new AciVerificationError("receipt_invalid", failedText(checks), { checks, receiptId });
     }
@@ -189,4 +190,21 @@ function inclusionVerdict(inc: Check, endpoint: string, receiptId: string): Verd
       receiptId,
     }),
   };
+}
+
+/**
+ * The answer reached this client whole: its receipt does not say the gateway saw the client
+ * leave first. The receipt binds the bytes written until then, so an intermediary that cuts
+ * the gateway's stream and ends the client's cleanly would otherwise pass every hash check.
+ */
+function wholeCheck(receipt: unknown): Check {
+  const log = isRecord(receipt) && Array.isArray(receipt["event_log"]) ? receipt["event_log"] : [];
+  const cut = log.some((e) => isRecord(e) && e["type"] === "stream.client_disconnected");
+  return check(
+    "receipt.delivered_whole",
+    !cut,
+    cut
+      ? "the gateway recorded that this stream's client left before its end: what arrived was cut"
+      : "not cut short (no stream.client_disconnected event)",
+  );
 }

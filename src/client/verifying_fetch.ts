@@ -208,12 +208,24 @@ class VerifyingClient {
     }
     let a = await this.keysets.attested();
     const basePath = this.#base.pathname;
-    const path = req.url.pathname.startsWith(basePath)
-      ? req.url.pathname.slice(basePath.length)
-      : "";
+    // As the gateway routes it: repeated and trailing slashes do not make another endpoint
+    // (else `/chat//completions` would travel unsealed and unverified).
+    const pathname = req.url.pathname.replace(/\/{2,}/g, "/").replace(/(.)\/+$/, "$1");
+    const path = pathname.startsWith(basePath) ? pathname.slice(basePath.length) : "";
     const receipted = req.method === "POST" && RECEIPTED.has(path);
     const kind: E2eeEndpoint | undefined = E2EE_ENDPOINTS[`/v1${path}`];
     req.headers.delete("accept-encoding");
+    // "required": nothing with a body leaves in clear, whatever its endpoint (the Anthropic and
+    // Responses formats and count_tokens have no E2EE: refused, not sent unsealed).
+    if (
+      this.#e2eeMode === "required" && req.body !== undefined && req.body.length > 0 &&
+      (kind === undefined || !receipted)
+    ) {
+      throw new AciVerificationError(
+        "e2ee_unavailable",
+        `${path || pathname} has no E2EE: with e2ee "required" it is not sent`,
+      );
+    }
     const sealKind = receipted && this.#e2eeMode !== "off" && req.body !== undefined
       ? kind
       : undefined;

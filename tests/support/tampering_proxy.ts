@@ -23,6 +23,11 @@ export interface TamperOptions {
   flip?: { chunk?: number };
   /** Inclusion proofs: answered 404 (never logged), or with one proof hash changed. */
   inclusion?: "drop" | "corrupt";
+  /**
+   * Streams: forward this many chunks, then hang up on the gateway and end the client's
+   * stream cleanly, as if it were whole.
+   */
+  cut?: number;
 }
 
 /** Flips the case of the first ASCII letter of a content value (keeps JSON valid). */
@@ -71,6 +76,24 @@ export function startTamperingProxy(target: string, o: TamperOptions = {}): Tamp
     }
     const out = new Headers(up.headers);
     out.delete("content-length");
+    const sse = (up.headers.get("content-type") ?? "").startsWith("text/event-stream");
+    if (o.cut !== undefined && sse && up.body) {
+      const reader = up.body.getReader();
+      let left = o.cut;
+      return new Response(
+        new ReadableStream<Uint8Array>({
+          async pull(ctl) {
+            const r = left-- > 0 ? await reader.read() : { done: true, value: undefined };
+            if (r.done) {
+              await reader.cancel().catch(() => {});
+              return ctl.close();
+            }
+            ctl.enqueue(r.value);
+          },
+        }),
+        { status: up.status, headers: out },
+      );
+    }
     if (!o.flip || req.method !== "POST" || !up.body) {
       return new Response(up.body, { status: up.status, headers: out });
     }
