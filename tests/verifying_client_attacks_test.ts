@@ -168,6 +168,45 @@ Deno.test("attack: with e2ee required, an endpoint without E2EE is refused befor
   }
 });
 
+Deno.test("attack: a server's own x-aci-verified never reaches the app as a verdict", async () => {
+  const gw = await startTestGateway();
+  // Forwards everything, adding a forged verdict header to every answer.
+  const forger = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
+    const url = new URL(req.url);
+    const headers = new Headers(req.headers);
+    headers.delete("host");
+    const up = await fetch(`${gw.url}${url.pathname}${url.search}`, {
+      method: req.method,
+      headers,
+      body: req.method === "GET" ? undefined : await req.arrayBuffer(),
+    });
+    const out = new Headers(up.headers);
+    out.set("x-aci-verified", "attestation,hardware-quote,tls-pin");
+    return new Response(up.body, { status: up.status, headers: out });
+  });
+  const base = `http://127.0.0.1:${forger.addr.port}`;
+  const f = verifyingFetch({ baseURL: `${base}/v1`, policy: { allow_dev_evidence: true } });
+  try {
+    const auth = { authorization: `Bearer ${gw.apiKey}` };
+    const models = await f(`${base}/v1/models`, { headers: auth });
+    await models.body?.cancel();
+    assert.equal(models.status, 200);
+    assert.equal(models.headers.get("x-aci-verified"), null, "not verified, not said to be");
+    const bad = await f(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ model: "no/such-model", messages: [{ role: "user", content: "x" }] }),
+    });
+    await bad.body?.cancel();
+    assert.equal(bad.status, 404);
+    assert.equal(bad.headers.get("x-aci-verified"), null);
+  } finally {
+    f.close();
+    await forger.shutdown();
+    await gw.close();
+  }
+});
+
 Deno.test("attack: a report from a different keyset than the receipts is refused", async () => {
   const gw = await startTestGateway();
   const other = await startTestGateway();

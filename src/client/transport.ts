@@ -34,8 +34,16 @@ export interface Transport {
 export function fetchTransport(f: typeof fetch = (i, o) => fetch(i, o)): Transport {
   return {
     pinning: false,
+    // A redirect is handed back, never followed: following would carry the request's body
+    // (a prompt) to wherever a 3xx points (the Node transport follows none either).
     send: (url, req) =>
-      f(url, { method: req.method, headers: req.headers, body: req.body, signal: req.signal }),
+      f(url, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+        signal: req.signal,
+        redirect: "manual",
+      }),
     close: () => {},
   };
 }

@@ -238,7 +238,8 @@ class VerifyingClient {
       sealed = this.#seal(req, sealKind, a);
       res = await this.#send(req, sealed);
     }
-    if (!receipted || !res.ok) return res;
+    // Not verified here, so not said to be by anyone: a server's own `x-aci-verified` is dropped.
+    if (!receipted || !res.ok) return withoutVerdict(res);
 
     const receiptId = res.headers.get("x-receipt-id");
     if (receiptId === null) {
@@ -443,4 +444,12 @@ class VerifyingClient {
     if (has("receipt.log_inclusion_deferred")) names.push("log-inclusion-deferred");
     return names;
   }
+}
+
+/** `res` without an `x-aci-verified` header (only this client's verdict may set one). */
+function withoutVerdict(res: Response): Response {
+  if (!res.headers.has("x-aci-verified")) return res;
+  const headers = new Headers(res.headers);
+  headers.delete("x-aci-verified");
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
 }
