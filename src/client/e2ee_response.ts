@@ -3,7 +3,7 @@
  * object or chunk, and decrypts an SSE stream event by event while keeping the
  * wire bytes its receipt covers (src/e2ee/client.ts wraps fetch around them).
  */
-import { splitSseFrames } from "./sse_frames.ts";
+import { SseFrameBuffer } from "./sse_frames.ts";
 import { isRecord } from "../verify/json_shape.ts";
 import { type AadContext, decryptField, responseAad } from "../e2ee/crypto.ts";
 import { type E2eeEndpoint, responseIdFor, responseSlots } from "../e2ee/fields.ts";
@@ -75,7 +75,7 @@ class SseDecryptor implements UnderlyingDefaultSource<Uint8Array> {
   #settle: (wire: Uint8Array) => void;
   #wire: Uint8Array[] = [];
   #text = new TextDecoder();
-  #buf = "";
+  #frames = new SseFrameBuffer();
 
   constructor(
     src: ReadableStream<Uint8Array>,
@@ -92,16 +92,14 @@ class SseDecryptor implements UnderlyingDefaultSource<Uint8Array> {
       for (;;) {
         const r = await this.#reader.read();
         if (r.done) {
-          this.#buf += this.#text.decode();
-          const out = this.#drain(true);
+          const out = this.#drain(this.#text.decode(), true);
           if (out) ctl.enqueue(encoder.encode(out));
           this.#finish();
           ctl.close();
           return;
         }
         this.#wire.push(r.value);
-        this.#buf += this.#text.decode(r.value, { stream: true });
-        const out = this.#drain(false);
+        const out = this.#drain(this.#text.decode(r.value, { stream: true }), false);
         if (out) return ctl.enqueue(encoder.encode(out));
       }
     } catch (e) {
@@ -125,15 +123,11 @@ class SseDecryptor implements UnderlyingDefaultSource<Uint8Array> {
   }
 
   /** The complete events buffered, opened; at the end also what is left. */
-  #drain(final: boolean): string {
+  #drain(text: string, final: boolean): string {
     let out = "";
-    const split = splitSseFrames(this.#buf);
-    for (const f of split.frames) out += decryptSseFrame(f, this.#open);
-    this.#buf = split.rest;
-    if (final && this.#buf.trim() !== "") {
-      out += decryptSseFrame(this.#buf, this.#open);
-      this.#buf = "";
-    }
+    for (const f of this.#frames.push(text)) out += decryptSseFrame(f, this.#open);
+    const rest = final ? this.#frames.take() : "";
+    if (rest.trim() !== "") out += decryptSseFrame(rest, this.#open);
     return out;
   }
 

@@ -5,7 +5,7 @@
  * receipt. A failed check errors the stream in place of that event, so a
  * reader never sees a complete stream whose receipt did not verify.
  */
-import { splitSseFrames } from "./sse_frames.ts";
+import { SseFrameBuffer } from "./sse_frames.ts";
 import { concatBytes } from "../aci/bytes.ts";
 import { decryptSseFrame } from "./e2ee_response.ts";
 
@@ -41,7 +41,7 @@ class VerifiedSource implements UnderlyingDefaultSource<Uint8Array> {
   #o: VerifiedStreamOptions;
   #wire: Uint8Array[] = [];
   #text = new TextDecoder();
-  #buf = "";
+  #frames = new SseFrameBuffer();
   #held = "";
 
   constructor(src: ReadableStream<Uint8Array>, o: VerifiedStreamOptions) {
@@ -55,8 +55,7 @@ class VerifiedSource implements UnderlyingDefaultSource<Uint8Array> {
         const r = await this.#reader.read();
         if (r.done) return await this.#end(ctl);
         this.#wire.push(r.value);
-        this.#buf += this.#text.decode(r.value, { stream: true });
-        const out = this.#drain(false);
+        const out = this.#drain(this.#text.decode(r.value, { stream: true }), false);
         if (out) return ctl.enqueue(enc.encode(out));
       }
     } catch (e) {
@@ -72,8 +71,7 @@ class VerifiedSource implements UnderlyingDefaultSource<Uint8Array> {
   /** The source ended: the rest goes out, and the held final event once the wire verified. */
   async #end(ctl: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const o = this.#o;
-    this.#buf += this.#text.decode();
-    const out = this.#drain(true);
+    const out = this.#drain(this.#text.decode(), true);
     if (out) ctl.enqueue(enc.encode(out));
     let verdict: unknown;
     try {
@@ -95,18 +93,16 @@ class VerifiedSource implements UnderlyingDefaultSource<Uint8Array> {
   }
 
   /** Complete events ready to go now; the final one (and anything after it) is held. */
-  #drain(final: boolean): string {
+  #drain(text: string, final: boolean): string {
     let out = "";
-    const split = splitSseFrames(this.#buf);
-    this.#buf = split.rest;
-    for (const f of split.frames) {
+    for (const f of this.#frames.push(text)) {
       if (this.#held !== "" || isFinalEvent(f)) this.#held += this.#frame(f);
       else out += this.#frame(f);
     }
-    if (final && this.#buf.trim() !== "") {
+    const rest = final ? this.#frames.take() : "";
+    if (rest.trim() !== "") {
       const open = this.#o.open;
-      this.#held += open ? decryptSseFrame(this.#buf, open).slice(0, -2) : this.#buf;
-      this.#buf = "";
+      this.#held += open ? decryptSseFrame(rest, open).slice(0, -2) : rest;
     }
     return out;
   }
