@@ -13,7 +13,7 @@ import { verifyReport } from "../verify/report.ts";
 import { type AttestedKey, e2eeKeyFromReport } from "./e2ee.ts";
 import { AciVerificationError, failedText } from "./errors.ts";
 import { type ClientPolicy, manifestCheck, measurementCheck } from "./policy.ts";
-import type { Transport } from "./transport.ts";
+import { ARTIFACT_FETCH_MS, type Transport } from "./transport.ts";
 
 /** A verified report and what the client uses from it. */
 export interface AttestedGateway {
@@ -62,6 +62,7 @@ export async function attest(d: AttestDeps): Promise<AttestedGateway> {
   const res = await d.transport.send(url, {
     method: "GET",
     headers: new Headers({ accept: "application/json" }),
+    signal: AbortSignal.timeout(ARTIFACT_FETCH_MS),
   }, null);
   if (res.status !== 200) {
     await res.body?.cancel();

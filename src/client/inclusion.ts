@@ -11,7 +11,7 @@
 import { type Check, check } from "../verify/checks.ts";
 import { isRecord } from "../verify/json_shape.ts";
 import { leafHash, verifyInclusion } from "../aci/merkle.ts";
-import type { Transport } from "./transport.ts";
+import { ARTIFACT_FETCH_MS, type Transport } from "./transport.ts";
 import { type Checkpoint, decodeHash, receiptEntry, verifyCheckpoint } from "./tlog.ts";
 import { bytesToHex } from "../aci/hex.ts";
 
@@ -122,7 +122,12 @@ export async function fetchInclusionProof(
     if (ask > 0) url.searchParams.set("wait", String(ask));
     else url.searchParams.delete("wait");
     const sent = d.now();
-    const res = await d.transport.send(url, { method: "GET", headers: d.auth }, d.tlsCheck);
+    const res = await d.transport.send(url, {
+      method: "GET",
+      headers: d.auth,
+      // The gateway holds a waiting ask for at most `ask` ms; past that and a margin, gone.
+      signal: AbortSignal.timeout(ask + ARTIFACT_FETCH_MS),
+    }, d.tlsCheck);
     if (res.status === 200) return { proof: await res.json().catch(() => null) };
     await res.body?.cancel();
     if (res.status === 400 && ask > 0) {

@@ -136,6 +136,13 @@ function requestOnce(url: URL, req: TransportRequest, agent: http.Agent): Promis
       resolve(new Response(body, { status, statusText: res.statusMessage, headers: h }));
     });
     r.on("socket", (s) => s.setNoDelay(true));
+    // Ended by hand as well: the runtime's node:http does not always honour `signal`, and a
+    // request that never gets its answer must not hold its caller forever.
+    const abort = () =>
+      r.destroy(new Error("the request was aborted", { cause: req.signal?.reason }));
+    if (req.signal?.aborted) abort();
+    else req.signal?.addEventListener("abort", abort, { once: true });
+    r.on("close", () => req.signal?.removeEventListener("abort", abort));
     r.on(
       "error",
       (e) =>

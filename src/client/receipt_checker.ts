@@ -13,6 +13,7 @@ import { CheckpointCache, fetchInclusionProof, inclusionCheck } from "./inclusio
 import type { ClientPolicy } from "./policy.ts";
 import type { Transport } from "./transport.ts";
 import type { Verdict } from "./verdict.ts";
+import { ARTIFACT_FETCH_MS } from "./transport.ts";
 
 /** Deferred inclusion checks in flight at most (each holds one receipt and its poll). */
 const MAX_DEFERRED = 256;
@@ -59,7 +60,11 @@ export class ReceiptChecker {
       ? null
       : this.#fetchProof(ask, false);
     proof?.catch(() => {});
-    const res = await transport.send(url, { method: "GET", headers: ask.auth }, keysets.tlsCheck);
+    const res = await transport.send(url, {
+      method: "GET",
+      headers: ask.auth,
+      signal: AbortSignal.timeout(ARTIFACT_FETCH_MS),
+    }, keysets.tlsCheck);
     if (res.status !== 200) {
       await res.body?.cancel();
       throw new AciVerificationError("receipt_missing", `the receipt answered HTTP ${res.status}`, {

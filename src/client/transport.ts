@@ -8,6 +8,12 @@
  */
 
 /** One request, as the client sends it. */
+/**
+ * How long a receipt, report or proof may take to arrive whole: a gateway (or anyone
+ * between) that never finishes one is a failed check, not a call that never returns.
+ */
+export const ARTIFACT_FETCH_MS = 30_000;
+
 export interface TransportRequest {
   method: string;
   headers: Headers;
