@@ -246,7 +246,12 @@ Deno.test({
       done.some((o) => o.finishedAt > signalledAt),
       "some requests in flight at SIGTERM completed during the drain",
     );
-    assert.deepEqual(outcomes.filter((o) => o.status !== null && !o.complete), []);
+    // A refusal is an answer too (a 503 at the connection cap, when a loaded machine slows the
+    // gateway down): whole, as its error body shows; only a 200 may not end early.
+    const cut = (o: Outcome) =>
+      o.status !== null && !o.complete &&
+      !(o.status !== 200 && parses(text(o.body ?? new Uint8Array())));
+    assert.deepEqual(outcomes.filter(cut), []);
     assert.ok(done.some((o) => o.stream) && done.some((o) => !o.stream));
   },
 });
