@@ -7,38 +7,18 @@
  *
  * `deno run -A bench/probes/tail/first_chunk.ts [streams]`
  */
-import { gatewayModel, startGateway } from "../../gateway_setup.ts";
-import { streamOnce, type Target } from "../../load.ts";
-import { spawnPinned } from "../../processes.ts";
+import { streamOnce } from "../../load.ts";
 import { percentile } from "../../stats.ts";
-
-const ROOT = new URL("../../../", import.meta.url).href;
-const PRELOAD = `--preload=${ROOT}bench/probes/tail/lag_preload.ts`;
+import { startProbedGateway } from "./probed_gateway.ts";
 
 if (import.meta.main) {
   const n = Number(Deno.args[0] ?? 200);
-  const dir = await Deno.makeTempDir({ prefix: "first_chunk_" });
-  const mock = await spawnPinned(
-    1,
-    ["run", "-A", "bench/mock_upstream.ts"],
-    /mock listening on (\S+)/,
-  );
-  const probe = `${dir}/gateway.probe`;
-  const gw = await startGateway(dir, mock.url, 0, [PRELOAD], undefined, {
-    PROBE_FILE: probe,
-    LAG_KEYS: "1",
-  });
+  const p = await startProbedGateway({ prefix: "first_chunk_", env: { LAG_KEYS: "1" } });
   const client = Deno.createHttpClient({});
   try {
-    const t: Target = {
-      base: gw.url,
-      headers: { authorization: `Bearer ${gw.key}` },
-      model: gatewayModel,
-    };
-    const direct: Target = { base: mock.url, headers: {}, model: (m) => m };
+    const { target: t, direct } = p;
     for (let i = 0; i < 50; i++) await streamOnce(t, client);
-    Deno.kill(gw.pid, "SIGUSR2");
-    await new Promise((r) => setTimeout(r, 200));
+    await p.timeline(); // drops the warm-up's records
     const g: { at: number; first: number }[] = [];
     const d: number[] = [];
     for (let i = 0; i < n; i++) {
@@ -46,12 +26,7 @@ if (import.meta.main) {
       const at = performance.timeOrigin + performance.now();
       g.push({ at, first: (await streamOnce(t, client)).firstToken });
     }
-    Deno.kill(gw.pid, "SIGUSR2");
-    await new Promise((r) => setTimeout(r, 300));
-    const lines = (await Deno.readTextFile(probe)).trim().split("\n");
-    const tl = JSON.parse(lines[lines.length - 1]) as {
-      commits: [number, number, number, number, string?][];
-    };
+    const tl = await p.timeline();
     const firsts = g.map((x) => x.first);
     console.log(
       `first chunk p50: gateway ${percentile(firsts, 50).toFixed(3)} ms, direct ${
@@ -99,8 +74,6 @@ if (import.meta.main) {
     );
   } finally {
     client.close();
-    await gw.stop();
-    await mock.stop();
-    await Deno.remove(dir, { recursive: true });
+    await p.stop();
   }
 }

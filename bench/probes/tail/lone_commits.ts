@@ -7,26 +7,14 @@
  * `deno run -A bench/probes/tail/lone_commits.ts [requests]`
  */
 import { chatBody } from "../../load.ts";
-import { gatewayModel, startGateway } from "../../gateway_setup.ts";
-import { spawnPinned } from "../../processes.ts";
+import { gatewayModel } from "../../gateway_setup.ts";
 import { percentile } from "../../stats.ts";
-
-const ROOT = new URL("../../../", import.meta.url).href;
-const PRELOAD = `--preload=${ROOT}bench/probes/tail/lag_preload.ts`;
+import { startProbedGateway } from "./probed_gateway.ts";
 
 if (import.meta.main) {
   const n = Number(Deno.args[0] ?? 500);
-  const dir = await Deno.makeTempDir({ prefix: "lone_commits_" });
-  const mock = await spawnPinned(
-    1,
-    ["run", "-A", "bench/mock_upstream.ts"],
-    /mock listening on (\S+)/,
-  );
-  const probe = `${dir}/gateway.probe`;
-  const gw = await startGateway(dir, mock.url, 0, [PRELOAD], undefined, {
-    PROBE_FILE: probe,
-    LAG_KEYS: "1",
-  });
+  const p = await startProbedGateway({ prefix: "lone_commits_", env: { LAG_KEYS: "1" } });
+  const gw = p.gw;
   const client = Deno.createHttpClient({});
   const one = async () => {
     const at = performance.timeOrigin + performance.now();
@@ -41,16 +29,10 @@ if (import.meta.main) {
   };
   try {
     for (let i = 0; i < 200; i++) await one();
-    Deno.kill(gw.pid, "SIGUSR2");
-    await new Promise((r) => setTimeout(r, 200));
+    await p.timeline(); // drops the warm-up's records
     const reqs: { at: number; ms: number }[] = [];
     for (let i = 0; i < n; i++) reqs.push(await one());
-    Deno.kill(gw.pid, "SIGUSR2");
-    await new Promise((r) => setTimeout(r, 300));
-    const lines = (await Deno.readTextFile(probe)).trim().split("\n");
-    const tl = JSON.parse(lines[lines.length - 1]) as {
-      commits: [number, number, number, number, string?][];
-    };
+    const tl = await p.timeline();
     const kinds = new Map<string, { count: number; wall: number[] }>();
     for (const q of reqs) {
       for (const c of tl.commits) {
@@ -73,8 +55,6 @@ if (import.meta.main) {
     }
   } finally {
     client.close();
-    await gw.stop();
-    await mock.stop();
-    await Deno.remove(dir, { recursive: true });
+    await p.stop();
   }
 }

@@ -9,60 +9,32 @@
  * `deno run -A bench/probes/tail/tail_timeline.ts [seconds] [episodes]`
  */
 import { GATEWAY_V8_FLAGS } from "../../../enclave/build_args.ts";
-import { gatewayModel, startGateway } from "../../gateway_setup.ts";
-import { closedLoop, openLoop, type Target } from "../../load.ts";
-import { spawnPinned } from "../../processes.ts";
+import { closedLoop, openLoop } from "../../load.ts";
 import { percentile } from "../../stats.ts";
+import { startProbedGateway } from "./probed_gateway.ts";
 
-const ROOT = new URL("../../../", import.meta.url).href;
-const PRELOAD = `--preload=${ROOT}bench/probes/tail/lag_preload.ts`;
 const GC_LINE =
   /^\[\d+:0x[0-9a-f]+\]\s+(\d+) ms: ([A-Za-z-]+(?: \([a-z]+\))?) .*? ([\d.]+) \/ ([\d.]+) ms/;
-
-interface Timeline {
-  origin: number;
-  lags: [number, number][];
-  commits: [number, number, number, number][];
-}
 
 const f = (x: number) => x.toFixed(1);
 
 if (import.meta.main) {
   const seconds = Number(Deno.args[0] ?? 8);
   const show = Number(Deno.args[1] ?? 6);
-  const dir = await Deno.makeTempDir({ prefix: "tail_timeline_" });
-  const mock = await spawnPinned(
-    1,
-    ["run", "-A", "bench/mock_upstream.ts"],
-    /mock listening on (\S+)/,
-  );
-  const out = `${dir}/gateway.out`;
-  const probe = `${dir}/gateway.probe`;
-  const gw = await startGateway(
-    dir,
-    mock.url,
-    0,
-    [PRELOAD, `--v8-flags=${[...GATEWAY_V8_FLAGS, "--trace-gc"].join(",")}`],
-    undefined,
-    { PROBE_FILE: probe },
-    out,
-  );
+  const p = await startProbedGateway({
+    prefix: "tail_timeline_",
+    denoFlags: [`--v8-flags=${[...GATEWAY_V8_FLAGS, "--trace-gc"].join(",")}`],
+    stdoutTo: (dir) => `${dir}/gateway.out`,
+  });
+  const out = p.out!;
   try {
-    const t: Target = {
-      base: gw.url,
-      headers: { authorization: `Bearer ${gw.key}` },
-      model: gatewayModel,
-    };
+    const t = p.target;
     await closedLoop(t, { concurrency: 32, seconds: 3 });
     await openLoop(t, { rate: 500, seconds: 2 });
-    Deno.kill(gw.pid, "SIGUSR2"); // drops the warm-up's records
-    await new Promise((r) => setTimeout(r, 200));
+    await p.timeline(); // drops the warm-up's records
     const before = (await Deno.readTextFile(out)).length;
     const g = await openLoop(t, { rate: 500, seconds, phases: true });
-    Deno.kill(gw.pid, "SIGUSR2");
-    await new Promise((r) => setTimeout(r, 300));
-    const lines = (await Deno.readTextFile(probe)).trim().split("\n");
-    const tl = JSON.parse(lines[lines.length - 1]) as Timeline;
+    const tl = await p.timeline();
     const gcs = (await Deno.readTextFile(out)).slice(before).split("\n").flatMap((l) => {
       const m = l.match(GC_LINE);
       return m ? [{ at: tl.origin + Number(m[1]), kind: m[2], ms: Number(m[3]) }] : [];
@@ -146,8 +118,6 @@ if (import.meta.main) {
         } ms`,
     );
   } finally {
-    await gw.stop();
-    await mock.stop();
-    await Deno.remove(dir, { recursive: true });
+    await p.stop();
   }
 }
