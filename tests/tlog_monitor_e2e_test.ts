@@ -44,6 +44,36 @@ async function monitor(args: string[]) {
   });
 }
 
+/** `task monitor` following (a witness too): its stdout lines as they come, and a stop. */
+async function followingMonitor(args: string[]) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [...await taskArgs("monitor"), ...args],
+    stdout: "piped",
+    stderr: "inherit",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const lines: string[] = [];
+  const reading = (async () => {
+    let buf = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        lines.push(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    }
+  })();
+  return {
+    lines,
+    async stop() {
+      child.kill("SIGTERM");
+      await child.status;
+      await reading;
+    },
+  };
+}
+
 Deno.test("monitor: follows the log across runs, two replicas agree, a forged split view fails", async () => {
   const dir = await Deno.makeTempDir();
   const a = await startTestGateway({ kvPath: `${dir}/gw.kv` });
@@ -139,39 +169,22 @@ Deno.test("witness: the gateway serves only cosigned checkpoints; tlog-witness e
       c.transparency_log.required_cosignatures = 1;
     },
   });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...await taskArgs("monitor"),
-      "--gateway",
-      gw.url,
-      "--state",
-      `${dir}/monitor.json`,
-      "--witness-listen",
-      `127.0.0.1:${port}`,
-      "--witness-key",
-      `${dir}/witness.key`,
-      "--witness-name",
-      name,
-      "--allow-dev",
-      "--interval",
-      "1",
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  const lines: string[] = [];
-  const reading = (async () => {
-    let buf = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        lines.push(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-      }
-    }
-  })();
+  const monitor = await followingMonitor([
+    "--gateway",
+    gw.url,
+    "--state",
+    `${dir}/monitor.json`,
+    "--witness-listen",
+    `127.0.0.1:${port}`,
+    "--witness-key",
+    `${dir}/witness.key`,
+    "--witness-name",
+    name,
+    "--allow-dev",
+    "--interval",
+    "1",
+  ]);
+  const lines = monitor.lines;
   try {
     while (!lines.some((l) => l.includes("listening"))) await new Promise((r) => setTimeout(r, 20));
     assert.ok(lines.some((l) => l.includes(cosigner.cosignerVkey)), "the witness prints its vkey");
@@ -291,9 +304,7 @@ ${served}`)).status,
       slow.close();
     }
   } finally {
-    child.kill("SIGTERM");
-    await child.status;
-    await reading;
+    await monitor.stop();
     await gw.close();
     await Deno.remove(dir, { recursive: true });
   }
@@ -308,32 +319,21 @@ Deno.test("monitor with a witness: a gateway down is a WARN and the witness keep
     return port;
   };
   const [gone, port] = [free(), free()];
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      ...await taskArgs("monitor"),
-      "--gateway",
-      `http://127.0.0.1:${gone}`,
-      "--state",
-      `${dir}/monitor.json`,
-      "--witness-listen",
-      `127.0.0.1:${port}`,
-      "--witness-key",
-      `${dir}/new.key`,
-      "--witness-name",
-      "witness.test/w2",
-      "--interval",
-      "1",
-    ],
-    stdout: "piped",
-    stderr: "inherit",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  const lines: string[] = [];
-  const reading = (async () => {
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      lines.push(...chunk.split("\n").filter((l) => l !== ""));
-    }
-  })();
+  const monitor = await followingMonitor([
+    "--gateway",
+    `http://127.0.0.1:${gone}`,
+    "--state",
+    `${dir}/monitor.json`,
+    "--witness-listen",
+    `127.0.0.1:${port}`,
+    "--witness-key",
+    `${dir}/new.key`,
+    "--witness-name",
+    "witness.test/w2",
+    "--interval",
+    "1",
+  ]);
+  const lines = monitor.lines;
   try {
     const deadline = Date.now() + 60_000;
     while (lines.filter((l) => l.startsWith("WARN")).length < 2 && Date.now() < deadline) {
@@ -349,9 +349,7 @@ Deno.test("monitor with a witness: a gateway down is a WARN and the witness keep
     assert.equal(r.status, 400);
     assert.equal((await Deno.stat(`${dir}/new.key`)).mode! & 0o777, 0o600);
   } finally {
-    child.kill("SIGTERM");
-    await child.status;
-    await reading;
+    await monitor.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -374,7 +372,7 @@ Deno.test("a witness started after the gateway: a quiet log's checkpoint is cosi
       c.transparency_log.required_cosignatures = 1;
     },
   });
-  let child: Deno.ChildProcess | null = null;
+  let monitor: Awaited<ReturnType<typeof followingMonitor>> | null = null;
   try {
     for (let i = 0; i < 3; i++) {
       const ex = await postRaw(gw.url, "/v1/embeddings", {
@@ -387,25 +385,19 @@ Deno.test("a witness started after the gateway: a quiet log's checkpoint is cosi
     const before = await fetch(`${gw.url}/v1/aci/log/checkpoint`);
     assert.equal(before.status, 503);
     assert.match((await before.json()).error.message, /none is cosigned by the witnesses/);
-    child = new Deno.Command(Deno.execPath(), {
-      args: [
-        ...await taskArgs("monitor"),
-        "--gateway",
-        gw.url,
-        "--state",
-        `${dir}/monitor.json`,
-        "--witness-listen",
-        `127.0.0.1:${port}`,
-        "--witness-key",
-        `${dir}/witness.key`,
-        "--witness-name",
-        name,
-        "--allow-dev",
-      ],
-      stdout: "null",
-      stderr: "null",
-      env: { NO_COLOR: "1" },
-    }).spawn();
+    monitor = await followingMonitor([
+      "--gateway",
+      gw.url,
+      "--state",
+      `${dir}/monitor.json`,
+      "--witness-listen",
+      `127.0.0.1:${port}`,
+      "--witness-key",
+      `${dir}/witness.key`,
+      "--witness-name",
+      name,
+      "--allow-dev",
+    ]);
     // No request from here on: the gateway asks again by itself.
     const deadline = Date.now() + 45_000;
     let served: Response | null = null;
@@ -420,8 +412,7 @@ Deno.test("a witness started after the gateway: a quiet log's checkpoint is cosi
     assert.ok(verifyNote(note, [parseVerifierKey(cosigner.cosignerVkey)!]), note);
     assert.ok(parseCheckpointBody(parseNote(note)!.text)!.size >= 3);
   } finally {
-    child?.kill("SIGTERM");
-    await child?.status;
+    await monitor?.stop();
     await gw.close();
     await Deno.remove(dir, { recursive: true });
   }
